@@ -1,0 +1,49 @@
+# Set-up and checks. `make run` and `make test` each create or reuse .venv and install what they need
+# (on Debian as root, also the system libraries: PortAudio, PulseAudio for the virtual-microphone test,
+# the EGL/xkb/fontconfig libraries Qt needs, Xvfb for screenshots).
+PY ?= python3
+VENV := .venv
+VPY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
+SYSDEPS := libportaudio2 pulseaudio libasound2-plugins libegl1 libgl1 libxkbcommon0 libxkbcommon-x11-0 \
+	libfontconfig1 libdbus-1-3 libglib2.0-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0 \
+	libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 xvfb espeak-ng sox
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: run test reference lint fixtures bench sysdeps clean
+
+$(VENV)/bin/python:
+	$(PY) -m venv $(VENV)
+
+sysdeps:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  missing=""; for p in $(SYSDEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  if [ -n "$$missing" ]; then echo "installing system packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
+	fi
+
+$(STAMP): $(VENV)/bin/python pyproject.toml
+	$(MAKE) sysdeps
+	$(VPY) -m pip install -q --upgrade pip
+	$(VPY) -m pip install -q -e '.[dev]'
+	rm -f $(VENV)/.installed-*; touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/livecap $(ARGS)
+
+test: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(VPY) -m pytest -q $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+reference: $(STAMP)
+	$(VPY) -m pip install -q -e '.[reference]'
+	$(VPY) -m pytest -q -p no:cacheprovider tests/reference -o addopts="-ra"
+
+fixtures: $(STAMP)
+	$(VPY) -m pip install -q -e '.[reference]'
+	$(VPY) tests/fixtures/make_fixtures.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info

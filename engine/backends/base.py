@@ -1,0 +1,186 @@
+"""The op set every model is written against, with generic implementations over an array module.
+
+A backend wraps one array library (NumPy or MLX). Models call only these methods plus plain array
+arithmetic (``+``, ``*``, slicing, ``.reshape``, ``.transpose``), which both libraries share, so each
+model family is written once. Shapes are batch-free: a sequence is ``[T, D]``, heads are ``[H, T, hd]``.
+
+Weights: ``linear`` takes PyTorch-layout ``[out, in]`` matrices (or whatever ``prepare_linear``
+returned for them); ``conv1d`` takes what ``prepare_conv`` returned for a ``[C_out, C_in, K]`` kernel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+Array = Any
+
+
+class Backend:
+    """Generic op set; subclasses set ``xp`` (the array module) and override the fast paths."""
+
+    name = "generic"
+    xp: Any = np
+
+    # ---- arrays -------------------------------------------------------------------------------
+    def asarray(self, a: np.ndarray | Array, dtype: str | None = None) -> Array:
+        """A backend array from a NumPy array (``dtype`` one of float32/float16/bfloat16/int32/...)."""
+        raise NotImplementedError
+
+    def to_numpy(self, x: Array) -> np.ndarray:
+        """A NumPy copy of ``x`` (float arrays come back as float32)."""
+        raise NotImplementedError
+
+    def zeros(self, shape: tuple[int, ...], dtype: str = "float32") -> Array:
+        """A zero-filled array."""
+        raise NotImplementedError
+
+    def dtype_name(self, x: Array) -> str:
+        """The dtype of ``x`` as a string (``float32``, ``bfloat16``, ...)."""
+        raise NotImplementedError
+
+    def astype(self, x: Array, dtype: str) -> Array:
+        """``x`` converted to ``dtype``."""
+        raise NotImplementedError
+
+    def load(self, store: Any, name: str, shape: tuple[int, ...] | None = None, dtype: str | None = None) -> Array:
+        """Tensor ``name`` of a ``TensorStore`` as a backend array (file dtype unless ``dtype``)."""
+        return self.asarray(store.numpy(name, shape), dtype)
+
+    def concat(self, xs: list[Array], axis: int = 0) -> Array:
+        """Concatenation along ``axis``."""
+        return self.xp.concatenate(xs, axis=axis)
+
+    def stack(self, xs: list[Array], axis: int = 0) -> Array:
+        """Stack along a new ``axis``."""
+        return self.xp.stack(xs, axis=axis)
+
+    def write(self, buf: Array, index: Any, value: Array) -> Array:
+        """``buf[index] = value``; returns the updated buffer (in place where the library allows)."""
+        buf[index] = value
+        return buf
+
+    def eval(self, *xs: Array) -> None:
+        """Barrier: force lazy computation of ``xs`` (no-op for eager libraries)."""
+
+    def argmax(self, x: Array) -> np.ndarray:
+        """Indices of the maxima along the last axis, as a NumPy int64 array."""
+        return np.asarray(self.to_numpy_any(self.xp.argmax(x, axis=-1)), dtype=np.int64)
+
+    def to_numpy_any(self, x: Array) -> np.ndarray:
+        """A NumPy view/copy of ``x`` keeping integer dtypes."""
+        return np.asarray(x)
+
+    # ---- elementwise ----------------------------------------------------------------------------
+    def silu(self, x: Array) -> Array:
+        """x * sigmoid(x)."""
+        return x / (1.0 + self.xp.exp(-x))
+
+    def gelu(self, x: Array) -> Array:
+        """Exact GELU, 0.5 x (1 + erf(x / sqrt 2))."""
+        return 0.5 * x * (1.0 + self.erf(x * 0.7071067811865476))
+
+    def gelu_tanh(self, x: Array) -> Array:
+        """The tanh approximation of GELU."""
+        xp = self.xp
+        return 0.5 * x * (1.0 + xp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+    def erf(self, x: Array) -> Array:
+        """The error function."""
+        return self.xp.erf(x)
+
+    def softmax(self, x: Array, axis: int = -1) -> Array:
+        """Softmax along ``axis``, computed stably."""
+        xp = self.xp
+        e = xp.exp(x - xp.max(x, axis=axis, keepdims=True))
+        return e / xp.sum(e, axis=axis, keepdims=True)
+
+    # ---- layers ---------------------------------------------------------------------------------
+    def prepare_linear(self, w: Array) -> Array:
+        """Backend-specific form of a ``[out, in]`` weight for ``linear``."""
+        return w
+
+    def linear(self, x: Array, w: Array, b: Array | None = None) -> Array:
+        """``x @ w.T + b`` for ``x [..., in]`` and a weight from ``prepare_linear``."""
+        y = x @ w.T
+        return y if b is None else y + b
+
+    def layer_norm(self, x: Array, weight: Array | None, bias: Array | None, eps: float) -> Array:
+        """LayerNorm over the last axis, statistics in float32, result in ``x``'s dtype."""
+        xp = self.xp
+        mu = xp.mean(x, axis=-1, keepdims=True)
+        c = x - mu
+        y = c / xp.sqrt(xp.mean(c * c, axis=-1, keepdims=True) + eps)
+        if weight is not None:
+            y = y * weight
+        if bias is not None:
+            y = y + bias
+        return y
+
+    def rms_norm(self, x: Array, weight: Array | None, eps: float) -> Array:
+        """RMSNorm over the last axis."""
+        xp = self.xp
+        y = x / xp.sqrt(xp.mean(x * x, axis=-1, keepdims=True) + eps)
+        return y if weight is None else y * weight
+
+    def rope(self, x: Array, cos: Array, sin: Array, interleaved: bool) -> Array:
+        """Rotary embedding on the first ``2 * cos.shape[-1]`` channels of ``x [H, T, hd]``.
+
+        ``cos``/``sin`` are ``[T, F]``. Interleaved rotates adjacent pairs (x[2i], x[2i+1]) (GPT-J);
+        half-split rotates (x[i], x[i+F]) (Llama/NeoX). Channels past ``2F`` pass through unchanged.
+        """
+        xp = self.xp
+        f = cos.shape[-1]
+        h, t, hd = x.shape
+        rot, rest = x[..., : 2 * f], x[..., 2 * f :]
+        if interleaved:
+            pairs = rot.reshape(h, t, f, 2)
+            a, b = pairs[..., 0], pairs[..., 1]
+            y = xp.stack([a * cos - b * sin, a * sin + b * cos], axis=-1).reshape(h, t, 2 * f)
+        else:
+            a, b = rot[..., :f], rot[..., f:]
+            y = xp.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+        return y if 2 * f == hd else xp.concatenate([y, rest], axis=-1)
+
+    def attention(self, q: Array, k: Array, v: Array, scale: float, mask: Array | None = None) -> Array:
+        """Softmax attention: ``q [Hq, Tq, d]``, ``k, v [Hkv, Tk, d]`` (Hq a multiple of Hkv).
+
+        ``mask`` is a boolean ``[Tq, Tk]`` array (True = may attend) or None for full attention.
+        Returns ``[Hq, Tq, d]``.
+        """
+        xp = self.xp
+        hq, hkv = q.shape[0], k.shape[0]
+        if hq != hkv:
+            rep = hq // hkv
+            k = xp.repeat(k, rep, axis=0)
+            v = xp.repeat(v, rep, axis=0)
+        s = (q * scale) @ k.transpose(0, 2, 1)
+        if mask is not None:
+            s = xp.where(mask, s, -xp.inf)
+        return self.softmax(s, axis=-1) @ v
+
+    def prepare_conv(self, w: Array) -> Array:
+        """Backend-specific form of a PyTorch ``[C_out, C_in, K]`` conv kernel."""
+        return w
+
+    def conv1d(self, x: Array, w: Array, b: Array | None, stride: int = 1) -> Array:
+        """Valid (unpadded) 1-D convolution of ``x [T, C_in]`` -> ``[T_out, C_out]``.
+
+        ``T_out = (T - K) // stride + 1``; callers pad (or prepend state) for causal convolution.
+        """
+        raise NotImplementedError
+
+
+def window_mask(q_pos: np.ndarray, k_pos: np.ndarray, left: int | None, right: int | None) -> np.ndarray:
+    """Boolean ``[Tq, Tk]`` mask: query at position q may see key k iff ``-right < q - k < left``.
+
+    ``left``/``right`` count the self position in (HF sliding-window semantics: window (16, 4) lets a
+    query see keys q-15 .. q+3). ``left=None`` means unbounded past; ``right=None`` unbounded future;
+    ``right=1`` (or 0) is causal.
+    """
+    d = np.asarray(q_pos)[:, None] - np.asarray(k_pos)[None, :]
+    ok = np.ones(d.shape, dtype=bool) if left is None else d < left
+    if right is not None:
+        ok &= -d < max(right, 1)
+    return ok

@@ -1,0 +1,122 @@
+"""MLX backend: Metal on Apple Silicon, CUDA where built for it, CPU (``mlx[cpu]``) for tests.
+
+Keeps the checkpoint dtype unless the model asks otherwise. Norm statistics and softmax run in float32.
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import numpy as np
+
+from .base import Backend
+
+_DTYPES = {
+    "float32": mx.float32,
+    "float16": mx.float16,
+    "bfloat16": mx.bfloat16,
+    "int32": mx.int32,
+    "int64": mx.int64,
+    "uint32": mx.uint32,
+    "uint8": mx.uint8,
+    "bool": mx.bool_,
+}
+
+
+def has_gpu() -> bool:
+    """Whether MLX has an accelerator here (Metal or CUDA)."""
+    try:
+        if mx.metal.is_available():
+            return True
+    except Exception:  # noqa: BLE001 - older/newer MLX layouts
+        pass
+    cuda = getattr(mx, "cuda", None)
+    try:
+        return bool(cuda is not None and cuda.is_available())
+    except Exception:  # noqa: BLE001
+        return False
+
+
+class MlxBackend(Backend):
+    """The op set on MLX (lazy arrays; ``eval`` is the barrier)."""
+
+    name = "mlx"
+    xp = mx
+
+    def asarray(self, a, dtype=None):
+        if isinstance(a, mx.array):
+            x = a
+        else:
+            a = np.asarray(a)
+            if a.dtype == np.float64:
+                a = a.astype(np.float32)
+            x = mx.array(a)
+        if dtype is not None and x.dtype != _DTYPES[dtype]:
+            x = x.astype(_DTYPES[dtype])
+        return x
+
+    def load(self, store, name, shape=None, dtype=None):
+        a = store.raw(name, shape)
+        x = mx.array(a).view(mx.bfloat16) if store.info(name).dtype == "bfloat16" else mx.array(a)
+        return x if dtype is None else x.astype(_DTYPES[dtype])
+
+    def to_numpy(self, x):
+        if x.dtype in (mx.bfloat16, mx.float16):
+            x = x.astype(mx.float32)
+        return np.array(x)
+
+    def to_numpy_any(self, x):
+        return np.array(x)
+
+    def zeros(self, shape, dtype="float32"):
+        return mx.zeros(shape, dtype=_DTYPES[dtype])
+
+    def dtype_name(self, x):
+        return {v: k for k, v in _DTYPES.items()}.get(x.dtype, str(x.dtype))
+
+    def astype(self, x, dtype):
+        return x.astype(_DTYPES[dtype])
+
+    def eval(self, *xs):
+        mx.eval(*xs)
+
+    def erf(self, x):
+        return mx.erf(x)
+
+    def silu(self, x):
+        return x * mx.sigmoid(x)
+
+    def softmax(self, x, axis=-1):
+        return mx.softmax(x, axis=axis, precise=True)
+
+    def linear(self, x, w, b=None):
+        if b is not None:
+            return mx.addmm(b, x, w.T)
+        return x @ w.T
+
+    def layer_norm(self, x, weight, bias, eps):
+        dt = x.dtype
+        y = mx.fast.layer_norm(x.astype(mx.float32), weight, bias, eps)
+        return y.astype(dt)
+
+    def rms_norm(self, x, weight, eps):
+        dt = x.dtype
+        if weight is None:
+            weight = mx.ones((x.shape[-1],), dtype=mx.float32)
+        return mx.fast.rms_norm(x.astype(mx.float32), weight, eps).astype(dt)
+
+    def attention(self, q, k, v, scale, mask=None):
+        m = None
+        if mask is not None:
+            m = mask if isinstance(mask, mx.array) else mx.array(np.asarray(mask))
+        out = mx.fast.scaled_dot_product_attention(q[None], k[None], v[None], scale=scale, mask=m)
+        return out[0]
+
+    def prepare_conv(self, w):
+        return self.asarray(w).transpose(0, 2, 1)  # [C_out, K, C_in]
+
+    def conv1d(self, x, w, b, stride=1):
+        k = w.shape[1]
+        if x.shape[0] < k:
+            return mx.zeros((0, w.shape[0]), dtype=x.dtype)
+        y = mx.conv1d(x[None], w.astype(x.dtype), stride=stride)[0]
+        return y if b is None else y + b

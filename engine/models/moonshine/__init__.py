@@ -1,0 +1,38 @@
+"""Moonshine Streaming: config, model, decoding and sessions."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...backends import Backend
+from ...errors import ModelError
+from ...weights import open_checkpoint
+from .config import MoonshineConfig
+from .model import MoonshineModel
+from .tokenizer import MoonshineTokenizer
+
+__all__ = ["MoonshineConfig", "MoonshineModel", "load"]
+
+
+def load(folder: Path, config: dict, backend: Backend, dtype: str | None = None,
+         window_semantics: str = "hf") -> MoonshineModel:
+    """A Moonshine model from an HF folder (config.json, model.safetensors, tokenizer.json)."""
+    cfg = MoonshineConfig.from_dict(config)
+    gen = folder / "generation_config.json"
+    if gen.is_file():
+        try:
+            g = json.loads(gen.read_text())
+        except ValueError:
+            g = {}
+        for key in ("eos_token_id", "decoder_start_token_id", "bos_token_id"):
+            if isinstance(g.get(key), int):
+                setattr(cfg, key, g[key])
+    tokenizer = MoonshineTokenizer(folder / "tokenizer.json")
+    store = open_checkpoint(folder)
+    if window_semantics not in ("hf", "inclusive"):
+        raise ModelError(f"Unknown window semantics '{window_semantics}'.")
+    try:
+        return MoonshineModel(cfg, store, backend, dtype, window_semantics, tokenizer, str(folder))
+    except (ValueError, TypeError) as e:
+        raise ModelError(f"The Moonshine checkpoint in {folder} does not fit its config.json ({e}).") from e

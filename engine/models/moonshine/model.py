@@ -1,0 +1,320 @@
+"""Moonshine Streaming (tiny / small / medium) over the backend op set.
+
+Parity contract: with ``window_semantics="hf"`` (default) every function here reproduces the HF
+transformers 5.24.0 reference (``MoonshineStreamingForConditionalGeneration``, called with an
+``attention_mask``) in float32 to ~1e-5: frontend, encoder, adapter ("memory"), decoder logits and
+greedy ids. ``window_semantics="inclusive"`` widens each (L, R) window by one on both sides, as the
+vendor runtime and training do (notes §2.3).
+
+Shapes are batch-free: audio ``[n]``, frames ``[T, D]``, heads ``[H, T, hd]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...backends import Backend, window_mask
+from ...errors import UsageError
+from ...weights import TensorStore
+from .config import MoonshineConfig
+
+ENC_BLOCK = 128  # queries per block in the windowed offline encoder
+
+
+@dataclass
+class EncoderLayer:
+    ln1: object
+    ln2: object
+    q: object
+    k: object
+    v: object
+    o: object
+    fc1: object
+    fc1_b: object
+    fc2: object
+    fc2_b: object
+    window: tuple[int, int]
+
+
+@dataclass
+class DecoderLayer:
+    ln_in: object
+    ln_post: object
+    ln_final: object
+    q: object
+    k: object
+    v: object
+    o: object
+    xq: object
+    xk: object
+    xv: object
+    xo: object
+    fc1: object
+    fc1_b: object
+    fc2: object
+    fc2_b: object
+
+
+def rope_inv_freq(cfg: MoonshineConfig) -> np.ndarray:
+    """Inverse frequencies of the partial interleaved RoPE, float64: ``theta^(-2i/rot)``, rot = int(hd*f)."""
+    rot = cfg.rotary_dim
+    return 1.0 / (cfg.rope_parameters["rope_theta"] ** (np.arange(0, rot, 2, dtype=np.float64) / rot))
+
+
+def token_cap(n_samples: int, sample_rate: int = 16000) -> int:
+    """The decode cap: ceil(6.5 tokens per second of audio), computed exactly in integers."""
+    return (13 * n_samples + 2 * sample_rate - 1) // (2 * sample_rate)
+
+
+class MoonshineModel:
+    """Weights on one backend plus the forward pieces; sessions (``session.py``) drive it."""
+
+    family = "moonshine_streaming"
+
+    def __init__(self, cfg: MoonshineConfig, store: TensorStore, backend: Backend, dtype: str | None = None,
+                 window_semantics: str = "hf", tokenizer=None, source: str = ""):
+        self.cfg, self.B, self.tokenizer, self.source = cfg, backend, tokenizer, source
+        self.window_semantics = window_semantics
+        B, e = backend, cfg.encoder
+        # NumPy computes in float32; MLX keeps the file dtype unless asked (frontend and norms stay float32).
+        self.dtype = (dtype or store.info("proj_out.weight").dtype) if backend.name == "mlx" else "float32"
+        wdt, f32 = self.dtype, "float32"
+
+        def W(name, shape, dt=None):
+            return B.load(store, name, shape, dt or wdt)
+
+        def lin(name, shape):
+            return B.prepare_linear(W(name, shape))
+
+        D, Hd, F = e.hidden_size, e.num_attention_heads * e.head_dim, e.intermediate_size
+        pre = "model.encoder."
+        self.log_k = float(store.numpy(pre + "embedder.comp.log_k", ()))
+        self.emb_linear = B.prepare_linear(W(pre + "embedder.linear.weight", (D, e.frame_len), f32))
+        self.conv1 = B.prepare_conv(W(pre + "embedder.conv1.weight", (2 * D, D, 5), f32))
+        self.conv1_b = W(pre + "embedder.conv1.bias", (2 * D,), f32)
+        self.conv2 = B.prepare_conv(W(pre + "embedder.conv2.weight", (D, 2 * D, 5), f32))
+        self.conv2_b = W(pre + "embedder.conv2.bias", (D,), f32)
+        one = np.float32(1.0)
+        self.enc_layers = []
+        for i in range(e.num_hidden_layers):
+            p = f"{pre}layers.{i}."
+            L, R = e.sliding_windows[i]
+            if window_semantics == "inclusive":
+                L, R = L + 1, R + 1
+            self.enc_layers.append(EncoderLayer(
+                ln1=B.asarray(store.numpy(p + "input_layernorm.gamma", (D,)) + one, f32),
+                ln2=B.asarray(store.numpy(p + "post_attention_layernorm.gamma", (D,)) + one, f32),
+                q=lin(p + "self_attn.q_proj.weight", (Hd, D)), k=lin(p + "self_attn.k_proj.weight", (Hd, D)),
+                v=lin(p + "self_attn.v_proj.weight", (Hd, D)), o=lin(p + "self_attn.o_proj.weight", (D, Hd)),
+                fc1=lin(p + "mlp.fc1.weight", (F, D)), fc1_b=W(p + "mlp.fc1.bias", (F,)),
+                fc2=lin(p + "mlp.fc2.weight", (D, F)), fc2_b=W(p + "mlp.fc2.bias", (D,)),
+                window=(L, R),
+            ))
+        self.enc_final = B.asarray(store.numpy(pre + "final_norm.gamma", (D,)) + one, f32)
+
+        Dd, Hq, Hkv, hd, Fd = (cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
+                               cfg.intermediate_size)
+        dp = "model.decoder."
+        self.pos_emb = W(dp + "pos_emb.weight", (cfg.max_position_embeddings, D), f32)
+        self.adapter = lin(dp + "proj.weight", (Dd, D)) if D != Dd else None
+        self.embed = W(dp + "embed_tokens.weight", (cfg.vocab_size, Dd))
+        self.dec_layers = []
+        for i in range(cfg.num_hidden_layers):
+            p = f"{dp}layers.{i}."
+            self.dec_layers.append(DecoderLayer(
+                ln_in=W(p + "input_layernorm.weight", (Dd,), f32),
+                ln_post=W(p + "post_attention_layernorm.weight", (Dd,), f32),
+                ln_final=W(p + "final_layernorm.weight", (Dd,), f32),
+                q=lin(p + "self_attn.q_proj.weight", (Hq * hd, Dd)), k=lin(p + "self_attn.k_proj.weight", (Hkv * hd, Dd)),
+                v=lin(p + "self_attn.v_proj.weight", (Hkv * hd, Dd)), o=lin(p + "self_attn.o_proj.weight", (Dd, Hq * hd)),
+                xq=lin(p + "encoder_attn.q_proj.weight", (Hq * hd, Dd)),
+                xk=lin(p + "encoder_attn.k_proj.weight", (Hkv * hd, Dd)),
+                xv=lin(p + "encoder_attn.v_proj.weight", (Hkv * hd, Dd)),
+                xo=lin(p + "encoder_attn.o_proj.weight", (Dd, Hq * hd)),
+                fc1=lin(p + "mlp.fc1.weight", (2 * Fd, Dd)), fc1_b=W(p + "mlp.fc1.bias", (2 * Fd,)),
+                fc2=lin(p + "mlp.fc2.weight", (Dd, Fd)), fc2_b=W(p + "mlp.fc2.bias", (Dd,)),
+            ))
+        self.dec_norm = W(dp + "norm.weight", (Dd,), f32)
+        self.proj_out = lin("proj_out.weight", (cfg.vocab_size, Dd))
+        self.inv_freq = rope_inv_freq(cfg)
+
+    # ---- sessions -----------------------------------------------------------------------------
+    def start_session(self, vad: bool = True, **options):
+        """A session over this model's weights. ``vad=False``: the whole input is one segment."""
+        from .session import WholeSession
+
+        if not vad:
+            if options:
+                raise UsageError(f"Unknown Moonshine session option(s): {', '.join(sorted(options))}.")
+            return WholeSession(self)
+        raise UsageError("Voice-activity segmentation is not available yet for Moonshine; use --no-vad.")
+
+    # ---- properties ---------------------------------------------------------------------------
+    @property
+    def backend_name(self) -> str:
+        return self.B.name
+
+    @property
+    def lookahead(self) -> int:
+        """Encoder frames of look-ahead: the sum over layers of (R - 1) for R > 1."""
+        return sum(max(R - 1, 0) for (_, R) in (layer.window for layer in self.enc_layers))
+
+    def _cast(self, x):
+        return x if self.B.name != "mlx" or self.dtype == "float32" else self.B.astype(x, self.dtype)
+
+    # ---- frontend -----------------------------------------------------------------------------
+    def frame_features(self, frames: np.ndarray):
+        """Per 5 ms frame ``[N, 80]`` (NumPy float32) -> ``silu(linear(asinh(k * cmvn(frame))))`` ``[N, D]``."""
+        B = self.B
+        x = B.asarray(frames, "float32")
+        xp = B.xp
+        c = x - xp.mean(x, axis=-1, keepdims=True)
+        y = c / xp.sqrt(xp.mean(c * c, axis=-1, keepdims=True) + 1e-6)
+        y = xp.arcsinh(np.float32(np.exp(np.float32(self.log_k))) * y)
+        return B.silu(B.linear(y, self.emb_linear))
+
+    def conv_stage(self, x, which: int):
+        """One causal stride-2 conv on input already left-padded/prefixed with 4 frames of state."""
+        B = self.B
+        if which == 1:
+            return B.silu(B.conv1d(x, self.conv1, self.conv1_b, stride=2))
+        return B.conv1d(x, self.conv2, self.conv2_b, stride=2)
+
+    def frontend(self, audio: np.ndarray):
+        """Offline frontend as the reference: pad to a multiple of 80, zero frames past the valid samples.
+
+        Returns ``(features [T, D], valid [T] bool)``; T = ceil(ceil(n / 80) / 4) encoder frames.
+        """
+        B, fl = self.B, self.cfg.encoder.frame_len
+        n = len(audio)
+        nf = -(-n // fl)
+        padded = np.zeros(nf * fl, dtype=np.float32)
+        padded[:n] = audio
+        valid = np.arange(nf) < n // fl
+        h = self.frame_features(padded.reshape(nf, fl))
+        if not valid.all():
+            h = h * B.asarray(valid[:, None].astype(np.float32))
+        for which in (1, 2):
+            c_in = h.shape[1]
+            h = self.B.concat([B.zeros((4, c_in)), h], axis=0)
+            h = self.conv_stage(h, which)
+            valid = np.convolve(np.concatenate([np.zeros(4), valid.astype(float)]), np.ones(5), "valid")[::2] > 0
+            if not valid.all():
+                h = h * B.asarray(valid[:, None].astype(np.float32))
+        return h, valid
+
+    # ---- encoder ------------------------------------------------------------------------------
+    def enc_qkv(self, layer: EncoderLayer, x):
+        """Normed input -> (q, k, v) heads ``[H, T, hd]`` for one encoder layer."""
+        B, e = self.B, self.cfg.encoder
+        h = B.layer_norm(x, None, None, 1e-5) * layer.ln1
+        h = self._cast(h)
+        t = x.shape[0]
+
+        def heads(w):
+            return B.linear(h, w).reshape(t, e.num_attention_heads, e.head_dim).transpose(1, 0, 2)
+
+        return heads(layer.q), heads(layer.k), heads(layer.v)
+
+    def enc_finish(self, layer: EncoderLayer, x, attn):
+        """Residual + output projection + MLP for queries ``x [T, D]`` given their attention ``[H, T, hd]``."""
+        B = self.B
+        t = x.shape[0]
+        x = x + B.linear(attn.transpose(1, 0, 2).reshape(t, -1), layer.o)
+        h = self._cast(B.layer_norm(x, None, None, 1e-5) * layer.ln2)
+        return x + B.linear(B.gelu(B.linear(h, layer.fc1, layer.fc1_b)), layer.fc2, layer.fc2_b)
+
+    def encode(self, audio: np.ndarray):
+        """Offline encoder over a whole segment: ``(enc [T, D], valid [T])`` (final norm applied)."""
+        x, valid = self.frontend(audio)
+        x = self._cast(x)
+        return self.encoder_layers(x, valid), valid
+
+    def encoder_layers(self, x, valid: np.ndarray | None = None):
+        """All encoder layers plus the final norm on frames ``x [T, D]`` (keys limited to ``valid``)."""
+        B = self.B
+        T = x.shape[0]
+        scale = self.cfg.encoder.head_dim ** -0.5
+        pos = np.arange(T)
+        for layer in self.enc_layers:
+            q, k, v = self.enc_qkv(layer, x)
+            L, R = layer.window
+            outs = []
+            for a in range(0, T, ENC_BLOCK):
+                b = min(T, a + ENC_BLOCK)
+                ka, kb = max(0, a - L + 1), min(T, b + max(R, 1) - 1)
+                m = window_mask(pos[a:b], pos[ka:kb], L, R)
+                if valid is not None and not valid.all():
+                    m = m & valid[None, ka:kb]
+                outs.append(B.attention(q[:, a:b], k[:, ka:kb], v[:, ka:kb], scale, B.asarray(m)))
+            attn = outs[0] if len(outs) == 1 else B.concat(outs, axis=1)
+            x = self.enc_finish(layer, x, attn)
+        return B.layer_norm(x, None, None, 1e-5) * self.enc_final
+
+    # ---- adapter and decoder ------------------------------------------------------------------
+    def memory(self, enc, offset: int = 0):
+        """Adapter: ``proj(enc[t] + pos_emb[offset + t])`` -> ``[T, D_dec]``."""
+        B = self.B
+        m = enc + self.pos_emb[offset : offset + enc.shape[0]]
+        m = self._cast(m)
+        return m if self.adapter is None else B.linear(m, self.adapter)
+
+    def cross_kv(self, memory) -> list[tuple[object, object]]:
+        """Cross-attention K/V heads ``[Hkv, T, hd]`` for every decoder layer (per frame; appendable)."""
+        B, c = self.B, self.cfg
+        t = memory.shape[0]
+        out = []
+        for layer in self.dec_layers:
+            k = B.linear(memory, layer.xk).reshape(t, c.num_key_value_heads, c.head_dim).transpose(1, 0, 2)
+            v = B.linear(memory, layer.xv).reshape(t, c.num_key_value_heads, c.head_dim).transpose(1, 0, 2)
+            out.append((k, v))
+        return out
+
+    def new_self_cache(self, capacity: int) -> list[list]:
+        """Empty self-attention K/V caches ``[Hkv, capacity, hd]`` for every decoder layer."""
+        c, B = self.cfg, self.B
+        dt = self.dtype
+        return [[B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
+                 B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt)] for _ in self.dec_layers]
+
+    def decode(self, tokens: list[int], start: int, cache: list[list], xkv, mem_valid: np.ndarray | None = None,
+               all_logits: bool = False):
+        """Run ``tokens`` at positions ``start..`` through the decoder, writing their K/V into ``cache``.
+
+        Returns float32 NumPy logits of the last token ``[V]`` (or of every token ``[L, V]``).
+        """
+        B, c = self.B, self.cfg
+        n = len(tokens)
+        hq, hkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        x = self.embed[B.xp.array(np.asarray(tokens, dtype=np.int32))]
+        ang = np.arange(start, start + n, dtype=np.float64)[:, None] * self.inv_freq[None, :]
+        cos, sin = B.asarray(np.cos(ang), self.dtype), B.asarray(np.sin(ang), self.dtype)
+        causal = None
+        if n > 1:
+            causal = B.asarray(np.arange(start + n)[None, :] <= np.arange(start, start + n)[:, None])
+        xmask = None if mem_valid is None or mem_valid.all() else B.asarray(np.broadcast_to(mem_valid, (n, len(mem_valid))))
+        scale = hd ** -0.5
+        for layer, kv, (xk, xv) in zip(self.dec_layers, cache, xkv):
+            h = self._cast(B.layer_norm(x, layer.ln_in, None, 1e-5))
+            q = B.rope(B.linear(h, layer.q).reshape(n, hq, hd).transpose(1, 0, 2), cos, sin, True)
+            k = B.rope(B.linear(h, layer.k).reshape(n, hkv, hd).transpose(1, 0, 2), cos, sin, True)
+            v = B.linear(h, layer.v).reshape(n, hkv, hd).transpose(1, 0, 2)
+            kv[0] = B.write(kv[0], (slice(None), slice(start, start + n)), k)
+            kv[1] = B.write(kv[1], (slice(None), slice(start, start + n)), v)
+            a = B.attention(q, kv[0][:, : start + n], kv[1][:, : start + n], scale, causal)
+            x = x + B.linear(a.transpose(1, 0, 2).reshape(n, hq * hd), layer.o)
+            h = self._cast(B.layer_norm(x, layer.ln_post, None, 1e-5))
+            q = B.linear(h, layer.xq).reshape(n, hq, hd).transpose(1, 0, 2)
+            a = B.attention(q, xk, xv, scale, xmask)
+            x = x + B.linear(a.transpose(1, 0, 2).reshape(n, hq * hd), layer.xo)
+            h = self._cast(B.layer_norm(x, layer.ln_final, None, 1e-5))
+            u = B.linear(h, layer.fc1, layer.fc1_b)
+            f = c.intermediate_size
+            x = x + B.linear(B.silu(u[:, f:]) * u[:, :f], layer.fc2, layer.fc2_b)
+        if not all_logits:
+            x = x[n - 1 :]
+        logits = B.linear(self._cast(B.layer_norm(x, self.dec_norm, None, 1e-5)), self.proj_out)
+        out = B.to_numpy(logits)
+        return out if all_logits else out[0]

@@ -1,0 +1,180 @@
+"""Every backend op against a plain float64 formula, on NumPy and on MLX."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.backends import get_backend, window_mask
+from engine.errors import BackendError
+
+BACKENDS = ["numpy", "mlx"]
+rng = np.random.default_rng(1234)
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture(params=BACKENDS)
+def B(request):
+    return get_backend(request.param)
+
+
+def close(B, x, ref, tol=2e-5):
+    got = B.to_numpy(x).astype(np.float64)
+    assert got.shape == ref.shape
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(got, ref, atol=tol * scale, rtol=0)
+
+
+def test_unknown_backend_is_a_clear_error():
+    with pytest.raises(BackendError, match="Unknown backend"):
+        get_backend("tpu")
+
+
+def test_auto_is_numpy_without_an_accelerator():
+    # This machine has no Metal/CUDA: auto must not pick MLX's slow CPU backend.
+    from engine.backends.mlx_backend import has_gpu
+
+    assert get_backend("auto").name == ("mlx" if has_gpu() else "numpy")
+
+
+def test_linear_and_bias(B):
+    x, w, b = r(7, 5), r(3, 5), r(3)
+    ref = x.astype(np.float64) @ w.astype(np.float64).T + b
+    close(B, B.linear(B.asarray(x), B.prepare_linear(B.asarray(w)), B.asarray(b)), ref)
+    close(B, B.linear(B.asarray(x), B.prepare_linear(B.asarray(w))), ref - b)
+
+
+def test_layer_norm_and_rms_norm(B):
+    x, w, b = r(4, 9) * 3 + 1, r(9), r(9)
+    x64 = x.astype(np.float64)
+    mu, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    close(B, B.layer_norm(B.asarray(x), B.asarray(w), B.asarray(b), 1e-5), (x64 - mu) / np.sqrt(var + 1e-5) * w + b)
+    close(B, B.layer_norm(B.asarray(x), None, None, 1e-5), (x64 - mu) / np.sqrt(var + 1e-5))
+    ms = (x64**2).mean(-1, keepdims=True)
+    close(B, B.rms_norm(B.asarray(x), B.asarray(w), 1e-6), x64 / np.sqrt(ms + 1e-6) * w)
+
+
+def test_activations(B):
+    x = np.linspace(-9, 9, 1001).astype(np.float32)
+    x64 = x.astype(np.float64)
+    erf = np.array([math.erf(v) for v in x64 / math.sqrt(2)])
+    close(B, B.gelu(B.asarray(x)), 0.5 * x64 * (1 + erf), 1e-6)
+    close(B, B.silu(B.asarray(x)), x64 / (1 + np.exp(-x64)), 1e-6)
+    close(B, B.erf(B.asarray(x)), np.array([math.erf(v) for v in x64]), 1e-6)
+    t = np.tanh(math.sqrt(2 / math.pi) * (x64 + 0.044715 * x64**3))
+    close(B, B.gelu_tanh(B.asarray(x)), 0.5 * x64 * (1 + t), 1e-6)
+    s = r(3, 11) * 10
+    e = np.exp(s - s.max(-1, keepdims=True))
+    close(B, B.softmax(B.asarray(s)), e / e.sum(-1, keepdims=True), 1e-6)
+
+
+def rope_ref(x, pos, inv_freq, interleaved):
+    """Rotation by angle pos*f_i of pairs (2i, 2i+1) or (i, i+F), float64."""
+    x = x.astype(np.float64).copy()
+    F = len(inv_freq)
+    for t, p in enumerate(pos):
+        for i, f in enumerate(inv_freq):
+            a = p * f
+            j0, j1 = (2 * i, 2 * i + 1) if interleaved else (i, i + F)
+            u, v = x[:, t, j0].copy(), x[:, t, j1].copy()
+            x[:, t, j0] = u * math.cos(a) - v * math.sin(a)
+            x[:, t, j1] = u * math.sin(a) + v * math.cos(a)
+    return x
+
+
+@pytest.mark.parametrize("interleaved", [True, False])
+@pytest.mark.parametrize("hd,rot", [(8, 8), (40, 32), (64, 51), (32, 25)])
+def test_rope_partial_and_odd_widths(B, interleaved, hd, rot):
+    # rot odd (51, 25): ceil(rot/2) frequencies with denominator rot, 2*ceil(rot/2) channels rotated.
+    inv_freq = 1.0 / 10000 ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
+    x = r(3, 6, hd)
+    pos = np.array([0, 1, 2, 7, 100, 4095])
+    ang = pos[:, None] * inv_freq[None]
+    got = B.rope(B.asarray(x), B.asarray(np.cos(ang)), B.asarray(np.sin(ang)), interleaved)
+    close(B, got, rope_ref(x, pos, inv_freq, interleaved), 1e-5)
+
+
+def test_rope_large_positions_with_float64_angles(B):
+    # Hours of audio: angles computed in float64 on the host stay exact at position ~5e5 and beyond.
+    inv_freq = 1.0 / 1e6 ** (np.arange(0, 64, 2, dtype=np.float64) / 64)
+    pos = np.array([500_000, 1_000_003, 2_700_000])
+    x = r(2, 3, 64)
+    ang = pos[:, None].astype(np.float64) * inv_freq[None]
+    got = B.rope(B.asarray(x), B.asarray(np.cos(ang)), B.asarray(np.sin(ang)), False)
+    close(B, got, rope_ref(x, pos, inv_freq, False), 1e-5)
+
+
+def attn_ref(q, k, v, scale, mask):
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    rep = q.shape[0] // k.shape[0]
+    k, v = np.repeat(k, rep, 0), np.repeat(v, rep, 0)
+    s = q @ k.transpose(0, 2, 1) * scale
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ v
+
+
+def test_window_mask_semantics():
+    q = np.arange(40)
+    m = window_mask(q, q, 16, 4)  # HF: keys q-15 .. q+3
+    assert m[20].nonzero()[0].tolist() == list(range(5, 24))
+    c = window_mask(q, q, None, 0)
+    assert (c == np.tril(np.ones((40, 40), bool))).all()
+    w = window_mask(q, q, 750, 0)
+    assert (w == np.tril(np.ones((40, 40), bool))).all()
+    s = window_mask(q, q, 5, 0)  # causal sliding window of 5 (self + 4 past)
+    assert s[10].nonzero()[0].tolist() == [6, 7, 8, 9, 10]
+    assert window_mask(q, q, None, None).all()
+
+
+@pytest.mark.parametrize("kind", ["full", "causal", "window", "leftright", "gqa"])
+def test_attention_masks(B, kind):
+    hq, hkv, t, d = 4, 4, 23, 8
+    if kind == "gqa":
+        hkv = 2
+    q, k, v = r(hq, t, d), r(hkv, t, d), r(hkv, t, d)
+    pos = np.arange(t)
+    mask = {"full": None, "causal": window_mask(pos, pos, None, 0), "window": window_mask(pos, pos, 5, 0),
+            "leftright": window_mask(pos, pos, 6, 3), "gqa": window_mask(pos, pos, None, 0)}[kind]
+    m = None if mask is None else B.asarray(mask)
+    got = B.attention(B.asarray(q), B.asarray(k), B.asarray(v), 0.3, m)
+    close(B, got, attn_ref(q, k, v, 0.3, mask), 1e-5)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_causal_strided_conv1d(B, stride):
+    c_in, c_out, K, T = 3, 5, 5, 17
+    x, w, b = r(T, c_in), r(c_out, c_in, K), r(c_out)
+    xp = np.concatenate([np.zeros((K - 1, c_in), np.float32), x])  # causal: left pad K-1
+    t_out = (len(xp) - K) // stride + 1
+    ref = np.zeros((t_out, c_out))
+    for j in range(t_out):
+        seg = xp[j * stride : j * stride + K].astype(np.float64)  # [K, C_in]
+        ref[j] = np.einsum("kc,ock->o", seg, w.astype(np.float64)) + b
+    got = B.conv1d(B.asarray(xp), B.prepare_conv(B.asarray(w)), B.asarray(b), stride)
+    close(B, got, ref, 1e-5)
+    assert B.conv1d(B.asarray(xp[:3]), B.prepare_conv(B.asarray(w)), None, stride).shape[0] == 0
+
+
+def test_cache_write_and_argmax(B):
+    buf = B.zeros((2, 6, 3))
+    val = r(2, 2, 3)
+    buf = B.write(buf, (slice(None), slice(3, 5)), B.asarray(val))
+    out = B.to_numpy(buf)
+    assert (out[:, 3:5] == val).all() and (out[:, :3] == 0).all() and (out[:, 5:] == 0).all()
+    x = r(4, 10)
+    assert (B.argmax(B.asarray(x)) == x.argmax(-1)).all()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_mlx_keeps_reduced_dtypes(dtype):
+    B = get_backend("mlx")
+    x = B.asarray(r(3, 4), dtype)
+    assert B.dtype_name(x) == dtype
+    assert B.to_numpy(x).dtype == np.float32
