@@ -63,6 +63,8 @@ def run(argv: list[str] | None = None) -> int:
         if args.delay_ms is not None:
             raise UsageError("--delay-ms applies to Voxtral models only.")
         options["vad"] = not args.no_vad
+        if not args.no_vad and not args.realtime:
+            options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
     session = model.start_session(**options)
     lines = []
     step = max(1, int(round(args.chunk_ms * 16)))
@@ -92,8 +94,8 @@ def render(model, lines, args) -> str:
             doc = {"family": model.family, "delay_tokens": model.delay_tokens, "tokens": model.last_tokens}
         else:
             doc = {"family": model.family,
-                   "segments": [{"start": round(ln.start, 3), "end": round(ln.end, 3), "tokens": list(ln.tokens)}
-                                for ln in lines]}
+                   "segments": [{"start": (ln.span or (ln.start, ln.end))[0], "end": (ln.span or (ln.start, ln.end))[1],
+                                 "tokens": list(ln.tokens)} for ln in lines]}
         return json.dumps(doc) + "\n"
     from .transcript import format_transcript
 

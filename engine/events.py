@@ -23,13 +23,15 @@ class Word:
 
 @dataclass(frozen=True)
 class Line:
-    """Recognised text with its audio span; ``tokens`` are the raw model ids behind it."""
+    """Recognised text with its speech span; ``tokens`` are the raw model ids behind it and ``span`` the
+    audio the model decoded for it (pre-roll and hang-over included), when that differs."""
 
     text: str
     start: float
     end: float
     tokens: tuple[int, ...] = ()
     words: tuple[Word, ...] = ()
+    span: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)

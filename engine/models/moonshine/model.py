@@ -141,15 +141,25 @@ class MoonshineModel:
         self.inv_freq = rope_inv_freq(cfg)
 
     # ---- sessions -----------------------------------------------------------------------------
-    def start_session(self, vad: bool = True, **options):
-        """A session over this model's weights. ``vad=False``: the whole input is one segment."""
-        from .session import WholeSession
+    def start_session(self, vad: bool = True, partial_ms: float = 160.0, repetition_stop: int = 4,
+                      vad_options=None, **unknown):
+        """A session over this model's weights (cheap; weights are shared).
 
+        ``vad=True``: live segmentation (see ``live.LiveSession``): partials every ``partial_ms`` of audio
+        (0 = none), committed lines per voice segment, ``repetition_stop`` n-gram guard (0 = off).
+        ``vad=False``: the whole input is one segment, committed at ``finish()``.
+        """
+        if unknown:
+            raise UsageError(f"Unknown Moonshine session option(s): {', '.join(sorted(unknown))}.")
         if not vad:
-            if options:
-                raise UsageError(f"Unknown Moonshine session option(s): {', '.join(sorted(options))}.")
+            from .session import WholeSession
+
             return WholeSession(self)
-        raise UsageError("Voice-activity segmentation is not available yet for Moonshine; use --no-vad.")
+        if not 0 <= partial_ms <= 10000:
+            raise UsageError("The partial cadence must be between 0 and 10000 ms.")
+        from .live import LiveSession
+
+        return LiveSession(self, partial_ms=partial_ms, repetition_stop=repetition_stop, vad=vad_options)
 
     # ---- properties ---------------------------------------------------------------------------
     @property

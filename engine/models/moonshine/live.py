@@ -1,0 +1,238 @@
+"""Moonshine live session: voice-activity segments, incremental encoder, fast partials, committed lines.
+
+Per fed block: Silero VAD per 32 ms hop opens and closes segments (pre-roll, hang-over, soft and hard
+length caps). Audio of an open segment goes straight into the exact incremental encoder; each newly final
+frame gets its memory row and its cross-attention K/V appended for every decoder layer (never recomputed).
+
+Partials (every ``partial_ms`` of audio, skipped while the previous one's cost says we are behind): the
+provisional look-ahead tail is computed on the side and appended temporarily, then the open segment is
+decoded with prefix reuse: one teacher-forced pass over the previous hypothesis keeps the agreeing prefix,
+greedy decoding continues from the first disagreement. The stable prefix is what two consecutive partials
+agree on.
+
+Commit (segment end): all frames made final, a final decode (prefix reuse again) gives the line.
+Parity contract: with ``repetition_stop=0`` a committed line's tokens equal the reference ``generate()``
+(greedy, ``max_new_tokens = ceil(6.5 * seconds)``) on the segment's audio, ``Line.span`` (whole 80-sample
+frames from the segment start). Segments shorter than ``min_speech`` of speech are dropped undecoded.
+A new segment resets all model state, so memory and cost per chunk stay flat however long the session.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+
+from ...events import CaptionEvent, Line
+from ...vad import HOP, SegmentEvent, Segmenter, SileroVad, VadOptions
+from .decoding import _repeats
+from .model import MoonshineModel, token_cap
+from .streaming import StreamingEncoder
+
+RATE = 16000
+
+
+class LiveSession:
+    """``feed(pcm) -> [CaptionEvent]``; ``finish()``; ``reset()``. Options: see ``__init__``."""
+
+    def __init__(self, model: MoonshineModel, partial_ms: float = 160.0, repetition_stop: int = 4,
+                 vad: VadOptions | None = None, vad_model=None):
+        self.m, self.B = model, model.B
+        self.enc = StreamingEncoder(model)
+        self.opts = vad or VadOptions()
+        self.partial_ms = float(partial_ms)
+        self.repetition_stop = int(repetition_stop)
+        self.vad = vad_model or SileroVad()
+        c = model.cfg
+        max_frames = int(self.opts.max_len * RATE) // (4 * c.encoder.frame_len) + 8
+        self.frame_cap = min(max_frames + model.lookahead, c.max_position_embeddings)
+        self.cap_tokens = token_cap(int(self.opts.max_len * RATE) + HOP) + 2
+        dt = model.dtype
+        self.xkv = [(model.B.zeros((c.num_key_value_heads, self.frame_cap, c.head_dim), dt),
+                     model.B.zeros((c.num_key_value_heads, self.frame_cap, c.head_dim), dt)) for _ in model.dec_layers]
+        self.cache = model.new_self_cache(self.cap_tokens + 1)
+        self.seg = Segmenter(self.opts)
+        self.reset()
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Drop all audio and state; the next sample is time 0."""
+        self.vad.reset()
+        self.seg.reset()
+        self.pos = 0  # samples received
+        self.pending = np.zeros(0, np.float32)  # < 1 hop, not yet seen by the VAD
+        keep = int(self.opts.preroll * RATE) // HOP + 2
+        self.ring: deque[tuple[int, np.ndarray]] = deque(maxlen=keep)  # recent hops while idle
+        self.open = False
+        self.partial_cost = 0.0
+        self.last_partial_at = 0
+        self.shown: Line | None = None
+        self._new_segment(0)
+
+    def _new_segment(self, start: int) -> None:
+        self.state = self.enc.initial()
+        self.seg_start = start
+        self.fed = 0  # samples of this segment given to the encoder
+        self.hyp: list[int] = []
+        self.prev_partial: list[int] = []
+
+    def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
+        """Float32 16 kHz mono samples in; caption events out (commits in order, then the partial)."""
+        pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
+        audio = np.concatenate([self.pending, pcm]) if len(self.pending) else pcm
+        events: list[CaptionEvent] = []
+        n = len(audio) // HOP
+        hop_start = self.pos - len(self.pending)
+        for i in range(n):
+            hop = audio[i * HOP : (i + 1) * HOP]
+            events += self._hop(hop_start + i * HOP, hop)
+        self.pending = audio[n * HOP :].copy()
+        self.pos += len(pcm)
+        if self.open and self.partial_ms > 0:
+            due = self.last_partial_at + max(self.partial_ms / 1000, self.partial_cost) * RATE
+            if self.pos >= due:
+                ev = self._partial()
+                if ev:
+                    events.append(ev)
+        return events
+
+    def finish(self) -> list[CaptionEvent]:
+        """Close any open segment (committing it) and return the last events; the session can go on."""
+        events: list[CaptionEvent] = []
+        if self.open:
+            if len(self.pending):
+                self._feed_encoder(self.pending)
+            ev = self._commit(SegmentEvent("end", self.pos, (self.seg.first_speech, max(self.seg.last_speech,
+                                                                                          self.seg.first_speech))))
+            events.append(ev)
+            self.seg.reset()
+            self.seg.floor = self.pos
+        self.pending = np.zeros(0, np.float32)
+        return events
+
+    # ---- per hop ------------------------------------------------------------------------------
+    def _hop(self, start: int, hop: np.ndarray) -> list[CaptionEvent]:
+        events = []
+        p = self.vad(hop)
+        if self.open:
+            self._feed_encoder(hop)
+        else:
+            self.ring.append((start, hop))
+        for se in self.seg.step(start, p):
+            if se.kind == "start":
+                self._new_segment(se.sample)
+                self.open = True
+                for s, h in self.ring:  # pre-roll (and the speech hops that opened the segment)
+                    if s + HOP > se.sample:
+                        self._feed_encoder(h[max(0, se.sample - s) :])
+                self.ring.clear()
+                self.last_partial_at = start + HOP
+            else:
+                events.append(self._commit(se))
+        return events
+
+    def _feed_encoder(self, pcm: np.ndarray) -> None:
+        before = self.state.n_final
+        self.state, x = self.enc.advance(self.state, pcm)
+        self.fed += len(pcm)
+        if x is not None:
+            self._append_memory(x, before)
+
+    def _append_memory(self, frames, offset: int) -> int:
+        """Memory rows and cross K/V of ``frames`` written at ``offset``; returns the new frame count."""
+        n = frames.shape[0]
+        end = min(offset + n, self.frame_cap)
+        frames = frames[: end - offset]
+        if end <= offset:
+            return offset
+        for (k, v), (xk, xv) in zip(self.m.cross_kv(self.m.memory(frames, offset)), self.xkv):
+            self.B.write(xk, (slice(None), slice(offset, end)), k)
+            self.B.write(xv, (slice(None), slice(offset, end)), v)
+        return end
+
+    # ---- decoding -----------------------------------------------------------------------------
+    def _decode(self, n_frames: int, cap: int) -> list[int]:
+        """Greedy ids over the first ``n_frames`` memory frames, reusing the previous hypothesis."""
+        m, c = self.m, self.m.cfg
+        if n_frames <= 0 or cap <= 0:
+            return []
+        cap = min(cap, self.cap_tokens)
+        xkv = [(k[:, :n_frames], v[:, :n_frames]) for k, v in self.xkv]
+        prev = [t for t in self.hyp if t != c.eos_token_id][: cap - 1]
+        seq = [c.decoder_start_token_id] + prev
+        logits = m.decode(seq, 0, self.cache, xkv, all_logits=True)
+        pred = logits.argmax(axis=-1).tolist()
+        out: list[int] = []
+        for i, t in enumerate(pred):
+            out.append(int(t))
+            if t == c.eos_token_id or len(out) >= cap or self._looping(out):
+                return out
+            if i >= len(prev) or t != prev[i]:
+                break
+        while len(out) < cap:
+            t = int(np.argmax(m.decode([out[-1]], len(out), self.cache, xkv)))
+            out.append(t)
+            if t == c.eos_token_id or self._looping(out):
+                break
+        return out
+
+    def _looping(self, ids: list[int]) -> bool:
+        return self.repetition_stop > 0 and _repeats(ids, self.repetition_stop)
+
+    def _text(self, ids: list[int]) -> str:
+        ids = [t for t in ids if t != self.m.cfg.eos_token_id]
+        return self.m.tokenizer.decode(ids).strip() if self.m.tokenizer else ""
+
+    def _partial(self) -> CaptionEvent | None:
+        t0 = time.perf_counter()
+        self.last_partial_at = self.pos
+        n = self.state.n_final
+        tail = self.enc.provisional(self.state)
+        if tail is not None:
+            n = self._append_memory(tail, n)  # temporary rows past n_final; overwritten as frames finalise
+        ids = self._decode(n, token_cap(self.fed))
+        self.hyp = ids
+        self.partial_cost = time.perf_counter() - t0
+        stable = _common_prefix(self.prev_partial, ids)
+        self.prev_partial = ids
+        text = self._text(ids)
+        if not text:
+            return None
+        stable_text = self._text(ids[:stable])
+        n_stable = len(_common_prefix_str(stable_text, text))
+        line = Line(text, self.seg.first_speech / RATE, self.pos / RATE, tuple(ids))
+        if self.shown is not None and self.shown.text == text:
+            return None
+        self.shown = line
+        return CaptionEvent(partial=line, partial_stable=n_stable)
+
+    def _commit(self, se: SegmentEvent) -> CaptionEvent:
+        """Finalise the open segment; returns the event (a committed line unless dropped)."""
+        self.open = False
+        self.state, x = self.enc.advance(self.state, np.zeros(0, np.float32), final=True)
+        n = self.state.n_final
+        if x is not None:
+            n = self._append_memory(x, n - x.shape[0])
+        first, last = se.speech
+        self.shown = None
+        fed = self.fed - self.fed % self.m.cfg.encoder.frame_len
+        span = (self.seg_start / RATE, (self.seg_start + fed) / RATE)
+        if (last - first) / RATE < self.opts.min_speech or n == 0:
+            return CaptionEvent()
+        ids = self._decode(n, token_cap(fed))
+        line = Line(self._text(ids), first / RATE, last / RATE, tuple(ids), span=span)
+        return CaptionEvent(committed=(line,) if line.text or ids else ())
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _common_prefix_str(a: str, b: str) -> str:
+    return a[: _common_prefix(list(a), list(b))]
