@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .base import Array, Backend
+from .base import Backend
 
 # NumPy has no erf: W. J. Cody's rational approximations (erf for |x| <= 0.47, erfc beyond), in float64.
 _ERF_A = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02, 3.20937758913846947e03,

@@ -25,12 +25,13 @@ from collections import deque
 import numpy as np
 
 from ...events import CaptionEvent, Line
-from ...vad import HOP, SegmentEvent, Segmenter, SileroVad, VadOptions
+from ...vad import HOP, Segmenter, SegmentEvent, SileroVad, VadOptions
 from .decoding import _repeats
 from .model import MoonshineModel, token_cap
 from .streaming import StreamingEncoder
 
 RATE = 16000
+WIN = 160  # 10 ms energy windows for line times
 
 
 class LiveSession:
@@ -62,7 +63,8 @@ class LiveSession:
         self.seg.reset()
         self.pos = 0  # samples received
         self.pending = np.zeros(0, np.float32)  # < 1 hop, not yet seen by the VAD
-        keep = int(self.opts.preroll * RATE) // HOP + 2
+        self.to_encode: list[np.ndarray] = []  # open-segment audio not yet given to the encoder
+        keep = -(-int(self.opts.preroll * RATE) // HOP) + self.opts.start_hops + 1
         self.ring: deque[tuple[int, np.ndarray]] = deque(maxlen=keep)  # recent hops while idle
         self.open = False
         self.partial_cost = 0.0
@@ -76,6 +78,8 @@ class LiveSession:
         self.fed = 0  # samples of this segment given to the encoder
         self.hyp: list[int] = []
         self.prev_partial: list[int] = []
+        self.rms: list[float] = []  # per 10 ms of segment audio, for tight line times
+        self.rms_rest = np.zeros(0, np.float32)
 
     def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
         """Float32 16 kHz mono samples in; caption events out (commits in order, then the partial)."""
@@ -85,8 +89,8 @@ class LiveSession:
         n = len(audio) // HOP
         hop_start = self.pos - len(self.pending)
         for i in range(n):
-            hop = audio[i * HOP : (i + 1) * HOP]
-            events += self._hop(hop_start + i * HOP, hop)
+            events += self._hop(hop_start + i * HOP, audio[i * HOP : (i + 1) * HOP])
+        self._flush_encoder()
         self.pending = audio[n * HOP :].copy()
         self.pos += len(pcm)
         if self.open and self.partial_ms > 0:
@@ -116,7 +120,7 @@ class LiveSession:
         events = []
         p = self.vad(hop)
         if self.open:
-            self._feed_encoder(hop)
+            self.to_encode.append(hop)
         else:
             self.ring.append((start, hop))
         for se in self.seg.step(start, p):
@@ -125,14 +129,26 @@ class LiveSession:
                 self.open = True
                 for s, h in self.ring:  # pre-roll (and the speech hops that opened the segment)
                     if s + HOP > se.sample:
-                        self._feed_encoder(h[max(0, se.sample - s) :])
+                        self.to_encode.append(h[max(0, se.sample - s) :])
                 self.ring.clear()
                 self.last_partial_at = start + HOP
             else:
+                self._flush_encoder()
                 events.append(self._commit(se))
         return events
 
+    def _flush_encoder(self) -> None:
+        """Give the audio queued for the open segment to the encoder in one call (fewer, larger steps)."""
+        if self.to_encode:
+            self._feed_encoder(np.concatenate(self.to_encode))
+            self.to_encode = []
+
     def _feed_encoder(self, pcm: np.ndarray) -> None:
+        a = np.concatenate([self.rms_rest, pcm])
+        n = len(a) // WIN
+        if n:
+            self.rms += np.sqrt(np.mean(a[: n * WIN].reshape(n, WIN) ** 2, axis=1)).tolist()
+        self.rms_rest = a[n * WIN :]
         before = self.state.n_final
         self.state, x = self.enc.advance(self.state, pcm)
         self.fed += len(pcm)
@@ -214,7 +230,7 @@ class LiveSession:
         n = self.state.n_final
         if x is not None:
             n = self._append_memory(x, n - x.shape[0])
-        first, last = se.speech
+        first, last = self._refine(*se.speech)
         self.shown = None
         fed = self.fed - self.fed % self.m.cfg.encoder.frame_len
         span = (self.seg_start / RATE, (self.seg_start + fed) / RATE)
@@ -223,6 +239,21 @@ class LiveSession:
         ids = self._decode(n, token_cap(fed))
         line = Line(self._text(ids), first / RATE, last / RATE, tuple(ids), span=span)
         return CaptionEvent(committed=(line,) if line.text or ids else ())
+
+
+    def _refine(self, first: int, last: int) -> tuple[int, int]:
+        """Speech span tightened to the audio within 20 dB of the segment's speech level (the VAD's hops
+        are 32 ms and its probability trails the sound)."""
+        r = np.asarray(self.rms)
+        i0 = max(0, (first - HOP - self.seg_start) // WIN)
+        i1 = min(len(r), (last - self.seg_start) // WIN)
+        if i1 - i0 < 2:
+            return first, last
+        seg = r[i0:i1]
+        loud = np.nonzero(seg >= max(0.1 * np.percentile(seg, 90), 1e-3))[0]
+        if len(loud) == 0:
+            return first, last
+        return self.seg_start + (i0 + loud[0]) * WIN, self.seg_start + (i0 + loud[-1] + 1) * WIN
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:

@@ -127,8 +127,10 @@ class MoonshineModel:
                 ln_in=W(p + "input_layernorm.weight", (Dd,), f32),
                 ln_post=W(p + "post_attention_layernorm.weight", (Dd,), f32),
                 ln_final=W(p + "final_layernorm.weight", (Dd,), f32),
-                q=lin(p + "self_attn.q_proj.weight", (Hq * hd, Dd)), k=lin(p + "self_attn.k_proj.weight", (Hkv * hd, Dd)),
-                v=lin(p + "self_attn.v_proj.weight", (Hkv * hd, Dd)), o=lin(p + "self_attn.o_proj.weight", (Dd, Hq * hd)),
+                q=lin(p + "self_attn.q_proj.weight", (Hq * hd, Dd)),
+                k=lin(p + "self_attn.k_proj.weight", (Hkv * hd, Dd)),
+                v=lin(p + "self_attn.v_proj.weight", (Hkv * hd, Dd)),
+                o=lin(p + "self_attn.o_proj.weight", (Dd, Hq * hd)),
                 xq=lin(p + "encoder_attn.q_proj.weight", (Hq * hd, Dd)),
                 xk=lin(p + "encoder_attn.k_proj.weight", (Hkv * hd, Dd)),
                 xv=lin(p + "encoder_attn.v_proj.weight", (Hkv * hd, Dd)),
@@ -142,12 +144,13 @@ class MoonshineModel:
 
     # ---- sessions -----------------------------------------------------------------------------
     def start_session(self, vad: bool = True, partial_ms: float = 160.0, repetition_stop: int = 4,
-                      vad_options=None, **unknown):
+                      vad_options=None, vad_model=None, **unknown):
         """A session over this model's weights (cheap; weights are shared).
 
         ``vad=True``: live segmentation (see ``live.LiveSession``): partials every ``partial_ms`` of audio
         (0 = none), committed lines per voice segment, ``repetition_stop`` n-gram guard (0 = off).
-        ``vad=False``: the whole input is one segment, committed at ``finish()``.
+        ``vad=False``: the whole input is one segment, committed at ``finish()``. ``vad_options`` is a
+        ``engine.vad.VadOptions``; ``vad_model`` replaces Silero (a callable hop -> probability with reset()).
         """
         if unknown:
             raise UsageError(f"Unknown Moonshine session option(s): {', '.join(sorted(unknown))}.")
@@ -159,7 +162,8 @@ class MoonshineModel:
             raise UsageError("The partial cadence must be between 0 and 10000 ms.")
         from .live import LiveSession
 
-        return LiveSession(self, partial_ms=partial_ms, repetition_stop=repetition_stop, vad=vad_options)
+        return LiveSession(self, partial_ms=partial_ms, repetition_stop=repetition_stop, vad=vad_options,
+                           vad_model=vad_model)
 
     # ---- properties ---------------------------------------------------------------------------
     @property
@@ -304,7 +308,9 @@ class MoonshineModel:
         causal = None
         if n > 1:
             causal = B.asarray(np.arange(start + n)[None, :] <= np.arange(start, start + n)[:, None])
-        xmask = None if mem_valid is None or mem_valid.all() else B.asarray(np.broadcast_to(mem_valid, (n, len(mem_valid))))
+        xmask = None
+        if mem_valid is not None and not mem_valid.all():
+            xmask = B.asarray(np.broadcast_to(mem_valid, (n, len(mem_valid))))
         scale = hd ** -0.5
         for layer, kv, (xk, xv) in zip(self.dec_layers, cache, xkv):
             h = self._cast(B.layer_norm(x, layer.ln_in, None, 1e-5))

@@ -1,0 +1,180 @@
+"""A small RIFF/WAVE parser: PCM integer (8/16/24/32-bit), IEEE float (32/64-bit) and
+WAVE_FORMAT_EXTENSIBLE with those subtypes; RF64 too.
+
+The stdlib ``wave`` module refuses float and extensible files, so this module walks the chunks itself.
+Contract of :func:`decode_wav`:
+
+- returns ``(samples, rate)``: ``samples`` is float32 of shape ``[frames, channels]`` in [-1, 1) for
+  integer data (no clipping or normalisation of float data), ``rate`` the file's sample rate in Hz;
+- chunks are walked in order with RIFF's pad byte after odd-sized chunks; unknown chunks (``LIST``,
+  ``fact``, ``cue ``, ...) are skipped wherever they are;
+- a ``data`` chunk that claims more bytes than the file holds (a truncated file, or a streamed writer
+  that never patched the size) yields the whole frames that are there; a trailing partial frame is
+  dropped; an empty ``data`` chunk yields zero frames;
+- anything else (not RIFF/WAVE, no ``fmt `` or ``data`` chunk, an encoding other than PCM/float such as
+  A-law, mu-law, ADPCM or MP3, inconsistent format fields) raises :class:`engine.errors.AudioError`
+  with one sentence that names the source.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import BinaryIO
+
+import numpy as np
+
+from engine.errors import AudioError
+
+WAVE_FORMAT_PCM = 0x0001
+WAVE_FORMAT_IEEE_FLOAT = 0x0003
+WAVE_FORMAT_EXTENSIBLE = 0xFFFE
+
+# The 14 bytes that follow the 2-byte format tag in a KSDATAFORMAT_SUBTYPE_* GUID.
+_GUID_TAIL = b"\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"
+
+_CODEC_NAMES = {
+    0x0002: "Microsoft ADPCM",
+    0x0006: "A-law",
+    0x0007: "mu-law",
+    0x0011: "IMA ADPCM",
+    0x0031: "GSM 6.10",
+    0x0050: "MPEG",
+    0x0055: "MP3",
+    0x00FF: "AAC",
+    0x1610: "AAC",
+    0x674F: "Ogg Vorbis",
+    0xF1AC: "FLAC",
+}
+
+
+@dataclass(frozen=True)
+class WavFormat:
+    """The fields of a ``fmt `` chunk that decoding needs (``tag`` is the resolved subtype)."""
+
+    tag: int
+    channels: int
+    rate: int
+    block_align: int
+    bits: int
+
+
+def decode_wav(stream: BinaryIO, name: str) -> tuple[np.ndarray, int]:
+    """Decode the WAV file read from ``stream``; ``name`` is how error messages call the source."""
+    head = stream.read(12)
+    if len(head) == 0:
+        raise AudioError(f"Cannot read audio from {name}: it is empty.")
+    if len(head) < 12 or head[:4] not in (b"RIFF", b"RF64") or head[8:12] != b"WAVE":
+        raise AudioError(f"Cannot read audio from {name}: it is not a WAV file (no RIFF/WAVE header).")
+    rf64 = head[:4] == b"RF64"
+    rf64_data_size: int | None = None
+    fmt: WavFormat | None = None
+    while True:
+        header = stream.read(8)
+        if len(header) < 8:
+            break
+        chunk_id = header[:4]
+        size = struct.unpack("<I", header[4:])[0]
+        if chunk_id == b"ds64" and rf64:
+            payload = _read_upto(stream, size)
+            if len(payload) >= 16:
+                rf64_data_size = struct.unpack("<Q", payload[8:16])[0]
+        elif chunk_id == b"fmt ":
+            fmt = _parse_fmt(_read_upto(stream, size), name)
+        elif chunk_id == b"data":
+            if fmt is None:
+                raise AudioError(
+                    f"Cannot read audio from {name}: its data chunk comes before the format chunk."
+                )
+            if rf64 and size == 0xFFFFFFFF and rf64_data_size is not None:
+                size = rf64_data_size
+            return _decode_samples(_read_upto(stream, size), fmt), fmt.rate
+        else:
+            _skip(stream, size)
+        if size % 2:
+            stream.read(1)  # RIFF pads odd-sized chunks to an even length
+    if fmt is None:
+        raise AudioError(f"Cannot read audio from {name}: the WAV file has no format chunk.")
+    raise AudioError(f"Cannot read audio from {name}: the WAV file has no data chunk.")
+
+
+def _read_upto(stream: BinaryIO, size: int) -> bytes:
+    """Read ``size`` bytes or whatever is left, without allocating a claimed size the file lacks."""
+    try:
+        here = stream.tell()
+        end = stream.seek(0, 2)
+        stream.seek(here)
+        return stream.read(max(0, min(size, end - here)))
+    except (OSError, ValueError, AttributeError):
+        parts = []
+        while size > 0:
+            got = stream.read(min(size, 1 << 20))
+            if not got:
+                break
+            parts.append(got)
+            size -= len(got)
+        return b"".join(parts)
+
+
+def _skip(stream: BinaryIO, size: int) -> None:
+    """Move past ``size`` bytes (seek when the stream can, read otherwise)."""
+    try:
+        stream.seek(size, 1)
+    except (OSError, ValueError, AttributeError):
+        while size > 0:
+            got = stream.read(min(size, 1 << 20))
+            if not got:
+                return
+            size -= len(got)
+
+
+def _parse_fmt(payload: bytes, name: str) -> WavFormat:
+    """Validate a ``fmt `` chunk and resolve WAVE_FORMAT_EXTENSIBLE to its subtype."""
+    if len(payload) < 16:
+        raise AudioError(f"Cannot read audio from {name}: its WAV format chunk is truncated.")
+    tag, channels, rate, _byte_rate, block_align, bits = struct.unpack("<HHIIHH", payload[:16])
+    if tag == WAVE_FORMAT_EXTENSIBLE:
+        if len(payload) < 40:
+            raise AudioError(f"Cannot read audio from {name}: its extensible WAV format chunk is truncated.")
+        guid = payload[24:40]
+        sub = struct.unpack("<H", guid[:2])[0]
+        if guid[2:] != _GUID_TAIL:
+            raise AudioError(f"Cannot read audio from {name}: it uses an unknown WAV encoding.")
+        tag = sub
+    if tag not in (WAVE_FORMAT_PCM, WAVE_FORMAT_IEEE_FLOAT):
+        codec = _CODEC_NAMES.get(tag)
+        what = f"{codec} audio" if codec else f"audio in an unsupported encoding (format tag 0x{tag:04X})"
+        raise AudioError(
+            f"Cannot read audio from {name}: it holds {what}; only PCM and float WAV files are supported."
+        )
+    if channels == 0 or rate == 0 or block_align == 0 or block_align % channels:
+        raise AudioError(f"Cannot read audio from {name}: its WAV format chunk is inconsistent.")
+    width = block_align // channels
+    allowed = (1, 2, 3, 4) if tag == WAVE_FORMAT_PCM else (4, 8)
+    if width not in allowed or bits > 8 * width or bits == 0:
+        kind = "integer" if tag == WAVE_FORMAT_PCM else "float"
+        raise AudioError(f"Cannot read audio from {name}: {bits}-bit {kind} samples are not supported.")
+    return WavFormat(tag=tag, channels=channels, rate=rate, block_align=block_align, bits=bits)
+
+
+def _decode_samples(data: bytes, fmt: WavFormat) -> np.ndarray:
+    """Turn the ``data`` payload into float32 ``[frames, channels]`` (whole frames only)."""
+    frames = len(data) // fmt.block_align
+    data = data[: frames * fmt.block_align]
+    width = fmt.block_align // fmt.channels
+    if fmt.tag == WAVE_FORMAT_IEEE_FLOAT:
+        raw = np.frombuffer(data, dtype="<f4" if width == 4 else "<f8")
+        out = raw.astype(np.float32)
+    elif width == 1:
+        out = (np.frombuffer(data, dtype=np.uint8).astype(np.float32) - np.float32(128.0)) / np.float32(128.0)
+    elif width == 2:
+        out = np.frombuffer(data, dtype="<i2").astype(np.float32) / np.float32(32768.0)
+    elif width == 3:
+        # Left-justify each 3-byte sample in an int32 (low byte zero) so the sign comes for free.
+        b = np.frombuffer(data, dtype=np.uint8).reshape(-1, 3)
+        padded = np.zeros((b.shape[0], 4), dtype=np.uint8)
+        padded[:, 1:] = b
+        out = padded.view("<i4")[:, 0].astype(np.float32) / np.float32(2147483648.0)
+    else:
+        out = np.frombuffer(data, dtype="<i4").astype(np.float32) / np.float32(2147483648.0)
+    return out.reshape(frames, fmt.channels)

@@ -1,0 +1,448 @@
+"""Broadcast-style subtitle cues from committed lines.
+
+:func:`make_cues` cuts each :class:`~engine.events.Line` into cues of at most ``max_lines`` text lines of
+at most ``max_chars`` characters, and times them. Contract:
+
+- Text is never lost or reordered: the cues' text, joined, equals the lines' text modulo whitespace
+  (runs of whitespace become one space or a line break). A cue never spans two Lines; blank Lines give
+  no cue.
+- Every text line has at most ``max_chars`` characters and every cue at most ``max_lines`` lines. A word
+  longer than ``max_chars`` is hard-split into pieces of at most ``max_chars`` characters (never before a
+  combining mark). Text without spaces (Chinese, Japanese) is broken between characters, never before
+  closing punctuation, small kana or the prolonged-sound mark, and never after an opening bracket.
+- Breaks (between cues and between the lines of a cue) prefer, in order: sentence punctuation, clause
+  punctuation (commas, semicolons, colons, dashes, 、，), pauses between words, then any space or
+  CJK character boundary; hard splits inside a word come last. The lines of a cue are balanced, one
+  line when the text fits. Cue boundaries are chosen by dynamic programming over a cost that also
+  weighs the number of cues, cue duration (``max_dur``), reading rate (``cps`` characters a second
+  against the time the cue can stay up: until the next cue of the Line, or for a Line's last cue
+  until a second after the Line ends, since Lines are usually followed by some silence) and cue
+  fullness.
+- Times: word times from ``Line.words`` when present (matched to the text in order; unmatched text
+  is interpolated between its neighbours); otherwise times are interpolated by character position
+  within the Line. A cue starts at its first character's time and ends at its last character's, is
+  extended into the following silence to ``max(min_dur, chars / cps)`` (at most ``max_dur``) but never
+  past the next cue's start, and is cut to ``max_dur``. Starts are non-decreasing and a cue never
+  overlaps the next one, so ``end - start`` is at most ``max_dur`` and at least
+  ``min(min_dur, next.start - start)`` (input times permitting: a cue squeezed between two starts
+  that coincide can have zero length).
+- The cut of one Line does not depend on the other Lines; only the end of a Line's last cue depends on
+  the next cue's start (which :class:`~engine.transcript.live.LiveSrtWriter` relies on).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engine.errors import UsageError
+from engine.events import Line
+
+# ---------------------------------------------------------------- public types
+
+
+@dataclass(frozen=True)
+class Cue:
+    """One subtitle: shown from ``start`` to ``end`` (seconds), ``lines`` are its text lines."""
+
+    start: float
+    end: float
+    lines: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """The cue's text lines joined by newlines."""
+        return "\n".join(self.lines)
+
+
+@dataclass(frozen=True)
+class CueOptions:
+    """The limits :func:`make_cues` honours (validated: UsageError on nonsense)."""
+
+    max_chars: int = 42
+    max_lines: int = 2
+    min_dur: float = 0.83
+    max_dur: float = 7.0
+    cps: float = 17.0
+
+    def __post_init__(self) -> None:
+        if self.max_chars < 1 or self.max_lines < 1:
+            raise UsageError("Subtitle cues need at least one line of at least one character.")
+        if not (0 <= self.min_dur <= self.max_dur) or self.max_dur <= 0:
+            raise UsageError("Subtitle cue durations need 0 <= min_dur <= max_dur and max_dur > 0.")
+        if not self.cps > 0:
+            raise UsageError("The subtitle reading rate (cps) must be positive.")
+
+
+@dataclass(frozen=True)
+class RawCue:
+    """A cue before timing: its speech span, text lines and character count."""
+
+    start: float
+    end: float
+    lines: tuple[str, ...]
+    chars: int
+
+
+def make_cues(
+    lines: Sequence[Line],
+    *,
+    max_chars: int = 42,
+    max_lines: int = 2,
+    min_dur: float = 0.83,
+    max_dur: float = 7.0,
+    cps: float = 17.0,
+) -> list[Cue]:
+    """Cut and time ``lines`` into subtitle cues (see the module docstring for the contract)."""
+    opts = CueOptions(max_chars, max_lines, min_dur, max_dur, cps)
+    raws: list[RawCue] = []
+    for line in lines:
+        raws.extend(line_cues(line, opts))
+    return time_cues(raws, opts)
+
+
+# ---------------------------------------------------------------- character classes
+
+_SENTENCE_END = set(".!?…。！？‼⁇⁈⁉؟।॥")
+_CLAUSE_END = set(",;:–—、，；：،؛")
+_CLOSERS = set("\"')]}»”’」』）》〉】〕｝］〗〙")
+# Never start a line or cue with these (closing punctuation, small kana, marks of repetition/length).
+_NO_BREAK_BEFORE = (
+    _SENTENCE_END
+    | _CLAUSE_END
+    | _CLOSERS
+    | set("%‰・ー〜～ゝゞヽヾ々")
+    | set("ぁぃぅぇぉっゃゅょゎゕゖァィゥェォッャュョヮヵヶㇰㇱㇲㇳㇴㇵㇶㇷㇸㇹㇺㇻㇼㇽㇾㇿ")
+    | set("．，：；！？）］｝％")
+)
+_OPENERS = set("「『（《〈【〔｛［〖〘“‘(")
+_TITLES = {"mr.", "mrs.", "ms.", "dr.", "st.", "prof.", "sr.", "jr.", "vs.", "e.g.", "i.e.", "no."}
+# English words a line reads better starting with / not ending with (a light touch; other languages
+# simply do not match).
+_LEADS = {"and", "but", "or", "so", "because", "which", "who", "when", "where", "while", "if", "then",
+          "although", "though", "unless", "until", "whereas"}
+_WEAK_ENDS = {"a", "an", "the", "of", "to", "in", "on", "at", "for", "with", "by", "from", "into", "my",
+              "your", "his", "her", "our", "their", "its", "i", "we", "you", "very", "not"}
+
+
+def _is_cjk(ch: str) -> bool:
+    """Characters of scripts written without spaces (Han, kana, CJK punctuation, full-width forms)."""
+    o = ord(ch)
+    return (
+        0x2E80 <= o <= 0x2FDF
+        or 0x3000 <= o <= 0x31FF
+        or 0x3400 <= o <= 0x4DBF
+        or 0x4E00 <= o <= 0x9FFF
+        or 0xF900 <= o <= 0xFAFF
+        or 0xFE30 <= o <= 0xFE4F
+        or 0xFF00 <= o <= 0xFFEF
+        or 0x20000 <= o <= 0x3FFFF
+    )
+
+
+def _is_mark(ch: str) -> bool:
+    return unicodedata.category(ch).startswith("M")
+
+
+# ---------------------------------------------------------------- atoms: the unbreakable pieces
+
+
+@dataclass(frozen=True)
+class _Atom:
+    text: str
+    space: bool  # whitespace precedes it in the source (between atoms of the same Line)
+    hard: bool  # it continues a hard-split word (a break before it is a last resort)
+    start: float
+    end: float
+
+
+def _char_times(line: Line) -> tuple[list[float], list[float]]:
+    """Start and end time of every character of ``line.text`` (see the module docstring)."""
+    text = line.text
+    n = len(text)
+    t0 = float(line.start)
+    t1 = max(float(line.end), t0)
+    cs: list[float | None] = [None] * n
+    ce: list[float | None] = [None] * n
+    cursor = 0
+    last_end = t0
+    for w in line.words:
+        wt = w.text.strip()
+        idx = text.find(wt, cursor) if wt else -1
+        if idx < 0:
+            continue
+        ws = min(max(float(w.start), last_end, t0), t1)
+        we = min(max(float(w.end), ws), t1)
+        for j in range(len(wt)):
+            cs[idx + j] = ws + (we - ws) * j / len(wt)
+            ce[idx + j] = ws + (we - ws) * (j + 1) / len(wt)
+        cursor = idx + len(wt)
+        last_end = we
+    k = 0
+    while k < n:
+        if cs[k] is not None:
+            k += 1
+            continue
+        a = k
+        while k < n and cs[k] is None:
+            k += 1
+        ta = ce[a - 1] if a > 0 else t0
+        tb = cs[k] if k < n else t1
+        assert ta is not None and tb is not None
+        tb = max(tb, ta)
+        for m in range(a, k):
+            cs[m] = ta + (tb - ta) * (m - a) / (k - a)
+            ce[m] = ta + (tb - ta) * (m - a + 1) / (k - a)
+    return [float(x) for x in cs], [float(x) for x in ce]  # type: ignore[arg-type]
+
+
+def _word_spans(word: str) -> list[tuple[int, int]]:
+    """Split a whitespace-free word into breakable pieces: one per CJK character (punctuation and
+    small kana glued to the character before, opening brackets to the one after), Latin runs whole."""
+    spans: list[list[int]] = []
+    kind = ""  # "cjk" or "latin": what the current span is made of
+    glue_next = False
+    for k, ch in enumerate(word):
+        cjk = _is_cjk(ch)
+        if not spans:
+            spans.append([k, k + 1])
+        elif glue_next or ch in _NO_BREAK_BEFORE or _is_mark(ch):
+            spans[-1][1] = k + 1
+        elif cjk or kind == "cjk":
+            spans.append([k, k + 1])
+        else:
+            spans[-1][1] = k + 1
+        glue_next = ch in _OPENERS and (cjk or kind != "latin" or spans[-1][0] == k)
+        if ch not in _NO_BREAK_BEFORE and ch not in _OPENERS and not _is_mark(ch):
+            kind = "cjk" if cjk else "latin"
+    return [(a, b) for a, b in spans]
+
+
+def _hard_split(text: str, limit: int) -> list[str]:
+    """Cut ``text`` into pieces of at most ``limit`` characters, evenly, never before a combining mark."""
+    size = math.ceil(len(text) / math.ceil(len(text) / limit))
+    pieces = []
+    pos = 0
+    while pos < len(text):
+        cut = min(pos + size, len(text))
+        while pos + 1 < cut < len(text) and _is_mark(text[cut]):
+            cut -= 1
+        pieces.append(text[pos:cut])
+        pos = cut
+    return pieces
+
+
+def _atoms(line: Line, opts: CueOptions) -> list[_Atom]:
+    """The line's text as atoms with times; every atom has at most ``max_chars`` characters."""
+    cs, ce = _char_times(line)
+    atoms: list[_Atom] = []
+    for m in re.finditer(r"\S+", line.text):
+        for i, (a, b) in enumerate(_word_spans(m.group())):
+            a += m.start()
+            b += m.start()
+            space = i == 0 and bool(atoms)
+            piece_start = a
+            for j, piece in enumerate(_hard_split(line.text[a:b], opts.max_chars)):
+                end = piece_start + len(piece)
+                atoms.append(_Atom(piece, space and j == 0, j > 0, cs[piece_start], ce[end - 1]))
+                piece_start = end
+    return atoms
+
+
+def _break_costs(atoms: list[_Atom]) -> list[float]:
+    """``cost[k]``: how bad a break between ``atoms[k-1]`` and ``atoms[k]`` is (index 0 unused)."""
+    costs = [0.0] * len(atoms)
+    for k in range(1, len(atoms)):
+        prev, nxt = atoms[k - 1], atoms[k]
+        if nxt.hard:
+            costs[k] = _HARD
+            continue
+        core = prev.text.rstrip("".join(_CLOSERS)) or prev.text
+        last = core[-1]
+        if prev.text.lower() in _TITLES:
+            cost = _TITLE
+        elif last in _SENTENCE_END:
+            cost = _SENTENCE
+        elif last in _CLAUSE_END:
+            cost = _CLAUSE
+        elif nxt.space and nxt.text.lower() in _LEADS:
+            cost = _BEFORE_LEAD
+        elif nxt.space and prev.text.lower() in _WEAK_ENDS:
+            cost = _AFTER_WEAK
+        else:
+            cost = _PLAIN
+        gap = nxt.start - prev.end
+        if gap >= 0.5:
+            cost = min(cost, _LONG_PAUSE)
+        elif gap >= 0.25:
+            cost = min(cost, _PAUSE)
+        costs[k] = cost
+    return costs
+
+
+# Break costs, and the weights of the cue cost. Tuned by hand on examples; the order is what matters.
+_SENTENCE, _CLAUSE, _LONG_PAUSE, _PAUSE, _BEFORE_LEAD = 0.0, 0.5, 2.0, 2.5, 2.7
+_PLAIN, _AFTER_WEAK, _TITLE, _HARD = 3.0, 3.6, 4.0, 12.0
+_PER_CUE = 2.5
+_CUE_BREAK = 3.0  # a bad break between cues costs more than one between the lines of a cue
+_OVERLONG, _OVERLONG_PER_S = 10.0, 5.0
+_RATE = 4.0
+_SHORT = 2.0
+_FULLNESS = 3.0
+_LINE_TAIL_S = 1.0  # silence assumed after a Line when weighing its last cue's reading rate
+_BALANCE = 4.0
+_TOP_HEAVY = 0.3
+
+
+# ---------------------------------------------------------------- cutting one line into cues
+
+
+def line_cues(line: Line, opts: CueOptions) -> list[RawCue]:
+    """Cut one Line into untimed cues (speech spans only); independent of any other Line."""
+    atoms = _atoms(line, opts)
+    n = len(atoms)
+    if n == 0:
+        return []
+    costs = _break_costs(atoms)
+    line_end = max(float(line.end), atoms[-1].end)
+    cap = opts.max_chars * opts.max_lines
+    best = [math.inf] * (n + 1)
+    back = [0] * (n + 1)
+    best[0] = 0.0
+    for i in range(n):
+        if best[i] == math.inf:
+            continue
+        lines_used, width, chars = 1, len(atoms[i].text), len(atoms[i].text)
+        for j in range(i + 1, n + 1):
+            if j > i + 1:
+                a = atoms[j - 1]
+                add = len(a.text) + (1 if a.space else 0)
+                chars += add
+                if width + add <= opts.max_chars:
+                    width += add
+                else:
+                    lines_used += 1
+                    width = len(a.text)
+                if lines_used > opts.max_lines:
+                    break
+            cost = best[i] + _cue_cost(atoms, costs, i, j, chars, line_end, cap, opts)
+            if cost < best[j]:
+                best[j] = cost
+                back[j] = i
+    cuts = [n]
+    while cuts[-1] > 0:
+        cuts.append(back[cuts[-1]])
+    cuts.reverse()
+    out = []
+    for i, j in zip(cuts[:-1], cuts[1:]):
+        text_lines = _wrap(atoms[i:j], costs[i:j], opts)
+        chars = sum(len(t) for t in text_lines)
+        out.append(RawCue(atoms[i].start, atoms[j - 1].end, tuple(text_lines), chars))
+    return out
+
+
+def _cue_cost(
+    atoms: list[_Atom], costs: list[float], i: int, j: int, chars: int, line_end: float, cap: int,
+    opts: CueOptions,
+) -> float:
+    """The cost of a cue made of ``atoms[i:j]`` (``chars`` characters, spaces included)."""
+    start = atoms[i].start
+    dur = atoms[j - 1].end - start
+    cost = _PER_CUE
+    if j < len(atoms):
+        cost += _CUE_BREAK * costs[j]
+    if dur > opts.max_dur:
+        cost += _OVERLONG + _OVERLONG_PER_S * (dur - opts.max_dur)
+    limit = atoms[j].start if j < len(atoms) else line_end + _LINE_TAIL_S
+    avail = min(opts.max_dur, max(limit - start, dur))
+    need = chars / opts.cps
+    if avail < need:
+        cost += _RATE * (need - avail) / need
+    if avail < opts.min_dur:
+        cost += _SHORT * (opts.min_dur - avail) / opts.min_dur if opts.min_dur > 0 else 0.0
+    cost += _FULLNESS * ((cap - min(chars, cap)) / cap) ** 2
+    return cost
+
+
+def _wrap(atoms: list[_Atom], costs: list[float], opts: CueOptions) -> list[str]:
+    """Lay a cue's atoms out in the fewest lines that fit, choosing the best, most balanced breaks."""
+    n = len(atoms)
+    lines_needed, width = 1, len(atoms[0].text)
+    for a in atoms[1:]:
+        add = len(a.text) + (1 if a.space else 0)
+        if width + add <= opts.max_chars:
+            width += add
+        else:
+            lines_needed += 1
+            width = len(a.text)
+    if lines_needed == 1:
+        return [_join(atoms)]
+    total = sum(len(a.text) + (1 if a.space else 0) for a in atoms) - (1 if atoms[0].space else 0)
+    avg = total / lines_needed
+
+    pre = [0]
+    for a in atoms:
+        pre.append(pre[-1] + len(a.text) + (1 if a.space else 0))
+
+    def seg_len(i: int, j: int) -> int:
+        return pre[j] - pre[i] - (1 if atoms[i].space else 0)
+
+    # best[m][j]: cost of laying atoms[:j] out in m lines
+    inf = math.inf
+    best = [[inf] * (n + 1) for _ in range(lines_needed + 1)]
+    back = [[0] * (n + 1) for _ in range(lines_needed + 1)]
+    best[0][0] = 0.0
+    for m in range(1, lines_needed + 1):
+        for i in range(n):
+            if best[m - 1][i] == inf:
+                continue
+            for j in range(i + 1, n + 1):
+                length = seg_len(i, j)
+                if length > opts.max_chars:
+                    break
+                cost = best[m - 1][i] + _BALANCE * ((length - avg) / opts.max_chars) ** 2
+                if j < n:
+                    cost += costs[j]
+                if m == 1 and length > avg + 0.5:
+                    cost += _TOP_HEAVY
+                if cost < best[m][j]:
+                    best[m][j] = cost
+                    back[m][j] = i
+    cuts = [n]
+    for m in range(lines_needed, 0, -1):
+        cuts.append(back[m][cuts[-1]])
+    cuts.reverse()
+    return [_join(atoms[i:j]) for i, j in zip(cuts[:-1], cuts[1:])]
+
+
+def _join(atoms: list[_Atom]) -> str:
+    parts = [atoms[0].text]
+    for a in atoms[1:]:
+        parts.append(" " + a.text if a.space else a.text)
+    return "".join(parts)
+
+
+# ---------------------------------------------------------------- timing
+
+
+def time_cues(raws: Sequence[RawCue], opts: CueOptions) -> list[Cue]:
+    """Time untimed cues in order: monotonic starts, extension to the reading time, no overlaps."""
+    starts: list[float] = []
+    prev = -math.inf
+    for r in raws:
+        prev = max(r.start, prev)
+        starts.append(prev)
+    out = []
+    for k, r in enumerate(raws):
+        s = starts[k]
+        e = min(max(r.end, s), s + opts.max_dur)
+        target = min(opts.max_dur, max(opts.min_dur, r.chars / opts.cps))
+        if e - s < target:
+            e = s + target
+        if k + 1 < len(raws):
+            e = min(e, starts[k + 1])
+        out.append(Cue(s, e, r.lines))
+    return out

@@ -1,0 +1,79 @@
+"""``LiveSrtWriter``: an SRT file that grows while a session runs."""
+
+from __future__ import annotations
+
+import os
+
+from engine.errors import ExportError
+from engine.events import Line
+from engine.transcript.cues import CueOptions, RawCue, line_cues, time_cues
+from engine.transcript.formats import srt_block
+
+
+class LiveSrtWriter:
+    """Keep ``path`` a valid SRT file of the lines committed so far.
+
+    The file is created (or emptied) on construction. ``add(line)`` appends the cues of a newly
+    committed Line, numbered on from the previous ones, then flushes and fsyncs. Because a cue's end
+    depends on the next cue's start, the last cue block already written is rewritten in place on the
+    next ``add`` (its end may move earlier); everything before it is final. After the adds of lines
+    ``L1..Ln`` the file holds exactly ``format_srt([L1, ..., Ln], **cue_options)``. ``close()`` is
+    idempotent; the writer is a context manager. OS failures raise :class:`engine.errors.ExportError`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], **cue_options) -> None:
+        self.path = os.fspath(path)
+        self._options = CueOptions(**cue_options)
+        self._count = 0  # cue blocks in the file
+        self._pending: RawCue | None = None  # the last block's cue (start already made monotonic)
+        self._pending_offset = 0  # byte offset of the last block
+        try:
+            self._file = open(self.path, "wb")
+        except OSError as err:
+            raise ExportError(f"Cannot write the captions to '{self.path}': {_reason(err)}.") from None
+
+    @property
+    def closed(self) -> bool:
+        return self._file.closed
+
+    def add(self, line: Line) -> None:
+        """Append the cues of ``line`` (a Line with blank text adds nothing)."""
+        if self._file.closed:
+            raise ValueError("LiveSrtWriter.add() after close()")
+        raws = line_cues(line, self._options)
+        if not raws:
+            return
+        seq = ([self._pending] if self._pending is not None else []) + raws
+        timed = time_cues(seq, self._options)
+        number = self._count if self._pending is not None else self._count + 1
+        offset = self._pending_offset if self._pending is not None else self._file.tell()
+        try:
+            self._file.seek(offset)
+            self._file.truncate()
+            for k, cue in enumerate(timed):
+                if number + k > 1 and (k > 0 or self._pending is None):
+                    self._file.write(b"\n")
+                self._pending_offset = self._file.tell()
+                self._file.write(srt_block(number + k, cue).encode("utf-8"))
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as err:
+            raise ExportError(f"Cannot write the captions to '{self.path}': {_reason(err)}.") from None
+        last = raws[-1]
+        self._pending = RawCue(timed[-1].start, last.end, last.lines, last.chars)
+        self._count = number + len(timed) - 1
+
+    def close(self) -> None:
+        """Close the file (further ``add`` calls raise ValueError)."""
+        if not self._file.closed:
+            self._file.close()
+
+    def __enter__(self) -> LiveSrtWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _reason(err: OSError) -> str:
+    return (err.strerror or str(err)).rstrip(".").lower()

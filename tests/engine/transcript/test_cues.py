@@ -1,0 +1,320 @@
+"""make_cues: the limits as properties (hypothesis) and the break/timing preferences as examples."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from engine.errors import UsageError
+from engine.events import Line, Word
+from engine.transcript import Cue, make_cues
+
+EPS = 1e-9
+CJK = "今天天气很好我们去公园散步吧然后可以在湖边吃午饭看风景再回家休息一下これはとても長い文章ですカタカナ"
+CJK_PUNCT = "。、，！？「」ーっゃ"
+
+
+def squash(text: str) -> str:
+    return "".join(text.split())
+
+
+def check_cues(lines: list[Line], cues: list[Cue], *, max_chars=42, max_lines=2, min_dur=0.83, max_dur=7.0):
+    """Every limit of the contract, for any input."""
+    assert squash("".join("".join(c.lines) for c in cues)) == squash("".join(l.text for l in lines))
+    for k, c in enumerate(cues):
+        assert 1 <= len(c.lines) <= max_lines
+        for t in c.lines:
+            assert 1 <= len(t) <= max_chars, t
+            assert t == t.strip() and "\n" not in t
+        assert c.start <= c.end
+        assert c.end - c.start <= max_dur + EPS
+        if k + 1 < len(cues):
+            nxt = cues[k + 1]
+            assert c.start <= nxt.start
+            assert c.end <= nxt.start + EPS
+            assert c.end - c.start >= min(min_dur, nxt.start - c.start) - EPS
+        else:
+            assert c.end - c.start >= min_dur - EPS
+
+
+# ---------------------------------------------------------------- strategies
+
+LATIN = "abcdefghijklmnopqrstuvwxyzABCDE0123456789.,!?;:'\"()-"
+latin_words = st.text(alphabet=LATIN, min_size=1, max_size=12)
+long_words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=40, max_size=130)
+cjk_runs = st.text(alphabet=CJK + CJK_PUNCT, min_size=1, max_size=160)
+any_words = st.text(min_size=1, max_size=50).filter(lambda s: s.strip() != "")
+marked = st.lists(st.sampled_from(["e\u0301", "a", "n\u0303", "\u093f", "क"]), min_size=1, max_size=60).map(
+    "".join
+)
+
+
+@st.composite
+def line_texts(draw) -> str:
+    kind = draw(st.sampled_from(["latin", "latin", "cjk", "mixed", "long", "any", "marked"]))
+    if kind == "latin":
+        words = draw(st.lists(latin_words, min_size=0, max_size=60))
+    elif kind == "cjk":
+        words = draw(st.lists(cjk_runs, min_size=1, max_size=3))
+    elif kind == "long":
+        words = draw(st.lists(st.one_of(latin_words, long_words), min_size=1, max_size=6))
+    elif kind == "marked":
+        words = draw(st.lists(marked, min_size=1, max_size=6))
+    elif kind == "mixed":
+        words = draw(st.lists(st.one_of(latin_words, cjk_runs, long_words), min_size=1, max_size=10))
+    else:
+        words = draw(st.lists(any_words, min_size=0, max_size=8))
+    seps = draw(st.lists(st.sampled_from([" ", " ", "  ", "\n", "\t", "\u3000"]), min_size=len(words),
+                         max_size=len(words)))
+    return "".join(w + s for w, s in zip(words, seps))
+
+
+@st.composite
+def line_lists(draw) -> list[Line]:
+    n = draw(st.integers(0, 5))
+    t = draw(st.floats(0, 100))
+    lines = []
+    for _ in range(n):
+        text = draw(line_texts())
+        t += draw(st.sampled_from([0.0, 0.0, 0.1, 0.5, 3.0]))
+        dur = draw(st.sampled_from([0.0, 0.2, 1.0, 3.0, 6.9, 7.5, 15.0, 40.0]))
+        words: tuple[Word, ...] = ()
+        if draw(st.booleans()):
+            toks = text.split()
+            cuts = sorted(draw(st.lists(st.floats(0, 1), min_size=2 * len(toks), max_size=2 * len(toks))))
+            words = tuple(
+                Word(w, t + dur * cuts[2 * i], t + dur * cuts[2 * i + 1]) for i, w in enumerate(toks)
+            )
+        lines.append(Line(text, t, t + dur, words=words))
+        t += dur
+    return lines
+
+
+# ---------------------------------------------------------------- properties
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(line_lists())
+def test_limits_hold(lines):
+    check_cues(lines, make_cues(lines))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    line_lists(),
+    st.integers(1, 60),
+    st.integers(1, 3),
+    st.floats(0.0, 2.0),
+    st.floats(0.5, 10.0),
+    st.floats(5.0, 30.0),
+)
+def test_limits_hold_with_other_options(lines, max_chars, max_lines, min_dur, max_dur, cps):
+    assume(min_dur <= max_dur)
+    limits = dict(max_chars=max_chars, max_lines=max_lines, min_dur=min_dur, max_dur=max_dur)
+    cues = make_cues(lines, cps=cps, **limits)
+    check_cues(lines, cues, **limits)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(line_texts(), st.floats(0, 50), st.floats(0, 10)), max_size=4))
+def test_unsorted_and_overlapping_input_still_gives_sane_cues(specs):
+    lines = [Line(text, s, s + d) for text, s, d in specs]
+    cues = make_cues(lines)
+    assert squash("".join("".join(c.lines) for c in cues)) == squash("".join(l.text for l in lines))
+    for a, b in zip(cues, cues[1:]):
+        assert a.start <= b.start and a.end <= b.start + EPS and a.start <= a.end
+
+
+@settings(max_examples=100, deadline=None)
+@given(cjk_runs, st.floats(0.5, 60))
+def test_cjk_without_spaces(text, dur):
+    cues = make_cues([Line(text, 0.0, dur)])
+    check_cues([Line(text, 0.0, dur)], cues)
+    for c in cues:
+        for t in c.lines:
+            assert t[0] not in "。、，！？」ーっゃ" or t == text.strip()[: len(t)], (t, text)
+
+
+# ---------------------------------------------------------------- examples: layout
+
+
+def test_short_line_is_one_cue_one_line():
+    [cue] = make_cues([Line("Hello world.", 1.0, 2.5)])
+    assert cue.lines == ("Hello world.",) and cue.text == "Hello world."
+    assert (cue.start, cue.end) == (1.0, 2.5)
+
+
+def test_two_balanced_lines():
+    text = "the quick brown fox jumps over the lazy dog and keeps on running"
+    [cue] = make_cues([Line(text, 0.0, 4.0)])
+    assert len(cue.lines) == 2
+    assert " ".join(cue.lines) == text
+    assert abs(len(cue.lines[0]) - len(cue.lines[1])) <= 10
+
+
+def test_line_break_prefers_comma():
+    text = "if the weather is good tomorrow, we will all go out to the lake"
+    [cue] = make_cues([Line(text, 0.0, 4.0)])
+    assert cue.lines == ("if the weather is good tomorrow,", "we will all go out to the lake")
+
+
+def test_cue_break_prefers_sentence_end():
+    first = "Nothing else matters to me right now."
+    second = "But the rest of the story will have to wait for another day, sadly enough."
+    cues = make_cues([Line(first + " " + second, 0.0, 7.0)])
+    assert len(cues) == 2
+    assert " ".join(cues[0].lines) == first
+    assert " ".join(cues[1].lines) == second
+
+
+def test_cue_break_prefers_clause_over_plain_space():
+    first = "when we finally arrived at the station after all that walking,"
+    second = "the last train to the city had already left without us"
+    cues = make_cues([Line(first + " " + second, 0.0, 7.0)])
+    assert [" ".join(c.lines) for c in cues] == [first, second]
+
+
+def test_cue_break_at_pause_from_word_times():
+    words = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen".split()
+    words += "sixteen seventeen".split()  # 106 characters: two cues needed
+    text = " ".join(words)
+    pause_after = 9  # a 1.5 s pause after "ten"
+    ws, t = [], 0.0
+    for i, w in enumerate(words):
+        ws.append(Word(w, t, t + 0.4))
+        t += 0.45 + (1.5 if i == pause_after else 0.0)
+    cues = make_cues([Line(text, 0.0, t, words=tuple(ws))])
+    assert len(cues) == 2
+    assert " ".join(cues[0].lines) == " ".join(words[: pause_after + 1])
+    assert cues[1].start == pytest.approx(ws[pause_after + 1].start)
+
+
+def test_long_duration_is_split():
+    text = "a slow speaker says these few words over a long time indeed"
+    cues = make_cues([Line(text, 0.0, 14.0)])
+    assert len(cues) >= 2
+    assert all(c.end - c.start <= 7.0 + EPS for c in cues)
+
+
+def test_too_much_text_for_one_cue():
+    text = " ".join(["word"] * 40)  # 199 characters: at least 3 cues of 2 x 42
+    cues = make_cues([Line(text, 0.0, 12.0)])
+    assert len(cues) == 3
+    check_cues([Line(text, 0.0, 12.0)], cues)
+
+
+def test_long_word_is_hard_split():
+    word = "x" * 100
+    cues = make_cues([Line(f"see {word} here", 0.0, 6.0)])
+    check_cues([Line(f"see {word} here", 0.0, 6.0)], cues)
+    pieces = [t for c in cues for t in c.lines]
+    assert "".join(pieces).replace(" ", "") == f"see{word}here"
+    assert max(len(t) for t in pieces) <= 42
+
+
+def test_hard_split_keeps_combining_marks():
+    word = "e\u0301" * 40  # 80 code points
+    cues = make_cues([Line(word, 0.0, 5.0)], max_chars=9)
+    for c in cues:
+        for t in c.lines:
+            assert not t.startswith("\u0301")
+
+
+def test_cjk_breaks_after_punctuation():
+    a = "今天天气很好，我们去公园散步吧。"
+    b = "然后我们可以在湖边吃午饭，看看风景，再回家休息一下。"
+    c = "这是一个很长的句子，需要被分成好几段字幕才能显示。"
+    cues = make_cues([Line(a + b + c, 0.0, 14.0)])
+    check_cues([Line(a + b + c, 0.0, 14.0)], cues)
+    assert len(cues) >= 2
+    for cue in cues:
+        assert cue.lines[-1][-1] in "。，"
+
+
+def test_cjk_long_run_without_punctuation():
+    text = "我" * 200
+    cues = make_cues([Line(text, 0.0, 20.0)])
+    check_cues([Line(text, 0.0, 20.0)], cues)
+    assert all(len(t) <= 42 for c in cues for t in c.lines)
+    assert sum(len(t) for c in cues for t in c.lines) == 200
+
+
+def test_japanese_small_kana_and_long_mark_stay_attached():
+    text = "ちょっとコーヒーを飲みたいです" * 8
+    for c in make_cues([Line(text, 0.0, 20.0)], max_chars=7):
+        for t in c.lines:
+            assert t[0] not in "ょっーゃ"
+
+
+def test_empty_and_blank_lines_give_no_cues():
+    assert make_cues([]) == []
+    assert make_cues([Line("", 0, 1), Line("  \n ", 1, 2)]) == []
+
+
+# ---------------------------------------------------------------- examples: timing
+
+
+def test_interpolation_by_character_position():
+    cues = make_cues([Line("aaaa bbbb", 0.0, 9.0)], max_chars=4, max_lines=1, min_dur=0.0)
+    assert [c.lines for c in cues] == [("aaaa",), ("bbbb",)]
+    assert cues[0].start == 0.0 and cues[1].start == pytest.approx(5.0)
+    assert cues[0].end == pytest.approx(4.0) and cues[1].end == pytest.approx(9.0)
+
+
+def test_word_times_are_used():
+    words = (Word("aaaa", 0.0, 1.0), Word("bbbb", 6.0, 7.0))
+    cues = make_cues([Line("aaaa bbbb", 0.0, 9.0, words=words)], max_chars=4, max_lines=1)
+    assert cues[0].start == 0.0 and cues[0].end == pytest.approx(1.0)
+    assert cues[1].start == pytest.approx(6.0) and cues[1].end == pytest.approx(7.0)
+
+
+def test_short_cue_extended_into_silence():
+    [cue, _] = make_cues([Line("Yes.", 1.0, 1.2), Line("Then we went home.", 5.0, 6.0)])
+    assert cue.end == pytest.approx(1.0 + 0.83)
+
+
+def test_extension_stops_at_next_cue():
+    [cue, nxt] = make_cues([Line("Yes.", 1.0, 1.2), Line("No.", 1.5, 1.8)])
+    assert cue.end == nxt.start == 1.5
+
+
+def test_extension_to_reading_time():
+    text = "this is said far too quickly for anybody to read it in time"
+    [cue] = make_cues([Line(text, 2.0, 3.0)])
+    assert len(cue.lines) == 2  # the characters shown: the space at the line break is not
+    assert cue.end == pytest.approx(2.0 + (len(text) - 1) / 17.0)
+
+
+def test_reading_time_capped_by_max_dur():
+    text = " ".join(["abc"] * 20)
+    [cue] = make_cues([Line(text, 0.0, 0.5)], cps=5.0)
+    assert cue.end - cue.start == pytest.approx(7.0)
+
+
+def test_overlapping_lines_are_clamped():
+    cues = make_cues([Line("first line", 0.0, 3.0), Line("second line", 2.0, 4.0)])
+    assert cues[0].end == 2.0 and cues[1].start == 2.0
+
+
+def test_overlong_single_word_is_cut_to_max_dur():
+    [cue] = make_cues([Line("Okay", 0.0, 12.0)])
+    assert cue.end - cue.start == pytest.approx(7.0)
+
+
+def test_title_abbreviation_is_not_a_break():
+    text = "yesterday afternoon I went to see my good friend Dr. Livingstone who lives in the big house"
+    for c in make_cues([Line(text, 0.0, 5.0)]):
+        assert not any(re.search(r"\bDr\.$", t) for t in c.lines)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [dict(max_chars=0), dict(max_lines=0), dict(min_dur=3.0, max_dur=2.0), dict(max_dur=0.0), dict(cps=0.0),
+     dict(min_dur=-1.0)],
+)
+def test_bad_options(kw):
+    with pytest.raises(UsageError):
+        make_cues([Line("x", 0, 1)], **kw)

@@ -1,0 +1,191 @@
+"""write_transcript (atomic, ExportError) and LiveSrtWriter (valid SRT after every add)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+import srt
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.errors import ExportError, LivecapError, UsageError
+from engine.events import Line
+from engine.transcript import LiveSrtWriter, format_srt, format_transcript, make_cues, write_transcript
+
+LINES = [
+    Line("Yes.", 1.0, 1.2),
+    Line("We went to the lake, and then, when it got dark, we all walked back home together.", 1.5, 6.0),
+    Line("", 6.0, 6.5),
+    Line("今天天气很好，我们去公园散步吧。", 8.0, 10.0),
+]
+
+
+# ---------------------------------------------------------------- write_transcript
+
+
+@pytest.mark.parametrize("fmt", ["txt", "srt", "vtt", "json"])
+def test_write_by_extension(tmp_path, fmt):
+    p = tmp_path / f"out.{fmt}"
+    write_transcript(LINES, p)
+    assert p.read_text(encoding="utf-8") == format_transcript(LINES, fmt)
+    assert os.listdir(tmp_path) == [p.name]  # no temporary file left
+
+
+def test_write_srt_parses(tmp_path):
+    p = tmp_path / "out.srt"
+    write_transcript(LINES, str(p))
+    subs = list(srt.parse(p.read_text(encoding="utf-8")))
+    assert [s.content for s in subs] == ["\n".join(c.lines) for c in make_cues(LINES)]
+
+
+def test_explicit_format_wins(tmp_path):
+    p = tmp_path / "out.txt"
+    write_transcript(LINES, p, fmt="json")
+    assert len(json.loads(p.read_text(encoding="utf-8"))) == len(LINES)
+
+
+def test_unknown_extension_is_usage_error(tmp_path):
+    with pytest.raises(UsageError):
+        write_transcript(LINES, tmp_path / "out.docx")
+    assert os.listdir(tmp_path) == []
+
+
+def test_overwrite_keeps_mode(tmp_path):
+    p = tmp_path / "out.txt"
+    p.write_text("old\n")
+    os.chmod(p, 0o640)
+    write_transcript(LINES, p)
+    assert p.read_text(encoding="utf-8") == format_transcript(LINES, "txt")
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o640
+
+
+def test_new_file_is_not_private(tmp_path):
+    p = tmp_path / "new.txt"
+    write_transcript(LINES, p)
+    assert stat.S_IMODE(os.stat(p).st_mode) & 0o044  # readable by others under the usual umask 022
+
+
+def _check_export_error(err: ExportError, path) -> None:
+    msg = str(err)
+    assert str(path) in msg and "\n" not in msg and msg.endswith(".")
+
+
+def test_missing_folder(tmp_path):
+    p = tmp_path / "no" / "such" / "dir" / "out.srt"
+    with pytest.raises(ExportError) as info:
+        write_transcript(LINES, p)
+    _check_export_error(info.value, p)
+    assert isinstance(info.value, LivecapError) and info.value.exit_code == 1
+
+
+def test_path_is_a_directory(tmp_path):
+    d = tmp_path / "taken.srt"
+    d.mkdir()
+    with pytest.raises(ExportError) as info:
+        write_transcript(LINES, d)
+    _check_export_error(info.value, d)
+    assert sorted(os.listdir(tmp_path)) == ["taken.srt"]  # the temporary file was removed
+
+
+def test_parent_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ExportError):
+        write_transcript(LINES, f / "out.vtt")
+
+
+def test_failed_replace_keeps_old_file(tmp_path, monkeypatch):
+    p = tmp_path / "out.txt"
+    p.write_text("old contents\n")
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(ExportError, match="permission denied"):
+        write_transcript(LINES, p)
+    assert p.read_text() == "old contents\n"
+    assert os.listdir(tmp_path) == ["out.txt"]
+
+
+# ---------------------------------------------------------------- LiveSrtWriter
+
+
+def test_live_file_is_valid_after_every_add(tmp_path):
+    p = tmp_path / "live.srt"
+    with LiveSrtWriter(p) as w:
+        assert p.read_text() == ""
+        for k in range(1, len(LINES) + 1):
+            w.add(LINES[k - 1])
+            text = p.read_text(encoding="utf-8")
+            subs = list(srt.parse(text))
+            cues = make_cues(LINES[:k])
+            assert [s.index for s in subs] == list(range(1, len(cues) + 1))
+            assert [s.content for s in subs] == ["\n".join(c.lines) for c in cues]
+            assert text == format_srt(LINES[:k])
+    assert w.closed
+
+
+def test_live_rewrites_the_extended_last_cue(tmp_path):
+    p = tmp_path / "live.srt"
+    w = LiveSrtWriter(p)
+    w.add(Line("Yes.", 1.0, 1.2))
+    [sub] = srt.parse(p.read_text())
+    assert sub.end.total_seconds() == pytest.approx(1.83)  # extended to the minimum duration
+    w.add(Line("No.", 1.5, 1.8))
+    first, second = srt.parse(p.read_text())
+    assert first.end.total_seconds() == 1.5 == second.start.total_seconds()
+    w.close()
+    w.close()  # idempotent
+    with pytest.raises(ValueError):
+        w.add(Line("late", 2, 3))
+
+
+def test_live_numbering_continues_across_multi_cue_lines(tmp_path):
+    p = tmp_path / "live.srt"
+    long = Line(" ".join(["word"] * 40), 0.0, 12.0)
+    with LiveSrtWriter(p) as w:
+        w.add(long)
+        n = len(list(srt.parse(p.read_text())))
+        assert n == 3
+        w.add(Line("tail", 13.0, 14.0))
+        subs = list(srt.parse(p.read_text()))
+    assert [s.index for s in subs] == [1, 2, 3, 4]
+
+
+def test_live_cue_options(tmp_path):
+    p = tmp_path / "live.srt"
+    with LiveSrtWriter(p, max_chars=4, max_lines=1) as w:
+        w.add(Line("aaaa bbbb", 0.0, 9.0))
+    assert [s.content for s in srt.parse(p.read_text())] == ["aaaa", "bbbb"]
+
+
+def test_live_unwritable(tmp_path):
+    p = tmp_path / "missing" / "live.srt"
+    with pytest.raises(ExportError) as info:
+        LiveSrtWriter(p)
+    _check_export_error(info.value, p)
+
+
+words = st.text(alphabet="abcdefghij.,?今天。", min_size=1, max_size=45)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.lists(words, max_size=25), st.floats(0, 2), st.floats(0, 9)), max_size=6))
+def test_live_equals_offline_property(tmp_path, specs):
+    lines, t = [], 0.0
+    for ws, gap, dur in specs:
+        t += gap
+        lines.append(Line(" ".join(ws), t, t + dur))
+        t += dur
+    p = tmp_path / "prop.srt"
+    with LiveSrtWriter(p) as w:
+        for k, line in enumerate(lines, 1):
+            w.add(line)
+            text = p.read_text(encoding="utf-8")
+            assert text == format_srt(lines[:k])
+            assert len(list(srt.parse(text))) == len(make_cues(lines[:k]))
