@@ -1,0 +1,69 @@
+"""Caption view: committed text in the normal style, the partial's tail grey + italic, auto-scroll."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QColor
+
+from app.caption_view import CaptionView
+from engine.events import CaptionEvent, Line
+
+
+def fragments(block):
+    """(text, italic, foreground colour or None) of each fragment of a QTextBlock."""
+    out = []
+    it = block.begin()
+    while not it.atEnd():
+        frag = it.fragment()
+        fmt = frag.charFormat()
+        color = fmt.foreground().color().name() if fmt.hasProperty(fmt.Property.ForegroundBrush) else None
+        out.append((frag.text(), fmt.fontItalic(), color))
+        it += 1
+    return out
+
+
+def test_partial_tail_is_grey_italic_and_committed_is_normal(qtbot):
+    view = CaptionView()
+    qtbot.addWidget(view)
+    view.set_tail_color(QColor("#7b7b7b"))
+    view.commit(Line("Hello there.", 0.0, 1.0))
+    view.set_partial(CaptionEvent(partial=Line("how are you", 1.2, 2.0), partial_stable=8))
+    view.flush()
+    doc = view.document()
+    assert doc.blockCount() == 2
+    assert fragments(doc.firstBlock()) == [("Hello there.", False, None)]
+    assert fragments(doc.lastBlock()) == [("how are ", False, None), ("you", True, "#7b7b7b")]
+    # committing replaces the partial paragraph and opens a new empty one
+    view.commit(Line("How are you?", 1.2, 2.1))
+    view.set_partial(None)
+    view.flush()
+    assert [b for b in doc.toPlainText().split("\n")] == ["Hello there.", "How are you?", ""]
+    assert fragments(doc.findBlockByNumber(1)) == [("How are you?", False, None)]
+
+
+def test_partial_updates_are_coalesced(qtbot):
+    view = CaptionView()
+    qtbot.addWidget(view)
+    for n in range(1, 30):
+        view.set_partial(CaptionEvent(partial=Line("word " * n, 0, n), partial_stable=0))
+    assert view.partial_text() == ""  # nothing drawn yet: one redraw per ~50 ms
+    qtbot.waitUntil(lambda: view.partial_text() == "word " * 29, timeout=1000)
+
+
+def test_auto_scroll_follows_unless_user_scrolled_up(qtbot):
+    view = CaptionView()
+    qtbot.addWidget(view)
+    view.resize(300, 120)
+    view.show()
+    for i in range(40):
+        view.commit(Line(f"line number {i}", i, i + 1))
+    bar = view.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() == bar.maximum()
+    bar.setValue(0)  # the user scrolls up to read
+    for i in range(40, 50):
+        view.commit(Line(f"line number {i}", i, i + 1))
+    view.set_partial(CaptionEvent(partial=Line("more", 50, 51)))
+    view.flush()
+    assert bar.value() == 0
+    bar.setValue(bar.maximum())  # back at the bottom: following again
+    view.commit(Line("the end", 60, 61))
+    assert bar.value() == bar.maximum()

@@ -1,0 +1,82 @@
+"""Export: SRT / WebVTT / TXT round-trips through the dialog; an unwritable path is a message."""
+
+from __future__ import annotations
+
+import html
+import io
+from datetime import timedelta
+
+import pytest
+import srt
+import webvtt
+from PySide6.QtWidgets import QDialog
+
+from app.export import FORMATS, format_by_key
+from app.export_dialog import ExportDialog
+from engine.events import Line
+
+LINES = [
+    Line("Good morning, everyone.", 0.5, 2.25),
+    Line("Today we talk about <tags> & ampersands.", 2.5, 5.0),
+    Line("Thanks for listening.", 61.0, 63.5),
+]
+
+
+def export_with(qtbot, tmp_path, key: str) -> str:
+    dialog = ExportDialog(LINES, folder=str(tmp_path), fmt_key=key)
+    qtbot.addWidget(dialog)
+    assert dialog.format.key == key
+    assert dialog.path().parent == tmp_path and dialog.path().suffix == format_by_key(key).suffix
+    dialog.accept()
+    assert dialog.result() == QDialog.DialogCode.Accepted
+    assert dialog.saved_path == dialog.path()
+    return dialog.saved_path.read_text(encoding="utf-8")
+
+
+def test_srt_round_trip(qtbot, tmp_path):
+    subs = list(srt.parse(export_with(qtbot, tmp_path, "srt")))
+    assert " ".join(s.content.replace("\n", " ") for s in subs) == " ".join(line.text for line in LINES)
+    assert subs[0].start == timedelta(seconds=0.5)
+    assert subs[-1].start == timedelta(seconds=61)
+    assert [s.index for s in subs] == list(range(1, len(subs) + 1))
+
+
+def test_webvtt_round_trip(qtbot, tmp_path):
+    text = export_with(qtbot, tmp_path, "vtt")
+    captions = webvtt.from_buffer(io.StringIO(text))
+    joined = html.unescape(" ".join(c.text.replace("\n", " ") for c in captions))  # payload is escaped
+    assert joined == " ".join(line.text for line in LINES)
+    assert captions[0].start_in_seconds == 0 and captions[0].start.endswith("00.500")
+    assert captions[-1].start_in_seconds == 61
+
+
+def test_txt_with_and_without_timestamps(qtbot, tmp_path):
+    plain = export_with(qtbot, tmp_path / "", "txt")
+    assert plain == "".join(line.text + "\n" for line in LINES)
+    (tmp_path / "ts").mkdir()
+    stamped = export_with(qtbot, tmp_path / "ts", "txt-ts")
+    assert stamped.splitlines()[0] == "[00:00:00.500 --> 00:00:02.250] Good morning, everyone."
+
+
+def test_format_change_updates_suffix_and_preview(qtbot, tmp_path):
+    dialog = ExportDialog(LINES, folder=str(tmp_path), fmt_key="srt")
+    qtbot.addWidget(dialog)
+    assert "-->" in dialog.preview.toPlainText() and "," in dialog.preview.toPlainText()
+    dialog.format_combo.setCurrentIndex([f.key for f in FORMATS].index("vtt"))
+    assert dialog.path().suffix == ".vtt"
+    assert dialog.preview.toPlainText().startswith("WEBVTT")
+
+
+@pytest.mark.parametrize("where", ["missing-folder", "a-file"])
+def test_unwritable_path_shows_one_sentence_and_stays_open(qtbot, tmp_path, where):
+    (tmp_path / "a-file").write_text("x")
+    target = tmp_path / where / "out.srt"
+    dialog = ExportDialog(LINES, folder=str(tmp_path), fmt_key="srt")
+    qtbot.addWidget(dialog)
+    dialog.path_edit.setText(str(target))
+    dialog.accept()
+    assert dialog.result() != QDialog.DialogCode.Accepted and dialog.saved_path is None
+    message = dialog.error_label.text()
+    assert not dialog.error_label.isHidden()
+    assert message.startswith("Cannot write the transcript to") and "\n" not in message and "Traceback" not in message
+    assert not target.exists()

@@ -1,0 +1,72 @@
+"""Journal: lines written (and fsync'd) as they commit; an unfinished session is offered for recovery."""
+
+from __future__ import annotations
+
+import json
+
+from app import journal
+from app.worker import SessionSpec
+from engine.events import Line
+from tests.app import fake_engine
+
+
+def test_journal_records_lines_and_end(tmp_path):
+    j = journal.Journal(tmp_path, {"model": "m"})
+    j.add(Line("one", 0.0, 1.0))
+    # readable (flushed) before the session ends
+    info, lines, finished = journal.read_journal(j.path)
+    assert info["model"] == "m" and lines == [Line("one", 0.0, 1.0)] and not finished
+    j.add(Line("two", 1.0, 2.0))
+    j.close()
+    info, lines, finished = journal.read_journal(j.path)
+    assert [line.text for line in lines] == ["one", "two"] and finished
+    assert journal.find_unfinished(tmp_path) is None
+
+
+def test_crash_leaves_an_unfinished_journal_that_is_recovered(tmp_path):
+    j = journal.Journal(tmp_path)
+    j.add(Line("kept line", 0.5, 1.5))
+    j._file.write('{"type": "line", "text": "torn')  # the process died mid-write
+    j._file.flush()
+    rec = journal.find_unfinished(tmp_path)
+    assert rec is not None and rec.lines == (Line("kept line", 0.5, 1.5),)
+    journal.mark_finished(rec.path, "recovered")
+    assert journal.find_unfinished(tmp_path) is None
+    assert json.loads(rec.path.read_text().splitlines()[-1]) == {"type": "end", "reason": "recovered"}
+
+
+def test_unwritable_journal_folder_is_reported_not_raised(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
+    j = journal.Journal(blocker / "sessions")  # a file where the folder should be
+    assert j.failed is not None and j.failed.startswith("The session backup could not be written")
+    j.add(Line("x", 0, 1))  # skipped, no exception
+    j.close()
+
+
+def test_controller_journals_as_lines_commit_and_recovers_after_crash(qtbot, loaded, journal_dir, speech):
+    controller = loaded
+    controller.start(SessionSpec())
+    qtbot.waitUntil(lambda: len(controller.lines) >= 2, timeout=8000)
+    files = list(journal_dir.glob("*.jsonl"))
+    assert len(files) == 1
+    _, lines, finished = journal.read_journal(files[0])
+    assert [line.text for line in lines] == [line.text for line in controller.lines[: len(lines)]]
+    assert len(lines) >= 2 and not finished  # written while the session runs
+
+    # simulate a crash: a new app instance starts while the journal has no end record
+    from app.controller import SessionController
+
+    second = SessionController(loader=fake_engine.load_model, journal_dir=journal_dir)
+    try:
+        rec = second.pending_recovery()
+        assert rec is not None and len(rec.lines) >= 2
+        resets = []
+        second.lines_reset.connect(lambda: resets.append(list(second.lines)))
+        second.recover(rec)
+        assert second.lines == list(rec.lines) and resets == [list(rec.lines)]
+        assert second.pending_recovery() is None
+    finally:
+        second.shutdown(3000)
+    with qtbot.waitSignal(controller.session_finished, timeout=5000):
+        controller.stop()

@@ -1,0 +1,93 @@
+"""``livecap --input FILE --quit-at-end --save-transcript PATH``: the whole GUI path, unattended, in a
+subprocess with the fake engine injected through ``--engine-factory``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import srt
+
+from app.main import build_parser, load_factory
+from engine.transcript import format_txt
+from tests.app import fake_engine
+from tests.app.conftest import REPO
+
+FACTORY = "tests.app.fake_engine:load_model"
+
+
+def run_livecap(tmp_path: Path, *args: str, timeout: float = 40) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.update(
+        QT_QPA_PLATFORM="offscreen",
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        PYTHONPATH=str(REPO),
+    )
+    cmd = [sys.executable, "-m", "app.main", "--engine-factory", FACTORY, "--settings", str(tmp_path / "s.ini"), *args]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def wav(tmp_path, speech):
+    return fake_engine.write_wav(tmp_path / "speech.wav", speech)
+
+
+def expected_lines(wav_path: Path):
+    from engine.audio import read_audio
+
+    return fake_engine.transcribe(read_audio(wav_path))
+
+
+def test_replay_saves_txt_equal_to_committed_text(tmp_path, wav):
+    out = tmp_path / "out.txt"
+    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end",
+                       "--save-transcript", str(out))
+    assert proc.returncode == 0, proc.stderr
+    expected = expected_lines(wav)
+    assert len(expected) == 3
+    assert out.read_text(encoding="utf-8") == format_txt(expected)
+    # the session was journaled and closed cleanly
+    journals = list((tmp_path / "data" / "livecap" / "sessions").glob("*.jsonl"))
+    assert len(journals) == 1 and '"type": "end"' in journals[0].read_text().splitlines()[-1]
+
+
+def test_replay_saves_srt_by_extension(tmp_path, wav):
+    out = tmp_path / "out.srt"
+    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end",
+                       "--save-transcript", str(out))
+    assert proc.returncode == 0, proc.stderr
+    subs = list(srt.parse(out.read_text(encoding="utf-8")))
+    assert " ".join(s.content for s in subs) == " ".join(line.text for line in expected_lines(wav))
+
+
+@pytest.mark.parametrize(
+    ("case", "code", "message"),
+    [
+        ("model", 3, "No model found in broken-model"),
+        ("audio", 4, "Cannot read audio from"),
+        ("save", 1, "Cannot write the transcript to"),
+    ],
+)
+def test_unattended_failures_exit_with_one_sentence(tmp_path, wav, case, code, message):
+    model = "broken-model" if case == "model" else "fake"
+    audio = str(tmp_path / "missing.wav") if case == "audio" else str(wav)
+    save = str(tmp_path / "no-such-dir" / "out.txt")
+    proc = run_livecap(tmp_path, "--input", audio, "--model", model, "--speed", "8", "--quit-at-end",
+                       "--save-transcript", save)
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_parser_and_factory():
+    args = build_parser().parse_args(["--input", "a.wav", "--speed", "2", "--quit-at-end"])
+    assert args.input == "a.wav" and args.speed == 2 and args.quit_at_end
+    assert load_factory(FACTORY) is fake_engine.load_model
+    assert load_factory(str(Path(fake_engine.__file__)) + ":speechlike").__name__ == "speechlike"
+    with pytest.raises(ValueError):
+        load_factory("no-colon")

@@ -1,0 +1,199 @@
+"""The main window driven like a user would: model, Space, captions in both panes, status, messages."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from app.main_window import MainWindow
+from app.settings import Key
+from tests.app import fake_engine
+
+
+@pytest.fixture
+def window(qtbot, controller, settings, fake_sd):
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    return w
+
+
+def load(qtbot, window, source="fake-moonshine"):
+    with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
+        window.load_model(source)
+
+
+def test_start_needs_a_model_then_space_toggles(qtbot, window, settings, speech):
+    assert not window.start_action.isEnabled()
+    load(qtbot, window)
+    assert settings.value(Key.MODEL_SOURCE) == "fake-moonshine"
+    assert window.start_action.isEnabled()
+    assert "fake-moonshine \u00b7 Moonshine \u00b7 numpy" == window.status.model_label.text()
+    assert window.device_combo.count() == 2 and window.device_combo.itemText(1).startswith("Fake Mic")
+
+    window.caption_view.setFocus()
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        QTest.keyClick(window, Qt.Key.Key_Space)
+    assert window.controller.state == "running"
+    assert window.pause_action.isEnabled() and window.stop_action.isEnabled()
+    assert not window.device_combo.isEnabled() and not window.model_button.isEnabled()
+    qtbot.waitUntil(lambda: len(window.controller.lines) >= 2, timeout=8000)
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        QTest.keyClick(window, Qt.Key.Key_Space)
+    assert window.controller.state == "paused" and window.start_action.text() == "Resume"
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        QTest.keyClick(window, Qt.Key.Key_Space)
+    assert window.controller.state == "running"
+    qtbot.waitUntil(lambda: len(window.controller.lines) >= 3, timeout=8000)
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
+
+    texts = [line.text for line in window.controller.lines]
+    assert window.caption_view.toPlainText().split("\n")[: len(texts)] == texts
+    assert window.history.lines() == window.controller.lines
+    assert window.history.list.item(0).text().startswith("00:00:00   ")
+    assert window.status.latency_label.text().startswith("Latency ") and "\u2013" not in window.status.latency_label.text()
+    assert window.status.elapsed_label.text() != ""
+
+
+def test_delay_picker_only_for_voxtral(qtbot, window, settings):
+    load(qtbot, window, "fake-moonshine")
+    qtbot.wait(20)  # the toolbar lays out (and hides/shows its widgets) on the next event-loop turn
+    assert not window.delay_combo.isVisibleTo(window)
+    load(qtbot, window, "fake-voxtral")
+    qtbot.waitUntil(lambda: window.delay_combo.isVisibleTo(window), timeout=1000)
+    assert window.delay_combo.isEnabled()
+    assert window.delay_combo.currentData() == 480
+    window.delay_combo.setCurrentIndex(window.delay_combo.findData(2400))
+    window.delay_combo.activated.emit(window.delay_combo.currentIndex())
+    assert settings.value(Key.DELAY_MS) == 2400
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        window.start_action.trigger()
+    qtbot.waitUntil(lambda: bool(fake_engine.LAST_MODEL.sessions), timeout=3000)
+    assert fake_engine.LAST_MODEL.sessions[0].options == {"delay_ms": 2400}
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
+
+
+def test_model_failure_is_a_banner(qtbot, window):
+    with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
+        window.load_model("/nowhere/broken")
+    assert window.banner.isVisible()
+    assert window.banner.level == "error"
+    assert window.banner.label.text() == "No model found in /nowhere/broken (no config.json or params.json)."
+    assert not window.start_action.isEnabled()
+    assert window.status.model_label.text() == "No model"
+
+
+def test_device_loss_banner_and_transcript_kept(qtbot, journal_dir, settings, speech):
+    import numpy as np
+
+    from app.controller import SessionController
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    sd = FakeSoundDevice([make_device("Headset"), make_device("Laptop Mic")], signal=np.tile(speech, 2), speed=4.0)
+    sd.default.device = [1, -1]
+    settings.set_value(Key.DEVICE, "Headset")
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=sd)
+    qtbot.addWidget(w)
+    try:
+        assert w.device_combo.currentData() == "Headset"
+        load(qtbot, w)
+        w.start_action.trigger()
+        qtbot.waitUntil(lambda: len(c.lines) >= 1, timeout=8000)
+        with qtbot.waitSignal(c.device_recovered, timeout=6000):
+            sd.unplug("Headset")
+        assert not w.banner.isHidden() and w.banner.level == "warning"
+        assert "Headset" in w.banner.label.text() and "Now capturing from Laptop Mic" in w.banner.label.text()
+        assert "Laptop Mic" in w.status.input_label.text()
+        kept = len(c.lines)
+        qtbot.waitUntil(lambda: len(c.lines) > kept, timeout=8000)
+        assert w.history.lines() == c.lines
+    finally:
+        c.shutdown(5000)
+
+
+def test_device_picker_refresh_rescans(qtbot, window, fake_sd):
+    before = fake_sd.rescans
+    window.refresh_button.click()
+    assert fake_sd.rescans == before + 1
+
+
+def test_recovery_offer_in_banner(qtbot, controller, settings, journal_dir, fake_sd):
+    from app.journal import Journal
+    from engine.events import Line
+
+    j = Journal(journal_dir)
+    j.add(Line("saved before the crash", 0.0, 2.0))
+    j._file.close()  # no end record: the app "crashed"
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    assert w.offer_recovery() is not None
+    assert "did not close cleanly" in w.banner.label.text()
+    recover = [b for b in w.banner.buttons() if b.text() == "Recover"][0]
+    recover.click()
+    assert [line.text for line in controller.lines] == ["saved before the crash"]
+    assert w.history.list.count() == 1
+    assert "saved before the crash" in w.caption_view.toPlainText()
+    assert controller.pending_recovery() is None
+
+
+def test_excepthook_shows_a_sentence_instead_of_aborting(qtbot, window, monkeypatch):
+    from app.excepthook import install_excepthook
+
+    monkeypatch.setattr(sys, "excepthook", sys.excepthook)
+    import threading
+
+    monkeypatch.setattr(threading, "excepthook", threading.excepthook)
+    install_excepthook(window.notify_error)
+    try:
+        raise ValueError("bad thing\nmore detail")
+    except ValueError:
+        sys.excepthook(*sys.exc_info())
+    qtbot.waitUntil(window.banner.isVisible, timeout=1000)
+    text = window.banner.label.text()
+    assert text == "Something went wrong, and the details were written to the log (ValueError: bad thing)."
+
+
+def test_export_action_uses_saved_folder(qtbot, window, settings, tmp_path, monkeypatch):
+    from app.export_dialog import ExportDialog
+
+    settings.set_value(Key.EXPORT_FOLDER, str(tmp_path))
+    seen = {}
+
+    def fake_exec(self):
+        seen["path"] = self.path()
+        self.accept()
+        return self.result()
+
+    monkeypatch.setattr(ExportDialog, "exec", fake_exec)
+    window.export_action.trigger()
+    assert seen["path"].parent == tmp_path
+    assert seen["path"].exists()
+
+
+def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, settings, speech):
+    import numpy as np
+
+    from app.controller import SessionController
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    sd = FakeSoundDevice([make_device("Mic")], signal=np.tile(speech, 3), speed=8.0)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=sd)
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        load(qtbot, w, "fake-slow")
+        w.start_action.trigger()
+        qtbot.waitUntil(lambda: w.status.keepup_label.isVisible(), timeout=6000)
+        assert w.status.keepup_label.text().startswith("\u26a0 Can't keep up")
+        with qtbot.waitSignal(c.session_finished, timeout=8000):
+            w.stop_action.trigger()
+    finally:
+        c.shutdown(5000)

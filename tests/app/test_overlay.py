@@ -1,0 +1,120 @@
+"""The caption overlay: frameless, on top, last N lines, style and geometry remembered, click-through,
+presentation mode."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, Qt
+
+from app.overlay import CaptionOverlay, OverlayStyle
+from app.overlay_manager import OverlayManager
+from app.settings import Key
+from engine.events import CaptionEvent, Line
+
+
+def test_window_flags_and_translucency(qtbot):
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    flags = overlay.windowFlags()
+    assert flags & Qt.WindowType.FramelessWindowHint
+    assert flags & Qt.WindowType.WindowStaysOnTopHint
+    assert not flags & Qt.WindowType.WindowTransparentForInput
+    assert overlay.testAttribute(Qt.WidgetAttribute.WA_TranslucentBackground)
+    overlay.set_overlay_style(OverlayStyle(click_through=True))
+    assert overlay.windowFlags() & Qt.WindowType.WindowTransparentForInput
+
+
+def test_shows_only_the_last_lines_with_partial_tail(qtbot):
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    overlay.resize(400, 100)
+    for i in range(6):
+        overlay.commit(Line(f"committed sentence number {i} with several words", i, i + 1))
+    overlay.set_partial(CaptionEvent(partial=Line("and the open tail", 6, 7), partial_stable=8))
+    for lines in (2, 3, 5):
+        overlay.set_overlay_style(OverlayStyle(lines=lines))
+        shown = overlay.visible_lines()
+        assert len(shown) == lines
+        assert shown[-1].endswith("open tail")
+    assert overlay.text().endswith("and the open tail")
+    overlay.set_overlay_style(OverlayStyle(lines=9))
+    assert overlay.overlay_style().lines == 5  # clamped to 2..5
+    # the height follows the number of lines
+    overlay.set_overlay_style(OverlayStyle(lines=2))
+    two = overlay.height()
+    overlay.set_overlay_style(OverlayStyle(lines=4))
+    assert overlay.height() > two * 1.5
+    image = overlay.grab()
+    assert not image.isNull()
+
+
+def test_drag_moves_the_overlay(qtbot):
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    overlay.resize(400, 100)
+    overlay.move(100, 100)
+    overlay.show()
+    qtbot.waitExposed(overlay)
+    start = overlay.pos()
+    from PySide6.QtTest import QTest
+
+    QTest.mousePress(overlay, Qt.MouseButton.LeftButton, pos=QPoint(200, 50))
+    QTest.mouseMove(overlay, QPoint(260, 80))
+    QTest.mouseRelease(overlay, Qt.MouseButton.LeftButton, pos=QPoint(260, 80))
+    # offscreen has no system move: the manual fallback moved it
+    assert overlay.pos() != start
+
+
+def test_manager_remembers_style_and_geometry(qtbot, settings, controller):
+    from PySide6.QtWidgets import QWidget
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    manager = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(manager.overlay)
+    manager.toggle_action.setChecked(True)
+    assert manager.overlay.isVisible() and settings.value(Key.OVERLAY_VISIBLE)
+    manager.set_style(lines=4, opacity=0.5, text_color="#ffff00")
+    manager.overlay.setGeometry(50, 60, 700, manager.overlay.height())
+    manager.save_geometry()
+    manager.click_through_action.setChecked(True)
+    assert settings.value(Key.OVERLAY_CLICK_THROUGH)
+    assert manager.overlay.windowFlags() & Qt.WindowType.WindowTransparentForInput
+    manager.close()
+    assert settings.value(Key.OVERLAY_LINES) == 4 and settings.value(Key.OVERLAY_OPACITY) == 0.5
+
+    again = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(again.overlay)
+    style = again.overlay.overlay_style()
+    assert (style.lines, style.opacity, style.text_color, style.click_through) == (4, 0.5, "#ffff00", True)
+    assert again.overlay.geometry().width() == 700
+
+
+def test_presentation_mode(qtbot, settings, controller):
+    from PySide6.QtWidgets import QWidget
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    manager = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(manager.overlay)
+    manager.presentation_action.setChecked(True)
+    assert manager.overlay.presentation and manager.overlay.isVisible()
+    assert manager.overlay.isFullScreen() or manager.overlay.windowState() & Qt.WindowState.WindowFullScreen
+    assert manager.overlay.caption_font().pointSizeF() > manager.overlay.overlay_style().font.pointSizeF()
+    from PySide6.QtTest import QTest
+
+    QTest.keyClick(manager.overlay, Qt.Key.Key_Escape)
+    assert not manager.overlay.presentation and not manager.presentation_action.isChecked()
+
+
+def test_overlay_follows_the_session(qtbot, settings, controller):
+    from PySide6.QtWidgets import QWidget
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    manager = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(manager.overlay)
+    controller.line_committed.emit(Line("first line", 0, 1))
+    controller.partial_changed.emit(CaptionEvent(partial=Line("second", 1, 2)))
+    assert manager.overlay.text() == "first line second"
+    controller.lines_reset.emit()
+    assert manager.overlay.text() == ""

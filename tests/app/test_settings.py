@@ -1,0 +1,47 @@
+"""Typed settings over an INI file."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.settings import DELAY_CHOICES_MS, Key, Settings, Shortcut
+
+
+def test_defaults_types_and_persistence(tmp_path):
+    path = tmp_path / "s.ini"
+    s = Settings(path)
+    assert s.value(Key.DELAY_MS) == 480 and s.value(Key.OVERLAY_CLICK_THROUGH) is False
+    assert s.value(Key.OVERLAY_OPACITY) == pytest.approx(0.8)
+    s.set_value(Key.DELAY_MS, 960)
+    s.set_value(Key.OVERLAY_CLICK_THROUGH, True)
+    s.set_value(Key.OVERLAY_GEOMETRY, b"\x01\x02geometry")
+    s.set_value(Key.MODEL_SOURCE, "/models/moonshine-tiny")
+    s.sync()
+    t = Settings(path)
+    assert t.value(Key.DELAY_MS) == 960
+    assert t.value(Key.OVERLAY_CLICK_THROUGH) is True
+    assert t.value(Key.OVERLAY_GEOMETRY) == b"\x01\x02geometry"
+    assert t.value(Key.MODEL_SOURCE) == "/models/moonshine-tiny"
+    with pytest.raises(TypeError):
+        t.set_value(Key.DELAY_MS, "960")
+
+
+def test_bad_values_fall_back_to_defaults(tmp_path):
+    path = tmp_path / "s.ini"
+    path.write_text("[model]\ndelay-ms=soon\n[overlay]\nopacity=lots\n")
+    s = Settings(path)
+    assert s.value(Key.DELAY_MS) == 480
+    assert s.value(Key.OVERLAY_OPACITY) == pytest.approx(0.8)
+
+
+def test_shortcuts_have_defaults_and_overrides(tmp_path):
+    path = tmp_path / "s.ini"
+    path.write_text("[shortcuts]\nexport=Ctrl+Shift+E\n")
+    s = Settings(path)
+    assert s.shortcut(Shortcut.START_PAUSE) == "Space"
+    assert s.shortcut(Shortcut.EXPORT) == "Ctrl+Shift+E"
+
+
+def test_delay_choices():
+    assert DELAY_CHOICES_MS[0] == 80 and DELAY_CHOICES_MS[-2] == 1200 and DELAY_CHOICES_MS[-1] == 2400
+    assert all(b - a == 80 for a, b in zip(DELAY_CHOICES_MS[:-2], DELAY_CHOICES_MS[1:-1]))

@@ -1,0 +1,247 @@
+"""The engine worker through the controller: start/stop with a fake microphone, threads, failures."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from PySide6.QtCore import QObject, Slot
+
+from app.worker import SessionSpec
+from tests.app import fake_engine
+from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+
+def run_until_lines(qtbot, controller, n: int, timeout: int = 8000) -> None:
+    qtbot.waitUntil(lambda: len(controller.lines) >= n, timeout=timeout)
+
+
+def test_start_stop_with_fake_microphone(qtbot, loaded, speech):
+    controller = loaded
+    partials = []
+    controller.partial_changed.connect(lambda ev: partials.append(ev))
+    with qtbot.waitSignal(controller.state_changed, timeout=3000, check_params_cb=lambda s: s == "running"):
+        controller.start(SessionSpec())
+    run_until_lines(qtbot, controller, 3)
+    with qtbot.waitSignal(controller.session_finished, timeout=5000):
+        controller.stop()
+    assert controller.state == "idle"
+    expected = fake_engine.transcribe(speech)
+    assert [line.text for line in controller.lines] == [line.text for line in expected]
+    assert any(ev is not None and ev.tail_text for ev in partials), "partials were shown"
+    # times are session times of the captured audio
+    for got, want in zip(controller.lines, expected):
+        assert abs(got.start - want.start) < 0.2
+
+
+def test_only_the_worker_thread_touches_the_model(qtbot, loaded):
+    controller = loaded
+    gui = threading.get_ident()
+    handler_threads = set()
+
+    class Probe(QObject):  # lives on the GUI thread, like every receiver in the app
+        @Slot(object)
+        def on_captions(self, _events):
+            handler_threads.add(threading.get_ident())
+
+    probe = Probe()
+    controller.worker.captions.connect(probe.on_captions)
+    controller.line_committed.connect(lambda _line: handler_threads.add(threading.get_ident()))
+    controller.start(SessionSpec())
+    run_until_lines(qtbot, controller, 1)
+    with qtbot.waitSignal(controller.session_finished, timeout=5000):
+        controller.stop()
+    model = fake_engine.LAST_MODEL
+    assert model is not None and model.sessions
+    assert len(model.threads) == 1 and gui not in model.threads
+    assert handler_threads == {gui}
+    assert controller.worker.thread() is controller.worker_thread
+
+
+def test_callback_only_copies_and_stays_fast(qtbot, loaded, fake_sd):
+    loaded.start(SessionSpec())
+    run_until_lines(qtbot, loaded, 1)
+    with qtbot.waitSignal(loaded.session_finished, timeout=5000):
+        loaded.stop()
+    times = fake_sd.streams[0].callback_seconds
+    assert times and max(times) < 0.016  # a quarter of a 64 ms block, even while the model runs
+
+
+def test_device_that_refuses_16k_is_opened_at_its_own_rate(qtbot, journal_dir, speech):
+    from app.controller import SessionController
+
+    sd = FakeSoundDevice([make_device("USB Mic 48k", 48000.0, inputs=2)], signal=speech, speed=4.0)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake", "auto")
+        c.start(SessionSpec(device="USB Mic 48k"))
+        run_until_lines(qtbot, c, 3)
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            c.stop()
+        assert sd.streams[0].samplerate == 48000
+        assert "48 kHz" in c.input_description
+        assert [line.text for line in c.lines] == [line.text for line in fake_engine.transcribe(speech)]
+    finally:
+        c.shutdown(5000)
+
+
+def test_pause_keeps_the_session(qtbot, loaded):
+    loaded.start(SessionSpec())
+    run_until_lines(qtbot, loaded, 1)
+    with qtbot.waitSignal(loaded.state_changed, timeout=3000):
+        loaded.pause()
+    assert loaded.state == "paused"
+    n = len(loaded.lines)
+    with qtbot.waitSignal(loaded.state_changed, timeout=3000):
+        loaded.resume()
+    assert loaded.state == "running"
+    with qtbot.waitSignal(loaded.session_finished, timeout=5000):
+        loaded.stop()
+    assert len(loaded.lines) >= n
+    assert len(fake_engine.LAST_MODEL.sessions) == 1
+
+
+def test_no_input_device_is_a_message_not_a_crash(qtbot, journal_dir):
+    from app.controller import SessionController
+
+    sd = FakeSoundDevice([])
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake", "auto")
+        with qtbot.waitSignal(c.session_failed, timeout=3000) as blocker:
+            c.start(SessionSpec())
+        text, code = blocker.args
+        assert text == "No microphone was found; connect one and press Refresh."
+        assert code == 4
+        assert c.state == "idle"
+    finally:
+        c.shutdown(5000)
+
+
+def test_permission_denied_is_a_message(qtbot, journal_dir):
+    from app.controller import SessionController
+
+    sd = FakeSoundDevice([make_device("Built-in Mic")], deny=True)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake", "auto")
+        with qtbot.waitSignal(c.session_failed, timeout=3000) as blocker:
+            c.start(SessionSpec())
+        assert "could not be opened" in blocker.args[0] and "\n" not in blocker.args[0]
+    finally:
+        c.shutdown(5000)
+
+
+def test_model_that_fails_to_load(qtbot, controller):
+    with qtbot.waitSignal(controller.model_failed, timeout=5000) as blocker:
+        controller.load_model("/models/broken", "auto")
+    assert blocker.args == ["No model found in /models/broken (no config.json or params.json).", 3]
+    assert controller.state == "no-model"
+    with qtbot.waitSignal(controller.model_failed, timeout=5000) as blocker:
+        controller.load_model("/models/crash", "auto")
+    text = blocker.args[0]
+    assert text.startswith("The model /models/crash could not be loaded (RuntimeError: segfault-ish)")
+    assert "\n" not in text and "Traceback" not in text
+    # and a good model still loads afterwards
+    with qtbot.waitSignal(controller.model_changed, timeout=5000):
+        controller.load_model("fake", "auto")
+    assert controller.state == "idle"
+
+
+def test_engine_failure_mid_session_keeps_the_text(qtbot, controller, journal_dir):
+    from app.journal import read_journal
+
+    with qtbot.waitSignal(controller.model_changed, timeout=5000):
+        controller.load_model("fake-explode", "auto")
+    messages = []
+    controller.message.connect(lambda level, text: messages.append((level, text)))
+    with qtbot.waitSignal(controller.session_finished, timeout=8000) as blocker:
+        controller.start(SessionSpec())
+    assert blocker.args == ["error"]
+    assert controller.state == "idle"
+    assert ("error", "Captioning stopped because the engine failed (RuntimeError: fake engine exploded).") in messages
+    journals = list(journal_dir.glob("*.jsonl"))
+    assert len(journals) == 1 and read_journal(journals[0])[2], "the journal was closed cleanly"
+
+
+def test_device_unplugged_mid_session_moves_to_default(qtbot, journal_dir, speech):
+    from app.controller import SessionController
+
+    long_speech = np.concatenate([speech, speech])
+    sd = FakeSoundDevice([make_device("Headset"), make_device("Laptop Mic")], signal=long_speech, speed=4.0)
+    sd.default.device = [1, -1]
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake", "auto")
+        c.start(SessionSpec(device="Headset"))
+        run_until_lines(qtbot, c, 1)
+        kept = list(c.lines)
+        with qtbot.waitSignal(c.device_lost, timeout=3000) as lost:
+            sd.unplug("Headset")
+        assert "Headset" in lost.args[0]
+        with qtbot.waitSignal(c.device_recovered, timeout=5000) as found:
+            pass
+        assert "Laptop Mic" in found.args[0]
+        assert sd.rescans >= 1
+        assert c.state == "running"
+        n = len(c.lines)
+        qtbot.waitUntil(lambda: len(c.lines) > n, timeout=8000)  # captions continue from the new device
+        assert c.lines[: len(kept)] == kept
+        assert len(fake_engine.LAST_MODEL.sessions) == 1  # the same session went on
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            c.stop()
+    finally:
+        c.shutdown(5000)
+
+
+def test_exact_zero_silence_gives_a_permission_hint(qtbot, journal_dir):
+    from app.controller import SessionController
+
+    sd = FakeSoundDevice([make_device("Mic")], signal=np.zeros(16000, dtype=np.float32), speed=8.0)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake", "auto")
+        messages = []
+        c.message.connect(lambda level, text: messages.append((level, text)))
+        with qtbot.waitSignal(c.silence_hint, timeout=4000):
+            c.start(SessionSpec())
+        assert any(level == "warning" and "privacy" in text for level, text in messages)
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            c.stop()
+    finally:
+        c.shutdown(5000)
+
+
+def test_queue_drops_oldest_and_counts():
+    from app.capture import AudioQueue, Block
+
+    q = AudioQueue(max_seconds=1.0)
+    for i in range(30):
+        q.put(Block(np.full((1600, 1), i, dtype=np.float32), 16000, float(i)))
+    assert q.dropped_blocks == 20
+    assert abs(q.dropped_seconds - 2.0) < 1e-9
+    blocks = q.take_all()
+    assert [int(b.samples[0, 0]) for b in blocks] == list(range(20, 30))
+    assert q.queued_seconds == 0
+
+
+def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, speech):
+    from app.controller import SessionController
+
+    sd = FakeSoundDevice([make_device("Mic")], signal=np.tile(speech, 3), speed=8.0)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake-slow", "auto")
+        c.start(SessionSpec())
+        qtbot.waitUntil(lambda: c.last_stats is not None and c.last_stats.backlog_s + c.last_stats.dropped_s > 0.5,
+                        timeout=6000)
+        with qtbot.waitSignal(c.session_finished, timeout=8000):
+            c.stop()
+    finally:
+        c.shutdown(5000)
