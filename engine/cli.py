@@ -78,7 +78,7 @@ def run(argv: list[str] | None = None) -> int:
             lines.extend(ev.committed)
     for ev in session.finish():
         lines.extend(ev.committed)
-    text = render(model, lines, args)
+    text = render(model, session, lines, args)
     if args.output:
         _write(args.output, text)
     else:
@@ -87,11 +87,11 @@ def run(argv: list[str] | None = None) -> int:
     return 0
 
 
-def render(model, lines, args) -> str:
+def render(model, session, lines, args) -> str:
     """The output document for ``lines`` in the requested form."""
     if args.tokens:
         if model.family == "voxtral_realtime":
-            doc = {"family": model.family, "delay_tokens": model.delay_tokens, "tokens": model.last_tokens}
+            doc = {"family": model.family, "delay_tokens": session.delay_tokens, "tokens": session.tokens}
         else:
             doc = {"family": model.family,
                    "segments": [{"start": (ln.span or (ln.start, ln.end))[0], "end": (ln.span or (ln.start, ln.end))[1],

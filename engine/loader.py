@@ -77,4 +77,6 @@ def load_model(source: str | os.PathLike, *, backend: str = "auto", dtype: str |
         from .models import moonshine
 
         return moonshine.load(folder, cfg, B, dtype, **options)
-    raise ModelError("Voxtral Realtime models are not supported by this build yet.")
+    from .models import voxtral
+
+    return voxtral.load(folder, cfg, dialect, B, dtype, **options)

@@ -10,11 +10,27 @@ returned for them); ``conv1d`` takes what ``prepare_conv`` returned for a ``[C_o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 Array = Any
+
+
+@dataclass
+class QuantizedWeight:
+    """An MLX affine-quantized ``[out, in]`` matrix: packed ``w`` (uint32), per-group ``scales``/``biases``."""
+
+    w: Any
+    scales: Any
+    biases: Any
+    group_size: int
+    bits: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.w.shape[0], self.w.shape[1] * 32 // self.bits)
 
 
 class Backend:
@@ -47,6 +63,10 @@ class Backend:
     def load(self, store: Any, name: str, shape: tuple[int, ...] | None = None, dtype: str | None = None) -> Array:
         """Tensor ``name`` of a ``TensorStore`` as a backend array (file dtype unless ``dtype``)."""
         return self.asarray(store.numpy(name, shape), dtype)
+
+    def embed(self, table: Array, ids: Any) -> Array:
+        """Rows ``ids`` of an embedding table ``[V, D]`` -> ``[len(ids), D]``."""
+        return table[self.xp.array(np.asarray(ids, dtype=np.int32))]
 
     def concat(self, xs: list[Array], axis: int = 0) -> Array:
         """Concatenation along ``axis``."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import mlx.core as mx
 import numpy as np
 
-from .base import Backend
+from .base import Backend, QuantizedWeight
 
 _DTYPES = {
     "float32": mx.float32,
@@ -59,6 +59,17 @@ class MlxBackend(Backend):
         x = mx.array(a).view(mx.bfloat16) if store.info(name).dtype == "bfloat16" else mx.array(a)
         return x if dtype is None else x.astype(_DTYPES[dtype])
 
+    def embed(self, table, ids):
+        idx = mx.array(np.asarray(ids, dtype=np.int32))
+        if isinstance(table, QuantizedWeight):
+            return mx.dequantize(table.w[idx], table.scales[idx], table.biases[idx], group_size=table.group_size,
+                                 bits=table.bits)
+        return table[idx]
+
+    def quantize(self, w, group_size: int, bits: int) -> QuantizedWeight:
+        q, s, b = mx.quantize(w, group_size=group_size, bits=bits)
+        return QuantizedWeight(q, s, b, group_size, bits)
+
     def to_numpy(self, x):
         if x.dtype in (mx.bfloat16, mx.float16):
             x = x.astype(mx.float32)
@@ -76,6 +87,12 @@ class MlxBackend(Backend):
     def astype(self, x, dtype):
         return x.astype(_DTYPES[dtype])
 
+    def write(self, buf, index, value):
+        if isinstance(index, tuple):
+            index = tuple(mx.array(i) if isinstance(i, np.ndarray) else i for i in index)
+        buf[index] = value
+        return buf
+
     def eval(self, *xs):
         mx.eval(*xs)
 
@@ -89,6 +106,9 @@ class MlxBackend(Backend):
         return mx.softmax(x, axis=axis, precise=True)
 
     def linear(self, x, w, b=None):
+        if isinstance(w, QuantizedWeight):
+            y = mx.quantized_matmul(x, w.w, w.scales, w.biases, transpose=True, group_size=w.group_size, bits=w.bits)
+            return y if b is None else y + b
         if b is not None:
             return mx.addmm(b, x, w.T)
         return x @ w.T

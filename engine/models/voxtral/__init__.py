@@ -1,0 +1,37 @@
+"""Voxtral Mini 4B Realtime: config, checkpoints, mel, tokenizer, model and streaming session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...backends import Backend
+from ...errors import ModelError
+from ...weights import open_checkpoint
+from .checkpoint import names
+from .config import VoxtralConfig
+from .model import VoxtralModel
+from .tekken import Tekken
+
+__all__ = ["VoxtralConfig", "VoxtralModel", "load"]
+
+
+def load(folder: Path, config: dict, dialect: str, backend: Backend, dtype: str | None = None) -> VoxtralModel:
+    """A Voxtral model from a folder in the ``hf``, ``mistral`` or ``mlx`` layout."""
+    if dialect == "mistral":
+        cfg = VoxtralConfig.from_params(config)
+        store = open_checkpoint(folder, "consolidated")
+    elif dialect == "hf":
+        cfg = VoxtralConfig.from_hf(config)
+        store = open_checkpoint(folder, "model")
+    else:
+        from .mlx_layout import config_from_mlx
+
+        cfg = config_from_mlx(config)
+        store = open_checkpoint(folder, "model")
+    tok = Tekken(folder / "tekken.json", cfg.decoder.vocab_size)
+    table = names(dialect, cfg.encoder.n_layers, cfg.decoder.n_layers)
+    try:
+        return VoxtralModel(cfg, store, table, backend, dtype, interleaved=dialect != "hf", tokenizer=tok,
+                            source=str(folder))
+    except (ValueError, TypeError) as e:
+        raise ModelError(f"The Voxtral checkpoint in {folder} does not fit its configuration ({e}).") from e

@@ -1,0 +1,261 @@
+"""Voxtral Mini 4B Realtime over the backend op set: conv stem, causal encoder, projector, decoder.
+
+Parity contract (float32): mel, encoder output, audio embeddings and decoder logits equal the HF
+transformers 5.24.0 reference (``VoxtralRealtimeForConditionalGeneration``) to ~1e-5 relative, with the
+encoder run incrementally against a KV ring of its 750-frame window and the decoder against a ring of its
+8192 window. RoPE angles are computed from absolute positions in float64, so hours-long sessions stay exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...backends import Backend
+from ...backends.base import QuantizedWeight
+from ...errors import ModelError
+from .config import VoxtralConfig
+from .ring import KVRing
+
+ENC_BLOCK = 16  # positions (4 encoder frames each) per encoder call
+
+
+@dataclass
+class EncLayer:
+    attn_norm: object
+    wq: object
+    bq: object
+    wk: object
+    wv: object
+    bv: object
+    wo: object
+    bo: object
+    ffn_norm: object
+    w1: object
+    w2: object
+    b2: object
+    w3: object
+
+
+@dataclass
+class DecLayer:
+    attn_norm: object
+    wq: object
+    wk: object
+    wv: object
+    wo: object
+    ffn_norm: object
+    w1: object
+    w2: object
+    w3: object
+    ada_down: object
+    ada_up: object
+
+
+def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos/sin ``[n, head_dim/2]`` of ``pos * theta^(-2i/hd)``, computed in float64."""
+    inv = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
+    ang = np.asarray(positions, dtype=np.float64)[:, None] * inv[None, :]
+    return np.cos(ang), np.sin(ang)
+
+
+def time_embedding(delay_tokens: int, dim: int) -> np.ndarray:
+    """The ada conditioning input ``[cos(D w), sin(D w)]``, ``w_i = 10000^(-i/(dim/2))``."""
+    half = dim // 2
+    w = np.exp(-math.log(10000.0) * np.arange(half, dtype=np.float64) / half)
+    return np.concatenate([np.cos(delay_tokens * w), np.sin(delay_tokens * w)]).astype(np.float32)
+
+
+class VoxtralModel:
+    """Weights on one backend plus the forward pieces; ``session.VoxtralSession`` drives them."""
+
+    family = "voxtral_realtime"
+
+    def __init__(self, cfg: VoxtralConfig, store, names: dict[str, str], backend: Backend, dtype: str | None,
+                 interleaved: bool, tokenizer, source: str = ""):
+        self.cfg, self.B, self.tok, self.source = cfg, backend, tokenizer, source
+        self.tokenizer = tokenizer
+        self.interleaved = interleaved
+        B, e, d = backend, cfg.encoder, cfg.decoder
+        file_dtype = store.info(names["tok.weight"]).dtype
+        if file_dtype not in ("float32", "float16", "bfloat16"):
+            file_dtype = "float16"  # quantized tables carry their scales' dtype
+            sc = names["tok.weight"][: -len("weight")] + "scales"
+            if sc in store:
+                file_dtype = store.info(sc).dtype
+        self.dtype = (dtype or file_dtype) if B.name == "mlx" else "float32"
+        f32 = "float32"
+
+        def raw(canon, shape=None, dt=None):
+            return B.load(store, names[canon], shape, dt or self.dtype)
+
+        def lin(canon, shape):
+            """A matmul weight: quantized as stored (MLX) or dequantized (NumPy), else as a float matrix."""
+            name = names[canon]
+            base = name[: -len("weight")]
+            if base + "scales" in store:
+                return _quantized(B, store, base, shape, self.dtype)
+            return B.prepare_linear(B.load(store, name, shape, self.dtype))
+
+        def vec(canon, n, dt=None):
+            return raw(canon, (n,), dt)
+
+        A, Hd = e.dim, e.n_heads * e.head_dim
+        self.conv1 = B.prepare_conv(raw("conv1.weight", (A, e.num_mel_bins, 3), f32))
+        self.conv1_b = vec("conv1.bias", A, f32)
+        self.conv2 = B.prepare_conv(raw("conv2.weight", (A, A, 3), f32))
+        self.conv2_b = vec("conv2.bias", A, f32)
+        self.enc = [EncLayer(
+            attn_norm=vec(f"enc.{i}.attn_norm", A, f32),
+            wq=lin(f"enc.{i}.wq.weight", (Hd, A)), bq=vec(f"enc.{i}.wq.bias", Hd),
+            wk=lin(f"enc.{i}.wk.weight", (Hd, A)),
+            wv=lin(f"enc.{i}.wv.weight", (Hd, A)), bv=vec(f"enc.{i}.wv.bias", Hd),
+            wo=lin(f"enc.{i}.wo.weight", (A, Hd)), bo=vec(f"enc.{i}.wo.bias", A),
+            ffn_norm=vec(f"enc.{i}.ffn_norm", A, f32),
+            w1=lin(f"enc.{i}.w1.weight", (e.hidden_dim, A)), w3=lin(f"enc.{i}.w3.weight", (e.hidden_dim, A)),
+            w2=lin(f"enc.{i}.w2.weight", (A, e.hidden_dim)), b2=vec(f"enc.{i}.w2.bias", A),
+        ) for i in range(e.n_layers)]
+        self.enc_norm = vec("enc_norm", A, f32)
+        D = d.dim
+        self.proj1 = lin("proj1.weight", (D, A * cfg.downsample))
+        self.proj2 = lin("proj2.weight", (D, D))
+        self.tok_emb = lin("tok.weight", (d.vocab_size, D))
+        self.dec = [DecLayer(
+            attn_norm=vec(f"dec.{i}.attn_norm", D, f32),
+            wq=lin(f"dec.{i}.wq.weight", (d.n_heads * d.head_dim, D)),
+            wk=lin(f"dec.{i}.wk.weight", (d.n_kv_heads * d.head_dim, D)),
+            wv=lin(f"dec.{i}.wv.weight", (d.n_kv_heads * d.head_dim, D)),
+            wo=lin(f"dec.{i}.wo.weight", (D, d.n_heads * d.head_dim)),
+            ffn_norm=vec(f"dec.{i}.ffn_norm", D, f32),
+            w1=lin(f"dec.{i}.w1.weight", (d.hidden_dim, D)), w3=lin(f"dec.{i}.w3.weight", (d.hidden_dim, D)),
+            w2=lin(f"dec.{i}.w2.weight", (D, d.hidden_dim)),
+            ada_down=B.prepare_linear(raw(f"dec.{i}.ada_down.weight", (d.ada_dim, D), f32)),
+            ada_up=B.prepare_linear(raw(f"dec.{i}.ada_up.weight", (D, d.ada_dim), f32)),
+        ) for i in range(d.n_layers)]
+        self.dec_norm = vec("dec_norm", D, f32)
+
+    # ---- helpers ------------------------------------------------------------------------------
+    @property
+    def backend_name(self) -> str:
+        return self.B.name
+
+    def _cast(self, x):
+        return x if self.B.name != "mlx" or self.dtype == "float32" else self.B.astype(x, self.dtype)
+
+    def _rope(self, x, cos, sin):
+        return self.B.rope(x, cos, sin, self.interleaved)
+
+    def ada_scales(self, delay_tokens: int) -> list:
+        """Per decoder layer ``1 + s_l(D)``, computed once per session."""
+        B = self.B
+        t = B.asarray(time_embedding(delay_tokens, self.cfg.decoder.dim)[None, :], "float32")
+        return [1.0 + B.linear(B.gelu(B.linear(t, L.ada_down)), L.ada_up) for L in self.dec]
+
+    # ---- audio side ---------------------------------------------------------------------------
+    def conv_stem(self, mel, state):
+        """Mel frames ``[8k, bins]`` (NumPy) + state ``(last 2 mel frames, last conv1 output)`` ->
+        ``(encoder inputs [4k, dim], new state)``; state None means the start of the stream (zeros)."""
+        B, A = self.B, self.cfg.encoder.dim
+        m = B.asarray(mel, "float32")
+        if state is None:
+            state = (B.zeros((2, mel.shape[1])), B.zeros((1, A)))
+        prev_mel, prev_c1 = state
+        x = B.concat([prev_mel, m], axis=0)
+        c1 = B.gelu(B.conv1d(x, self.conv1, self.conv1_b, stride=1))
+        y = B.concat([prev_c1, c1], axis=0)
+        c2 = B.gelu(B.conv1d(y, self.conv2, self.conv2_b, stride=2))
+        return c2, (x[-2:], y[-1:])
+
+    def encoder(self, x, start: int, ring: KVRing):
+        """Encoder layers + final norm on frames ``x [n, dim]`` at absolute frame positions ``start..``."""
+        B, e = self.B, self.cfg.encoder
+        n = x.shape[0]
+        pos = np.arange(start, start + n)
+        slots, mask = ring.advance(pos, e.window)
+        m = B.asarray(mask)
+        cos, sin = rope_tables(pos, e.head_dim, e.rope_theta)
+        cos, sin = B.asarray(cos, self.dtype), B.asarray(sin, self.dtype)
+        x = self._cast(x)
+        scale = e.head_dim ** -0.5
+        for i, L in enumerate(self.enc):
+            h = self._cast(B.rms_norm(x, L.attn_norm, e.norm_eps))
+            q = self._rope(B.linear(h, L.wq, L.bq).reshape(n, e.n_heads, e.head_dim).transpose(1, 0, 2), cos, sin)
+            k = self._rope(B.linear(h, L.wk).reshape(n, e.n_heads, e.head_dim).transpose(1, 0, 2), cos, sin)
+            v = B.linear(h, L.wv, L.bv).reshape(n, e.n_heads, e.head_dim).transpose(1, 0, 2)
+            ring.write(i, slots, k, v)
+            a = B.attention(q, ring.k[i], ring.v[i], scale, m)
+            x = x + B.linear(a.transpose(1, 0, 2).reshape(n, -1), L.wo, L.bo)
+            h = self._cast(B.rms_norm(x, L.ffn_norm, e.norm_eps))
+            x = x + B.linear(B.silu(B.linear(h, L.w1)) * B.linear(h, L.w3), L.w2, L.b2)
+        return self._cast(B.rms_norm(x, self.enc_norm, e.norm_eps))
+
+    def project(self, frames):
+        """Groups of ``downsample`` encoder frames ``[4k, dim]`` -> audio embeddings ``[k, D]``."""
+        B, ds = self.B, self.cfg.downsample
+        g = frames.reshape(frames.shape[0] // ds, ds * frames.shape[1])
+        return B.linear(B.gelu(B.linear(g, self.proj1)), self.proj2)
+
+    # ---- decoder ------------------------------------------------------------------------------
+    def new_decoder_ring(self, max_block: int = 64) -> KVRing:
+        d = self.cfg.decoder
+        return KVRing(self.B, d.n_layers, d.n_kv_heads, d.head_dim, d.window - 1 + max_block, self.dtype)
+
+    def new_encoder_ring(self) -> KVRing:
+        e = self.cfg.encoder
+        return KVRing(self.B, e.n_layers, e.n_heads, e.head_dim, e.window - 1 + 4 * ENC_BLOCK, self.dtype)
+
+    def decoder(self, tokens: list[int], audio, start: int, ring: KVRing, ada: list, last_only: bool = True):
+        """Decoder on ``E[tokens] + audio`` at positions ``start..``; returns float32 NumPy logits
+        (last row ``[V]``, or all rows)."""
+        B, d = self.B, self.cfg.decoder
+        n = len(tokens)
+        pos = np.arange(start, start + n)
+        slots, mask = ring.advance(pos, d.window)
+        m = B.asarray(mask)
+        cos, sin = rope_tables(pos, d.head_dim, d.rope_theta)
+        cos, sin = B.asarray(cos, self.dtype), B.asarray(sin, self.dtype)
+        x = self._cast(B.embed(self.tok_emb, tokens) + audio)
+        scale = d.head_dim ** -0.5
+        for i, L in enumerate(self.dec):
+            h = self._cast(B.rms_norm(x, L.attn_norm, d.norm_eps))
+            q = self._rope(B.linear(h, L.wq).reshape(n, d.n_heads, d.head_dim).transpose(1, 0, 2), cos, sin)
+            k = self._rope(B.linear(h, L.wk).reshape(n, d.n_kv_heads, d.head_dim).transpose(1, 0, 2), cos, sin)
+            v = B.linear(h, L.wv).reshape(n, d.n_kv_heads, d.head_dim).transpose(1, 0, 2)
+            ring.write(i, slots, k, v)
+            a = B.attention(q, ring.k[i], ring.v[i], scale, m)
+            x = x + B.linear(a.transpose(1, 0, 2).reshape(n, -1), L.wo)
+            h = self._cast(B.rms_norm(x, L.ffn_norm, d.norm_eps) * ada[i])
+            x = x + B.linear(B.silu(B.linear(h, L.w1)) * B.linear(h, L.w3), L.w2)
+        if last_only:
+            x = x[n - 1 :]
+        logits = B.to_numpy(B.linear(self._cast(B.rms_norm(x, self.dec_norm, d.norm_eps)), self.tok_emb))
+        return logits[0] if last_only else logits
+
+    def start_session(self, delay_ms: int = 480, **options):
+        """A streaming session (see ``session.VoxtralSession``); ``delay_ms`` 80..1200 step 80, or 2400."""
+        from .session import VoxtralSession
+
+        return VoxtralSession(self, delay_ms=delay_ms, **options)
+
+
+def _quantized(B: Backend, store, base: str, shape: tuple[int, int], dtype: str):
+    """An affine-quantized matrix: kept packed on MLX, dequantized to float32 on NumPy."""
+    import mlx.core as mx
+
+    w, s, b = (store.raw(base + k) for k in ("weight", "scales", "biases"))
+    bits = 32 * w.shape[1] // shape[1]
+    group = shape[1] // s.shape[1]
+    if w.shape[0] != shape[0] or bits not in (2, 3, 4, 5, 6, 8) or group * s.shape[1] != shape[1]:
+        raise ModelError(f"The quantized tensor '{base}weight' does not fit the expected shape {list(shape)}.")
+
+    def arr(name, a):
+        x = mx.array(a)
+        return x.view(mx.bfloat16) if store.info(base + name).dtype == "bfloat16" else x
+
+    q = QuantizedWeight(mx.array(w), arr("scales", s), arr("biases", b), group, bits)
+    if B.name == "mlx":
+        return q
+    full = mx.dequantize(q.w, q.scales, q.biases, group_size=group, bits=bits).astype(mx.float32)
+    return B.prepare_linear(np.array(full))
