@@ -32,6 +32,6 @@ def load(folder: Path, config: dict, dialect: str, backend: Backend, dtype: str 
     table = names(dialect, cfg.encoder.n_layers, cfg.decoder.n_layers)
     try:
         return VoxtralModel(cfg, store, table, backend, dtype, interleaved=dialect != "hf", tokenizer=tok,
-                            source=str(folder))
+                            source=str(folder), conv_nlc=dialect == "mlx")
     except (ValueError, TypeError) as e:
         raise ModelError(f"The Voxtral checkpoint in {folder} does not fit its configuration ({e}).") from e

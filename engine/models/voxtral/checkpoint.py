@@ -76,8 +76,17 @@ def names(dialect: str, n_enc: int, n_dec: int) -> dict[str, str]:
     return out
 
 
-def add_mlx_dialect(dialect: str, glob: dict[str, str], enc_layer: dict[str, str], dec_layer: dict[str, str]) -> None:
-    """Register another layout (used for the mlx-audio conversions)."""
-    _GLOBAL[dialect] = glob
-    _ENC_LAYER[dialect] = enc_layer
-    _DEC_LAYER[dialect] = dec_layer
+
+# The mlx-audio layout (mlx-community/Voxtral-Mini-4B-Realtime-2602-*): native names re-rooted under
+# ``encoder.``/``decoder.``, conv kernels stored MLX-style ``[out, k, in]`` (the loader transposes them back).
+_ENC_LAYER["mlx"] = {k: v.replace("feed_forward.", "feed_forward_") for k, v in _ENC_LAYER["mistral"].items()}
+_DEC_LAYER["mlx"] = {k: v.replace("feed_forward.", "feed_forward_").replace("t_cond.0.", "t_cond.ada_down.")
+                     .replace("t_cond.2.", "t_cond.ada_up.") for k, v in _DEC_LAYER["mistral"].items()}
+_GLOBAL["mlx"] = {
+    "conv1.weight": "encoder.conv_layers_0_conv.conv.weight", "conv1.bias": "encoder.conv_layers_0_conv.conv.bias",
+    "conv2.weight": "encoder.conv_layers_1_conv.conv.weight", "conv2.bias": "encoder.conv_layers_1_conv.conv.bias",
+    "enc_norm": "encoder.transformer_norm.weight", "proj1.weight": "encoder.audio_language_projection_0.weight",
+    "proj2.weight": "encoder.audio_language_projection_2.weight", "tok.weight": "decoder.tok_embeddings.weight",
+    "dec_norm": "decoder.norm.weight",
+    "enc_layer": "encoder.transformer_layers.{i}.", "dec_layer": "decoder.layers.{i}.",
+}

@@ -74,7 +74,7 @@ class VoxtralModel:
     family = "voxtral_realtime"
 
     def __init__(self, cfg: VoxtralConfig, store, names: dict[str, str], backend: Backend, dtype: str | None,
-                 interleaved: bool, tokenizer, source: str = ""):
+                 interleaved: bool, tokenizer, source: str = "", conv_nlc: bool = False):
         self.cfg, self.B, self.tok, self.source = cfg, backend, tokenizer, source
         self.tokenizer = tokenizer
         self.interleaved = interleaved
@@ -103,9 +103,15 @@ class VoxtralModel:
             return raw(canon, (n,), dt)
 
         A, Hd = e.dim, e.n_heads * e.head_dim
-        self.conv1 = B.prepare_conv(raw("conv1.weight", (A, e.num_mel_bins, 3), f32))
+
+        def conv(canon, c_in):  # stored [out, in, k] (PyTorch) or [out, k, in] (MLX conversions)
+            if conv_nlc:
+                return B.prepare_conv(B.asarray(store.numpy(names[canon], (A, 3, c_in)).transpose(0, 2, 1), f32))
+            return B.prepare_conv(raw(canon, (A, c_in, 3), f32))
+
+        self.conv1 = conv("conv1.weight", e.num_mel_bins)
         self.conv1_b = vec("conv1.bias", A, f32)
-        self.conv2 = B.prepare_conv(raw("conv2.weight", (A, A, 3), f32))
+        self.conv2 = conv("conv2.weight", A)
         self.conv2_b = vec("conv2.bias", A, f32)
         self.enc = [EncLayer(
             attn_norm=vec(f"enc.{i}.attn_norm", A, f32),
