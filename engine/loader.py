@@ -79,4 +79,4 @@ def load_model(source: str | os.PathLike, *, backend: str = "auto", dtype: str |
         return moonshine.load(folder, cfg, B, dtype, **options)
     from .models import voxtral
 
-    return voxtral.load(folder, cfg, dialect, B, dtype, **options)
+    return voxtral.load(folder, cfg, dialect, B, dtype, quantize=quantize, **options)
