@@ -65,8 +65,8 @@ class Backend:
         return self.asarray(store.numpy(name, shape), dtype)
 
     def embed(self, table: Array, ids: Any) -> Array:
-        """Rows ``ids`` of an embedding table ``[V, D]`` -> ``[len(ids), D]``."""
-        return table[self.xp.array(np.asarray(ids, dtype=np.int32))]
+        """Rows ``ids`` (a list, or a backend int array) of an embedding table ``[V, D]`` -> ``[len(ids), D]``."""
+        return table[np.asarray(ids, dtype=np.int32)]
 
     def concat(self, xs: list[Array], axis: int = 0) -> Array:
         """Concatenation along ``axis``."""
@@ -83,6 +83,13 @@ class Backend:
 
     def eval(self, *xs: Array) -> None:
         """Barrier: force lazy computation of ``xs`` (no-op for eager libraries)."""
+
+    def async_eval(self, *xs: Array) -> None:
+        """Start computing ``xs`` without waiting (no-op for eager libraries)."""
+
+    def argmax_dev(self, x: Array) -> Array:
+        """Indices of the maxima along the last axis as a backend int32 array (no host transfer)."""
+        return self.xp.argmax(x, axis=-1).astype(self.xp.int32)
 
     def argmax(self, x: Array) -> np.ndarray:
         """Indices of the maxima along the last axis, as a NumPy int64 array."""

@@ -59,8 +59,11 @@ class MlxBackend(Backend):
         x = mx.array(a).view(mx.bfloat16) if store.info(name).dtype == "bfloat16" else mx.array(a)
         return x if dtype is None else x.astype(_DTYPES[dtype])
 
+    def async_eval(self, *xs):
+        mx.async_eval(*xs)
+
     def embed(self, table, ids):
-        idx = mx.array(np.asarray(ids, dtype=np.int32))
+        idx = ids if isinstance(ids, mx.array) else mx.array(np.asarray(ids, dtype=np.int32))
         if isinstance(table, QuantizedWeight):
             return mx.dequantize(table.w[idx], table.scales[idx], table.biases[idx], group_size=table.group_size,
                                  bits=table.bits)

@@ -212,11 +212,12 @@ class VoxtralModel:
         e = self.cfg.encoder
         return KVRing(self.B, e.n_layers, e.n_heads, e.head_dim, e.window - 1 + 4 * ENC_BLOCK, self.dtype)
 
-    def decoder(self, tokens: list[int], audio, start: int, ring: KVRing, ada: list, last_only: bool = True):
-        """Decoder on ``E[tokens] + audio`` at positions ``start..``; returns float32 NumPy logits
-        (last row ``[V]``, or all rows)."""
+    def decoder(self, tokens, audio, start: int, ring: KVRing, ada: list, last_only: bool = True, host: bool = True):
+        """Decoder on ``E[tokens] + audio`` at positions ``start..``; returns float32 NumPy logits (last row
+        ``[V]``, or all rows), or with ``host=False`` the backend array ``[rows, V]`` left on the device.
+        ``tokens`` is a list of ids or a backend int array (a token sampled on the device)."""
         B, d = self.B, self.cfg.decoder
-        n = len(tokens)
+        n = tokens.shape[0] if hasattr(tokens, "shape") else len(tokens)
         pos = np.arange(start, start + n)
         slots, mask = ring.advance(pos, d.window)
         m = B.asarray(mask)
@@ -236,7 +237,10 @@ class VoxtralModel:
             x = x + B.linear(B.silu(B.linear(h, L.w1)) * B.linear(h, L.w3), L.w2)
         if last_only:
             x = x[n - 1 :]
-        logits = B.to_numpy(B.linear(self._cast(B.rms_norm(x, self.dec_norm, d.norm_eps)), self.tok_emb))
+        logits = B.linear(self._cast(B.rms_norm(x, self.dec_norm, d.norm_eps)), self.tok_emb)
+        if not host:
+            return logits
+        logits = B.to_numpy(logits)
         return logits[0] if last_only else logits
 
     def start_session(self, delay_ms: int = 480, **options):

@@ -59,7 +59,7 @@ class VoxtralSession:
         self.audio_emb: list = []  # embeddings not yet consumed by the decoder, in position order
         self.emb_pos = 0  # position of audio_emb[0]
         self.next_pos = 0  # next decoder position to run
-        self.last_token: int | None = None
+        self.feed_tok = None  # the id fed back at the next step (a backend int array); None before the prefill
         self.tokens: list[int] = []
         self.samples = 0  # real audio samples received
         self.finished = False
@@ -120,7 +120,7 @@ class VoxtralSession:
         if self.ended:
             self.audio_emb.clear()
             return events
-        if self.last_token is None:
+        if self.feed_tok is None:
             if len(self.audio_emb) < self.prompt_len:
                 return events
             tok = self.m.tok
@@ -130,15 +130,29 @@ class VoxtralSession:
             del self.audio_emb[: self.prompt_len]
             self.emb_pos += self.prompt_len
             self.next_pos = self.prompt_len
-            events += self._emit(int(np.argmax(logits)), self.prompt_len - 1)
-        while self.audio_emb and not self.ended:
+            t = int(np.argmax(logits))
+            self.feed_tok = B.asarray(np.array([self.m.tok.pad if t == self.m.tok.eos else t], np.int32), "int32")
+            events += self._emit(t, self.prompt_len - 1)
+        # Steps stay on the device: each sampled id is fed back as a device array (a mid-stream EOS replaced
+        # by [STREAMING_PAD]) and evaluated asynchronously; the host reads all ids of this call at once.
+        tok = self.m.tok
+        steps, first = [], self.next_pos
+        feed = self.feed_tok
+        while self.audio_emb:
             a = self.audio_emb.pop(0)
             self.emb_pos += 1
-            logits = m.decoder([self.last_token], a, self.next_pos, self.dec_ring, self.ada)
+            nxt = B.argmax_dev(m.decoder(feed, a, self.next_pos, self.dec_ring, self.ada, host=False))
+            feed = B.xp.where(nxt == tok.eos, tok.pad, nxt) if not self.finished else nxt
+            B.async_eval(feed)
+            steps.append(nxt)
             self.next_pos += 1
-            events += self._emit(int(np.argmax(logits)), self.next_pos - 1)
-        if self.ended:
-            self.audio_emb.clear()
+        self.feed_tok = feed
+        if steps:
+            ids = B.to_numpy_any(B.concat(steps, axis=0)).tolist()
+            for k, t in enumerate(ids):
+                if self.ended:
+                    break
+                events += self._emit(int(t), first + k)
         return events
 
     # ---- text ---------------------------------------------------------------------------------
@@ -146,12 +160,8 @@ class VoxtralSession:
         """Record the id produced at decoder position ``pos`` and turn it into caption events."""
         tok = self.m.tok
         self.tokens.append(t)
-        self.last_token = t
         if t == tok.eos:
-            if self.finished:
-                self.ended = True
-            else:
-                self.last_token = tok.pad  # a mid-stream EOS never ends a live session
+            self.ended = self.finished  # a mid-stream EOS never ends a live session ([STREAMING_PAD] is fed back)
             return []
         events: list[CaptionEvent] = []
         if t == tok.pad:
