@@ -22,8 +22,12 @@ REPO = Path(__file__).resolve().parents[2]
 def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point every platformdirs folder (settings, journals, logs) into tmp_path."""
     home = tmp_path / "home"
-    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state"),
-                     ("XDG_CACHE_HOME", "cache")):
+    for var, sub in (
+        ("XDG_CONFIG_HOME", "config"),
+        ("XDG_DATA_HOME", "data"),
+        ("XDG_STATE_HOME", "state"),
+        ("XDG_CACHE_HOME", "cache"),
+    ):
         (home / sub).mkdir(parents=True, exist_ok=True)
         monkeypatch.setenv(var, str(home / sub))
     return home

@@ -27,7 +27,9 @@ class _Default:
         self.device = [0, -1]
 
 
-def make_device(name: str, rate: float = 16000.0, inputs: int = 1, rates: tuple[int, ...] | None = None) -> dict:
+def make_device(
+    name: str, rate: float = 16000.0, inputs: int = 1, rates: tuple[int, ...] | None = None
+) -> dict:
     """A device dict like sounddevice's; ``rates`` lists the rates the device accepts (default: its own)."""
     return {
         "name": name,
@@ -40,8 +42,17 @@ def make_device(name: str, rate: float = 16000.0, inputs: int = 1, rates: tuple[
 
 
 class FakeInputStream:
-    def __init__(self, sd: FakeSoundDevice, device: dict, samplerate: float, channels: int, blocksize: int,
-                 callback: Callable, finished_callback: Callable | None, **_: object) -> None:
+    def __init__(
+        self,
+        sd: FakeSoundDevice,
+        device: dict,
+        samplerate: float,
+        channels: int,
+        blocksize: int,
+        callback: Callable,
+        finished_callback: Callable | None,
+        **_: object,
+    ) -> None:
         self.sd = sd
         self.device = device
         self.samplerate = samplerate
@@ -104,8 +115,13 @@ class FakeSoundDevice:
     PortAudioError = PortAudioError
     CallbackFlags = CallbackFlags
 
-    def __init__(self, devices: list[dict] | None = None, signal: np.ndarray | None = None, speed: float = 4.0,
-                 deny: bool = False) -> None:
+    def __init__(
+        self,
+        devices: list[dict] | None = None,
+        signal: np.ndarray | None = None,
+        speed: float = 4.0,
+        deny: bool = False,
+    ) -> None:
         self.devices = devices if devices is not None else [make_device("Fake Mic")]
         self.default = _Default()
         self.default.device = [0 if self.devices else -1, -1]
@@ -171,13 +187,25 @@ class FakeSoundDevice:
             raise ValueError("not an input device")
         return dev
 
-    def check_input_settings(self, device=None, channels=None, dtype=None, extra_settings=None, samplerate=None):
+    def check_input_settings(
+        self, device=None, channels=None, dtype=None, extra_settings=None, samplerate=None
+    ):
         dev = self._resolve(device)
         if samplerate is not None and int(samplerate) not in dev["_rates"]:
             raise PortAudioError("Error opening InputStream: Invalid sample rate [PaErrorCode -9997]")
 
-    def InputStream(self, *, device=None, samplerate=None, channels=1, dtype="float32", blocksize=0,
-                    callback=None, finished_callback=None, **kw):  # noqa: N802 - sounddevice's name
+    def InputStream(
+        self,
+        *,
+        device=None,
+        samplerate=None,
+        channels=1,
+        dtype="float32",
+        blocksize=0,
+        callback=None,
+        finished_callback=None,
+        **kw,
+    ):  # sounddevice spells it this way
         dev = self._resolve(device)
         if self.deny:
             raise PortAudioError("Error opening InputStream: Unanticipated host error [PaErrorCode -9999]")

@@ -19,7 +19,10 @@ from tests.app.conftest import REPO
 FACTORY = "tests.app.fake_engine:load_model"
 
 
-def run_livecap(tmp_path: Path, *args: str, timeout: float = 40) -> subprocess.CompletedProcess:
+def run_livecap(
+    tmp_path: Path, *args: str, factory: str | None = FACTORY, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """Run ``python -m app.main`` offscreen with private settings/data folders (and the fake engine)."""
     env = dict(os.environ)
     env.update(
         QT_QPA_PLATFORM="offscreen",
@@ -28,7 +31,9 @@ def run_livecap(tmp_path: Path, *args: str, timeout: float = 40) -> subprocess.C
         XDG_STATE_HOME=str(tmp_path / "state"),
         PYTHONPATH=str(REPO),
     )
-    cmd = [sys.executable, "-m", "app.main", "--engine-factory", FACTORY, "--settings", str(tmp_path / "s.ini"), *args]
+    cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), *args]
+    if factory:
+        cmd += ["--engine-factory", factory]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -45,8 +50,18 @@ def expected_lines(wav_path: Path):
 
 def test_replay_saves_txt_equal_to_committed_text(tmp_path, wav):
     out = tmp_path / "out.txt"
-    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end",
-                       "--save-transcript", str(out))
+    proc = run_livecap(
+        tmp_path,
+        "--input",
+        str(wav),
+        "--model",
+        "fake",
+        "--speed",
+        "6",
+        "--quit-at-end",
+        "--save-transcript",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     expected = expected_lines(wav)
     assert len(expected) == 3
@@ -58,8 +73,18 @@ def test_replay_saves_txt_equal_to_committed_text(tmp_path, wav):
 
 def test_replay_saves_srt_by_extension(tmp_path, wav):
     out = tmp_path / "out.srt"
-    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end",
-                       "--save-transcript", str(out))
+    proc = run_livecap(
+        tmp_path,
+        "--input",
+        str(wav),
+        "--model",
+        "fake",
+        "--speed",
+        "6",
+        "--quit-at-end",
+        "--save-transcript",
+        str(out),
+    )
     assert proc.returncode == 0, proc.stderr
     subs = list(srt.parse(out.read_text(encoding="utf-8")))
     assert " ".join(s.content for s in subs) == " ".join(line.text for line in expected_lines(wav))
@@ -77,8 +102,18 @@ def test_unattended_failures_exit_with_one_sentence(tmp_path, wav, case, code, m
     model = "broken-model" if case == "model" else "fake"
     audio = str(tmp_path / "missing.wav") if case == "audio" else str(wav)
     save = str(tmp_path / "no-such-dir" / "out.txt")
-    proc = run_livecap(tmp_path, "--input", audio, "--model", model, "--speed", "8", "--quit-at-end",
-                       "--save-transcript", save)
+    proc = run_livecap(
+        tmp_path,
+        "--input",
+        audio,
+        "--model",
+        model,
+        "--speed",
+        "8",
+        "--quit-at-end",
+        "--save-transcript",
+        save,
+    )
     assert proc.returncode == code, proc.stderr
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -91,3 +126,35 @@ def test_parser_and_factory():
     assert load_factory(str(Path(fake_engine.__file__)) + ":speechlike").__name__ == "speechlike"
     with pytest.raises(ValueError):
         load_factory("no-colon")
+
+
+def test_replay_with_the_real_engine(tmp_path):
+    """The real engine (NumPy backend) on the small random-weight Moonshine fixture: the app's saved
+    .txt equals the committed text of the same audio fed in one go (the engine is chunking-independent)."""
+    model = REPO / "tests" / "fixtures" / "models" / "moon_tiny_like"
+    audio = REPO / "tests" / "fixtures" / "audio" / "speech.wav"
+    if not (model / "config.json").exists() or not audio.exists():
+        pytest.skip("the Moonshine fixture model or audio is missing (make fixtures)")
+    import engine
+    from engine.audio import read_audio
+
+    session = engine.load_model(str(model), backend="numpy").start_session()
+    events = session.feed(read_audio(audio)) + session.finish()
+    expected = [line for event in events for line in event.committed]
+    out = tmp_path / "real.txt"
+    env_cmd = [
+        "--input",
+        str(audio),
+        "--model",
+        str(model),
+        "--backend",
+        "numpy",
+        "--speed",
+        "10",
+        "--quit-at-end",
+        "--save-transcript",
+        str(out),
+    ]
+    proc = run_livecap(tmp_path, *env_cmd, factory=None)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text(encoding="utf-8") == format_txt(expected)

@@ -56,7 +56,10 @@ def test_start_needs_a_model_then_space_toggles(qtbot, window, settings, speech)
     assert window.caption_view.toPlainText().split("\n")[: len(texts)] == texts
     assert window.history.lines() == window.controller.lines
     assert window.history.list.item(0).text().startswith("00:00:00   ")
-    assert window.status.latency_label.text().startswith("Latency ") and "\u2013" not in window.status.latency_label.text()
+    assert (
+        window.status.latency_label.text().startswith("Latency ")
+        and "\u2013" not in window.status.latency_label.text()
+    )
     assert window.status.elapsed_label.text() != ""
 
 
@@ -95,7 +98,9 @@ def test_device_loss_banner_and_transcript_kept(qtbot, journal_dir, settings, sp
     from app.controller import SessionController
     from tests.app.fake_sounddevice import FakeSoundDevice, make_device
 
-    sd = FakeSoundDevice([make_device("Headset"), make_device("Laptop Mic")], signal=np.tile(speech, 2), speed=4.0)
+    sd = FakeSoundDevice(
+        [make_device("Headset"), make_device("Laptop Mic")], signal=np.tile(speech, 2), speed=4.0
+    )
     sd.default.device = [1, -1]
     settings.set_value(Key.DEVICE, "Headset")
     c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
@@ -197,3 +202,18 @@ def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, settings, speech):
             w.stop_action.trigger()
     finally:
         c.shutdown(5000)
+
+
+def test_theme_and_shortcuts(qtbot, window, settings):
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    window.set_theme("dark")
+    assert settings.value(Key.THEME) == "dark"
+    assert QApplication.instance().palette().color(QPalette.ColorRole.Base).name() == "#181a1e"
+    window.set_theme("high-contrast")
+    assert QApplication.instance().palette().color(QPalette.ColorRole.Base).name() == "#000000"
+    window.set_theme("system")
+    assert window.toggle_action.shortcut().toString() == "Space"
+    assert window.export_action.shortcut().toString() == "Ctrl+E"
+    assert window.overlays.presentation_action.shortcut().toString() == "F11"

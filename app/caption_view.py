@@ -1,0 +1,134 @@
+"""The main caption view: committed lines in the normal style, the open partial's tail grey and italic.
+
+Each committed line is a paragraph; the last paragraph holds the partial (its stable head in the normal
+style, the still-changing tail grey + italic). Partial updates are coalesced to the screen rate
+(``COALESCE_MS``): only the latest state is drawn. The view follows new text unless the user has
+scrolled up; scrolling back to the bottom re-engages following.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import QTextEdit, QWidget
+
+from engine.events import CaptionEvent, Line
+
+COALESCE_MS = 50
+MAX_PARAGRAPHS = 2000
+
+
+class CaptionView(QTextEdit):
+    """Read-only caption text. Feed it with ``commit(line)`` and ``set_partial(event)`` (GUI thread)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("captionView")
+        self.setReadOnly(True)
+        self.setUndoRedoEnabled(False)
+        self.setAcceptRichText(False)
+        self.document().setMaximumBlockCount(MAX_PARAGRAPHS)
+        self.setLineWrapMode(QTextEdit.LineWrapMode.WidgetWidth)
+        self.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard
+        )
+        self.setPlaceholderText("Captions appear here. Choose a model, then press Start (Space).")
+        self._tail_color = QColor("#808080")
+        self._pending: CaptionEvent | None = None
+        self._has_pending = False
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(COALESCE_MS)
+        self._timer.timeout.connect(self.flush)
+        block = QTextBlockFormat()
+        block.setBottomMargin(10)
+        self._block_format = block
+
+    # -- styling ---------------------------------------------------------------------------------
+    def set_caption_font(self, font: QFont) -> None:
+        """The font of the caption text."""
+        self.setFont(font)
+        self.document().setDefaultFont(font)
+
+    def set_tail_color(self, color: QColor) -> None:
+        """The colour of the partial's changing tail (the theme picks one with enough contrast)."""
+        self._tail_color = QColor(color)
+
+    def committed_format(self) -> QTextCharFormat:
+        """The char format of committed text and of the partial's stable head."""
+        fmt = QTextCharFormat()
+        fmt.setFontItalic(False)  # no foreground: the theme's text colour
+        return fmt
+
+    def tail_format(self) -> QTextCharFormat:
+        """The char format of the partial's still-changing tail: grey and italic."""
+        fmt = QTextCharFormat()
+        fmt.setFontItalic(True)
+        fmt.setForeground(self._tail_color)
+        return fmt
+
+    # -- content ---------------------------------------------------------------------------------
+    def clear_captions(self) -> None:
+        """Remove all text (a new session)."""
+        self._timer.stop()
+        self._pending, self._has_pending = None, False
+        self.clear()
+
+    def commit(self, line: Line) -> None:
+        """Add a committed line (replaces the partial paragraph, then opens a new empty one)."""
+        follow = self._at_bottom()
+        cursor = self._partial_cursor()
+        cursor.insertText(line.text, self.committed_format())
+        cursor.insertBlock(self._block_format, self.committed_format())
+        self._follow(follow)
+
+    def set_partial(self, event: CaptionEvent | None) -> None:
+        """Show ``event``'s partial (``None``: nothing open). Drawn at most every ``COALESCE_MS``."""
+        self._pending, self._has_pending = event, True
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def flush(self) -> None:
+        """Draw the pending partial now."""
+        self._timer.stop()
+        if not self._has_pending:
+            return
+        event, self._pending, self._has_pending = self._pending, None, False
+        follow = self._at_bottom()
+        cursor = self._partial_cursor()
+        if event is not None and event.partial is not None:
+            if event.stable_text:
+                cursor.insertText(event.stable_text, self.committed_format())
+            if event.tail_text:
+                cursor.insertText(event.tail_text, self.tail_format())
+        self._follow(follow)
+
+    def partial_text(self) -> str:
+        """The text currently shown as the partial (the last paragraph)."""
+        return self.document().lastBlock().text()
+
+    def set_lines(self, lines: list[Line]) -> None:
+        """Replace everything with ``lines`` (committed)."""
+        self.clear_captions()
+        for line in lines:
+            self.commit(line)
+
+    # -- internals -------------------------------------------------------------------------------
+    def _partial_cursor(self) -> QTextCursor:
+        """A cursor selecting the partial paragraph's text (removed), ready to insert at the end."""
+        doc = self.document()
+        cursor = QTextCursor(doc)
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        cursor.movePosition(QTextCursor.MoveOperation.StartOfBlock, QTextCursor.MoveMode.KeepAnchor)
+        cursor.removeSelectedText()
+        cursor.setBlockFormat(self._block_format)
+        return cursor
+
+    def _at_bottom(self) -> bool:
+        bar = self.verticalScrollBar()
+        return bar.value() >= bar.maximum() - 2
+
+    def _follow(self, follow: bool) -> None:
+        if follow:
+            bar = self.verticalScrollBar()
+            bar.setValue(bar.maximum())

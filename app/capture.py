@@ -1,0 +1,283 @@
+"""Microphone capture: a sounddevice InputStream whose callback only copies into a bounded queue.
+
+The PortAudio callback runs on a real-time thread. It copies the block (PortAudio reuses the buffer),
+appends it to an ``AudioQueue`` and returns; nothing else happens there. When the queue is full the
+oldest block is dropped and counted, so memory stays bounded when the engine cannot keep up.
+
+The stream opens at 16 kHz when the device accepts it, else at the device's own default rate (many USB
+microphones only do 44.1/48 kHz); the engine worker resamples. The ``sounddevice`` module is injected,
+so tests can drive the whole path with a fake one.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from engine.errors import AudioError
+
+TARGET_RATE = 16000
+BLOCK_SECONDS = 0.064
+LOST_AFTER_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Block:
+    """A block of captured audio: ``samples`` is float32 (frames, channels); ``time`` is when it arrived
+    (``time.monotonic()``), used to measure the audio-to-caption latency."""
+
+    samples: np.ndarray
+    rate: int
+    time: float
+
+    @property
+    def seconds(self) -> float:
+        return len(self.samples) / self.rate
+
+
+@dataclass(frozen=True)
+class InputDevice:
+    """An input device as the device picker shows it; ``name`` identifies it across restarts."""
+
+    index: int
+    name: str
+    hostapi: str
+    default_rate: float
+    channels: int
+    is_default: bool = False
+
+
+class AudioQueue:
+    """A bounded, thread-safe FIFO of ``Block``s holding at most ``max_seconds`` of audio.
+
+    ``put`` never blocks: when full it drops the oldest blocks and adds them to ``dropped_seconds`` /
+    ``dropped_blocks``. ``take_all`` empties the queue. Safe to call from any thread.
+    """
+
+    def __init__(self, max_seconds: float = 10.0) -> None:
+        self.max_seconds = max_seconds
+        self._blocks: collections.deque[Block] = collections.deque()
+        self._seconds = 0.0
+        self._lock = threading.Lock()
+        self.dropped_seconds = 0.0
+        self.dropped_blocks = 0
+
+    def put(self, block: Block) -> None:
+        """Append ``block``; drop the oldest blocks while more than ``max_seconds`` are queued."""
+        with self._lock:
+            self._blocks.append(block)
+            self._seconds += block.seconds
+            while self._seconds > self.max_seconds and len(self._blocks) > 1:
+                old = self._blocks.popleft()
+                self._seconds -= old.seconds
+                self.dropped_seconds += old.seconds
+                self.dropped_blocks += 1
+
+    def take_all(self, max_seconds: float | None = None) -> list[Block]:
+        """Remove and return the queued blocks in order (at most about ``max_seconds`` of them)."""
+        out: list[Block] = []
+        taken = 0.0
+        with self._lock:
+            while self._blocks and (max_seconds is None or taken < max_seconds):
+                block = self._blocks.popleft()
+                self._seconds -= block.seconds
+                taken += block.seconds
+                out.append(block)
+            if not self._blocks:
+                self._seconds = 0.0
+        return out
+
+    @property
+    def queued_seconds(self) -> float:
+        """Seconds of audio waiting to be processed."""
+        with self._lock:
+            return max(self._seconds, 0.0)
+
+
+def list_input_devices(sd: Any) -> list[InputDevice]:
+    """The input devices PortAudio knows (the list is frozen when PortAudio starts; see ``refresh``)."""
+    try:
+        devices = sd.query_devices()
+        hostapis = sd.query_hostapis()
+        default_in = _default_input_index(sd)
+    except Exception:  # a broken PortAudio must not break the device picker
+        return []
+    out = []
+    for index, dev in enumerate(devices):
+        if int(dev.get("max_input_channels", 0)) <= 0:
+            continue
+        try:
+            api = hostapis[int(dev.get("hostapi", 0))]["name"]
+        except (IndexError, KeyError, TypeError):
+            api = ""
+        out.append(
+            InputDevice(
+                index=index,
+                name=str(dev["name"]),
+                hostapi=api,
+                default_rate=float(dev.get("default_samplerate", TARGET_RATE)),
+                channels=int(dev["max_input_channels"]),
+                is_default=index == default_in,
+            )
+        )
+    return out
+
+
+def refresh_devices(sd: Any) -> None:
+    """Make PortAudio re-scan the devices (closes every open stream; call it only while idle)."""
+    terminate = getattr(sd, "_terminate", None)
+    initialize = getattr(sd, "_initialize", None)
+    if terminate and initialize:
+        try:
+            terminate()
+        finally:
+            initialize()
+
+
+def _default_input_index(sd: Any) -> int:
+    try:
+        dev = sd.default.device
+        index = dev[0] if isinstance(dev, (list, tuple)) or hasattr(dev, "__getitem__") else dev
+        return int(index) if index is not None else -1
+    except (TypeError, ValueError, IndexError):
+        return -1
+
+
+def resolve_device(sd: Any, name: str | None) -> int | None:
+    """The index of the input device called ``name``; ``None`` (the default) when empty or not found."""
+    if not name:
+        return None
+    for dev in list_input_devices(sd):
+        if dev.name == name:
+            return dev.index
+    return None
+
+
+class MicSource:
+    """Captures one input device into an ``AudioQueue``.
+
+    ``open()`` starts the stream (raises ``AudioError`` with one sentence when it cannot);
+    ``read()`` returns the blocks captured since the last call; ``lost`` turns true when the stream
+    ended on its own (device unplugged) or stopped delivering audio. ``close()`` is idempotent.
+    """
+
+    kind = "microphone"
+
+    def __init__(self, sd: Any, device: int | None = None, max_queue_seconds: float = 10.0) -> None:
+        self._sd = sd
+        self.device = device
+        self.queue = AudioQueue(max_queue_seconds)
+        self.rate = TARGET_RATE
+        self.channels = 1
+        self.description = ""
+        self._stream: Any = None
+        self._closing = False
+        self._ended = threading.Event()
+        self._opened_at = 0.0
+        self._last_callback = 0.0
+        self.overflows = 0
+
+    # -- lifecycle (engine worker thread) -------------------------------------------------------
+    def open(self) -> None:
+        """Open and start the stream at 16 kHz, or at the device's own rate when 16 kHz is refused."""
+        sd = self._sd
+        try:
+            info = sd.query_devices(self.device, "input")
+        except Exception as exc:  # PortAudio raises ValueError or PortAudioError here
+            if self.device is None:
+                raise AudioError("No microphone was found; connect one and press Refresh.") from exc
+            raise AudioError("The selected microphone is not available; choose another one.") from exc
+        name = str(info.get("name", "microphone"))
+        max_channels = int(info.get("max_input_channels", 1)) or 1
+        self.channels = 1
+        rate = TARGET_RATE
+        try:
+            sd.check_input_settings(device=self.device, samplerate=TARGET_RATE, channels=1, dtype="float32")
+        except Exception:  # "Invalid sample rate" and friends
+            rate = int(round(float(info.get("default_samplerate", 48000)) or 48000))
+            try:
+                sd.check_input_settings(device=self.device, samplerate=rate, channels=1, dtype="float32")
+            except Exception:  # some devices refuse mono
+                self.channels = min(2, max_channels)
+        self.rate = rate
+        self._closing = False
+        self._ended.clear()
+        try:
+            self._stream = sd.InputStream(
+                device=self.device,
+                samplerate=rate,
+                channels=self.channels,
+                dtype="float32",
+                blocksize=int(rate * BLOCK_SECONDS),
+                callback=self._callback,
+                finished_callback=self._finished,
+            )
+            self._stream.start()
+        except Exception as exc:  # PortAudioError: busy device, permission, ...
+            self._stream = None
+            raise AudioError(
+                f"The microphone \u201c{name}\u201d could not be opened; check that it is connected and that "
+                "livecap may use it."
+            ) from exc
+        self._opened_at = self._last_callback = time.monotonic()
+        self.description = f"{name} ({rate / 1000:g} kHz)"
+
+    def close(self) -> None:
+        """Stop and close the stream; the queued blocks stay readable."""
+        stream, self._stream = self._stream, None
+        if stream is None:
+            return
+        self._closing = True
+        for op in ("stop", "close"):
+            try:
+                getattr(stream, op)()
+            except Exception:  # a vanished device may fail to stop; it is gone anyway
+                pass
+
+    def read(self, max_seconds: float | None = None) -> list[Block]:
+        """The blocks captured since the last call, oldest first."""
+        return self.queue.take_all(max_seconds)
+
+    @property
+    def lost(self) -> bool:
+        """True when the open stream ended by itself or has delivered nothing for a while."""
+        if self._stream is None:
+            return False
+        if self._ended.is_set() and not self._closing:
+            return True
+        active = getattr(self._stream, "active", True)
+        silent_for = time.monotonic() - self._last_callback
+        return (not active and not self._closing) or silent_for > LOST_AFTER_SECONDS
+
+    @property
+    def is_open(self) -> bool:
+        return self._stream is not None
+
+    @property
+    def ended(self) -> bool:
+        """A microphone never runs out of audio."""
+        return False
+
+    @property
+    def backlog_seconds(self) -> float:
+        return self.queue.queued_seconds
+
+    @property
+    def dropped_seconds(self) -> float:
+        return self.queue.dropped_seconds
+
+    # -- PortAudio thread -----------------------------------------------------------------------
+    def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
+        now = time.monotonic()
+        self._last_callback = now
+        if status:
+            self.overflows += 1
+        self.queue.put(Block(np.array(indata, dtype=np.float32, copy=True), self.rate, now))
+
+    def _finished(self) -> None:
+        self._ended.set()

@@ -1,0 +1,353 @@
+"""The GUI-thread side of a captioning session: drives the engine worker, keeps the transcript.
+
+``SessionController`` lives on the GUI thread. It starts the worker's QThread, talks to the worker only
+through queued signals (``request_*``), and turns the worker's replies into what the windows need:
+committed lines (kept in ``lines``, journaled to disk and to the optional live SRT file as they
+arrive), the latest partial, health numbers, and one-sentence messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QEventLoop, QObject, QThread, QTimer, Signal, Slot
+
+from app import journal as journal_mod
+from app.worker import EngineWorker, ModelInfo, ModelLoader, SessionSpec, Stats, default_loader
+from engine.events import CaptionEvent, Line
+
+log = logging.getLogger(__name__)
+
+
+class SessionController(QObject):
+    """Owns the engine worker thread and the current transcript. GUI thread only.
+
+    States (``state``): "no-model", "loading", "idle", "running", "paused".
+    """
+
+    # to the worker (queued: the worker lives on its own thread)
+    request_load = Signal(str, str)
+    request_start = Signal(object)
+    request_pause = Signal()
+    request_resume = Signal()
+    request_stop = Signal()
+    request_shutdown = Signal()
+
+    # to the windows
+    state_changed = Signal(str)
+    model_changed = Signal(object)  # ModelInfo | None
+    lines_reset = Signal()  # the transcript was replaced (new or recovered session): views show ``lines``
+    line_committed = Signal(object)  # Line
+    partial_changed = Signal(object)  # CaptionEvent | None: the current partial state
+    stats_changed = Signal(object)  # Stats
+    input_changed = Signal(str)  # description of the audio input
+    message = Signal(str, str)  # level ("info" | "warning" | "error"), one sentence
+    model_failed = Signal(str, int)  # one sentence, exit code
+    session_failed = Signal(str, int)
+    session_finished = Signal(str)  # "stopped" | "input ended" | "error"
+    silence_hint = Signal()
+    device_lost = Signal(str)
+    device_recovered = Signal(str)
+
+    def __init__(
+        self,
+        *,
+        loader: ModelLoader = default_loader,
+        sounddevice: Any = None,
+        journal_dir: str | Path | None = None,
+        parent: QObject | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.lines: list[Line] = []
+        self.model: ModelInfo | None = None
+        self.input_description = ""
+        self.state = "no-model"
+        self.last_stats: Stats | None = None
+        self._journal_dir = Path(journal_dir) if journal_dir is not None else None
+        self._journal: journal_mod.Journal | None = None
+        self._live_srt_path: str | None = None
+        self._live_srt: Any = None
+        self._elapsed = 0.0
+        self._resumed_at: float | None = None
+        self._partial: CaptionEvent | None = None
+        self._lost_text = ""
+
+        if self._journal_dir is not None:
+            try:
+                journal_mod.prune(self._journal_dir)
+            except OSError:
+                log.warning("could not prune old journals", exc_info=True)
+
+        self._thread = QThread()
+        self._thread.setObjectName("engine-worker")
+        self._worker = EngineWorker(loader, sounddevice)
+        self._worker.moveToThread(self._thread)
+        w = self._worker
+        self.request_load.connect(w.load_model)
+        self.request_start.connect(w.start)
+        self.request_pause.connect(w.pause)
+        self.request_resume.connect(w.resume)
+        self.request_stop.connect(w.stop)
+        self.request_shutdown.connect(w.shutdown)
+        w.model_loaded.connect(self._on_model_loaded)
+        w.model_failed.connect(self._on_model_failed)
+        w.state_changed.connect(self._on_worker_state)
+        w.session_started.connect(self._on_session_started)
+        w.session_failed.connect(self._on_session_failed)
+        w.captions.connect(self._on_captions)
+        w.stats.connect(self._on_stats)
+        w.device_lost.connect(self._on_device_lost)
+        w.device_recovered.connect(self._on_device_recovered)
+        w.notice.connect(lambda text: self.message.emit("warning", text))
+        w.silence_hint.connect(self._on_silence_hint)
+        w.error.connect(lambda text: self.message.emit("error", text))
+        w.session_finished.connect(self._on_session_finished)
+        w.shut_down.connect(self._thread.quit)
+        self._thread.start()
+
+    # -- commands (GUI thread) -------------------------------------------------------------------
+    @property
+    def worker(self) -> EngineWorker:
+        """The worker object (lives on the worker thread; do not call its methods directly)."""
+        return self._worker
+
+    @property
+    def worker_thread(self) -> QThread:
+        return self._thread
+
+    def load_model(self, source: str, backend: str = "auto") -> None:
+        """Load a model on the worker thread; ``model_changed`` or ``model_failed`` follows."""
+        self.model = None
+        self._set_state("loading")
+        self.message.emit("info", f"Loading the model {Path(source).name or source}\u2026")
+        self.request_load.emit(source, backend)
+
+    def start(self, spec: SessionSpec) -> None:
+        """Start a new session (the previous transcript is cleared from the views, not from disk)."""
+        if self.state not in ("idle",):
+            return
+        self.lines = []
+        self._partial = None
+        self._elapsed = 0.0
+        self._resumed_at = None
+        self.last_stats = None
+        self.lines_reset.emit()
+        self.partial_changed.emit(None)
+        self.request_start.emit(spec)
+
+    def pause(self) -> None:
+        if self.state == "running":
+            self.request_pause.emit()
+
+    def resume(self) -> None:
+        if self.state == "paused":
+            self.request_resume.emit()
+
+    def stop(self) -> None:
+        if self.state in ("running", "paused"):
+            self.request_stop.emit()
+
+    def elapsed(self) -> float:
+        """Seconds the current session has been capturing (pauses excluded)."""
+        running = time.monotonic() - self._resumed_at if self._resumed_at is not None else 0.0
+        return self._elapsed + running
+
+    def set_live_srt(self, path: str | None) -> None:
+        """Keep an SRT file growing at ``path`` during sessions (``None``: off). A new session rewrites it."""
+        self._close_live_srt()
+        self._live_srt_path = path or None
+        if path and self.state in ("running", "paused"):
+            self._open_live_srt(self.lines)
+
+    @property
+    def live_srt_path(self) -> str | None:
+        return self._live_srt_path
+
+    def pending_recovery(self) -> journal_mod.RecoveredSession | None:
+        """The last session that did not end cleanly, if its journal holds any lines."""
+        if self._journal_dir is None:
+            return None
+        try:
+            return journal_mod.find_unfinished(self._journal_dir)
+        except OSError:
+            return None
+
+    def recover(self, recovered: journal_mod.RecoveredSession) -> None:
+        """Show a recovered session's lines as the current transcript (for reading and export)."""
+        if self.state in ("running", "paused"):
+            return
+        journal_mod.mark_finished(recovered.path, "recovered")
+        self.lines = list(recovered.lines)
+        self._partial = None
+        self.lines_reset.emit()  # the views read ``lines``
+        self.partial_changed.emit(None)
+
+    def discard_recovery(self, recovered: journal_mod.RecoveredSession) -> None:
+        """Do not offer ``recovered`` again (its journal file stays on disk)."""
+        journal_mod.mark_finished(recovered.path, "discarded")
+
+    def shutdown(self, timeout_ms: int = 15000) -> None:
+        """End the session cleanly (its last lines are journaled), drop the model, stop the thread."""
+        if not self._thread.isRunning():
+            return
+        loop = QEventLoop()
+        self._worker.shut_down.connect(loop.quit)
+        QTimer.singleShot(timeout_ms, loop.quit)
+        self.request_shutdown.emit()
+        loop.exec()
+        self._thread.quit()
+        if not self._thread.wait(timeout_ms):
+            log.error("the engine worker did not stop within %d ms", timeout_ms)
+        self._close_session_files()
+
+    # -- worker replies (GUI thread) ------------------------------------------------------------
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+            self.state_changed.emit(state)
+
+    @Slot(object)
+    def _on_model_loaded(self, info: ModelInfo) -> None:
+        self.model = info
+        self._set_state("idle")
+        self.model_changed.emit(info)
+        self.message.emit("info", f"Model {info.name} is ready ({info.backend}).")
+
+    @Slot(str, int)
+    def _on_model_failed(self, text: str, code: int) -> None:
+        self.model = None
+        self.model_changed.emit(None)
+        self._set_state("no-model")
+        self.message.emit("error", text)
+        self.model_failed.emit(text, code)
+
+    @Slot(str)
+    def _on_worker_state(self, state: str) -> None:
+        now = time.monotonic()
+        if state == "running":
+            self._resumed_at = now
+        elif self._resumed_at is not None:
+            self._elapsed += now - self._resumed_at
+            self._resumed_at = None
+        if state == "idle":
+            state = "idle" if self.model is not None else "no-model"
+        self._set_state(state)
+
+    @Slot(str)
+    def _on_session_started(self, description: str) -> None:
+        self.input_description = description
+        self.input_changed.emit(description)
+        if self._journal_dir is not None:
+            info = {"input": description}
+            if self.model is not None:
+                info |= {
+                    "model": self.model.source,
+                    "family": self.model.family,
+                    "backend": self.model.backend,
+                }
+            self._journal = journal_mod.Journal(self._journal_dir, info)
+            if self._journal.failed:
+                self.message.emit("warning", self._journal.failed)
+        if self._live_srt_path:
+            self._open_live_srt([])
+
+    @Slot(str, int)
+    def _on_session_failed(self, text: str, code: int) -> None:
+        self.message.emit("error", text)
+        self.session_failed.emit(text, code)
+
+    @Slot(object)
+    def _on_captions(self, events: Sequence[CaptionEvent]) -> None:
+        for event in events:
+            for line in event.committed:
+                self._commit(line)
+            self._partial = event if event.partial is not None else None
+        self.partial_changed.emit(self._partial)
+
+    @Slot(object)
+    def _on_stats(self, stats: Stats) -> None:
+        self.last_stats = stats
+        self.stats_changed.emit(stats)
+
+    @Slot(str)
+    def _on_device_lost(self, text: str) -> None:
+        self._lost_text = text
+        self.message.emit("warning", text + " Switching to the default microphone\u2026")
+        self.device_lost.emit(text)
+
+    @Slot(str)
+    def _on_device_recovered(self, description: str) -> None:
+        self.input_description = description
+        self.input_changed.emit(description)
+        lost = self._lost_text
+        self.message.emit(
+            "warning", f"{lost} Now capturing from {description}; the transcript continues.".strip()
+        )
+        self.device_recovered.emit(description)
+
+    @Slot()
+    def _on_silence_hint(self) -> None:
+        self.message.emit(
+            "warning",
+            "The microphone delivers pure silence; check that livecap may use it (system privacy settings) "
+            "and that it is not muted.",
+        )
+        self.silence_hint.emit()
+
+    @Slot(str)
+    def _on_session_finished(self, reason: str) -> None:
+        if self._partial is not None:
+            self._partial = None
+            self.partial_changed.emit(None)
+        self._close_session_files()
+        self.session_finished.emit(reason)
+
+    # -- files ------------------------------------------------------------------------------------
+    def _commit(self, line: Line) -> None:
+        self.lines.append(line)
+        if self._journal is not None:
+            self._journal.add(line)
+            if self._journal.failed:
+                self.message.emit("warning", self._journal.failed)
+                self._journal = None
+        if self._live_srt is not None:
+            try:
+                self._live_srt.add(line)
+            except Exception as exc:  # a failing live file must not stop captioning
+                self._live_srt_failed(exc)
+        self.line_committed.emit(line)
+
+    def _open_live_srt(self, lines: Sequence[Line]) -> None:
+        try:
+            from engine.transcript import LiveSrtWriter
+
+            self._live_srt = LiveSrtWriter(Path(self._live_srt_path or ""))
+            for line in lines:
+                self._live_srt.add(line)
+        except Exception as exc:
+            self._live_srt_failed(exc)
+
+    def _live_srt_failed(self, exc: Exception) -> None:
+        from app.worker import user_message
+
+        log.warning("live SRT failed", exc_info=True)
+        self._live_srt = None
+        self.message.emit("error", user_message(exc, "The live SRT file could not be written"))
+
+    def _close_live_srt(self) -> None:
+        writer, self._live_srt = self._live_srt, None
+        if writer is not None:
+            try:
+                writer.close()
+            except Exception:
+                log.warning("closing the live SRT failed", exc_info=True)
+
+    def _close_session_files(self) -> None:
+        if self._journal is not None:
+            self._journal.close()
+            self._journal = None
+        self._close_live_srt()

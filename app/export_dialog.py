@@ -1,0 +1,156 @@
+"""The export dialog: pick a format (SRT, WebVTT, TXT with or without timestamps, JSON) and a file.
+
+The file is written atomically by ``engine.transcript``; when that fails (an unwritable folder, a full
+disk) the dialog shows the one-sentence reason and stays open, so nothing is lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.export import FORMATS, ExportFormat, export, format_by_key, render
+from app.worker import user_message
+from engine.events import Line
+
+log = logging.getLogger(__name__)
+
+PREVIEW_LINES = 12
+
+
+def default_file_name(fmt: ExportFormat) -> str:
+    """``livecap-YYYY-MM-DD-HHMM`` plus the format's suffix."""
+    return time.strftime("livecap-%Y-%m-%d-%H%M") + fmt.suffix
+
+
+class ExportDialog(QDialog):
+    """Exports ``lines``; after an accepted ``exec()``, ``saved_path`` and ``format`` say what was written."""
+
+    def __init__(
+        self, lines: Sequence[Line], *, folder: str, fmt_key: str = "srt", parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("exportDialog")
+        self.setWindowTitle("Export transcript")
+        self.setMinimumWidth(560)
+        self._lines = list(lines)
+        self.saved_path: Path | None = None
+
+        self.format_combo = QComboBox(self)
+        self.format_combo.setObjectName("exportFormat")
+        for fmt in FORMATS:
+            self.format_combo.addItem(fmt.label, fmt.key)
+        self.path_edit = QLineEdit(self)
+        self.path_edit.setObjectName("exportPath")
+        browse = QPushButton("Browse\u2026", self)
+        browse.clicked.connect(self._browse)
+        path_row = QHBoxLayout()
+        path_row.addWidget(self.path_edit, 1)
+        path_row.addWidget(browse)
+
+        self.summary = QLabel(self)
+        self.preview = QPlainTextEdit(self)
+        self.preview.setObjectName("exportPreview")
+        self.preview.setReadOnly(True)
+        self.preview.setMaximumBlockCount(200)
+        self.preview.setMinimumHeight(160)
+        self.error_label = QLabel(self)
+        self.error_label.setObjectName("exportError")
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #c62828;")
+        self.error_label.hide()
+
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
+        self.export_button = buttons.addButton("Export", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.export_button.setObjectName("exportButton")
+        self.export_button.setDefault(True)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+
+        form = QFormLayout()
+        form.addRow("Format", self.format_combo)
+        form.addRow("File", path_row)
+        layout = QVBoxLayout(self)
+        layout.addLayout(form)
+        layout.addWidget(self.summary)
+        layout.addWidget(self.preview, 1)
+        layout.addWidget(self.error_label)
+        layout.addWidget(buttons)
+
+        fmt = format_by_key(fmt_key)
+        self.format_combo.setCurrentIndex(FORMATS.index(fmt))
+        self.path_edit.setText(str(Path(folder or Path.home()) / default_file_name(fmt)))
+        self.format_combo.currentIndexChanged.connect(self._format_changed)
+        self._update_preview()
+
+    @property
+    def format(self) -> ExportFormat:
+        return FORMATS[self.format_combo.currentIndex()]
+
+    def path(self) -> Path:
+        return Path(self.path_edit.text().strip()).expanduser()
+
+    def accept(self) -> None:
+        """Write the file; on failure show why and stay open."""
+        path = self.path()
+        if not self.path_edit.text().strip():
+            self._show_error("Choose a file name first.")
+            return
+        try:
+            export(self._lines, path, self.format)
+        except Exception as exc:  # ExportError, or anything else: one sentence, stay open
+            log.warning("export failed: %s", path, exc_info=True)
+            self._show_error(user_message(exc, f"The transcript could not be saved to {path}"))
+            return
+        self.saved_path = path
+        super().accept()
+
+    def _show_error(self, text: str) -> None:
+        self.error_label.setText(text)
+        self.error_label.show()
+
+    def _format_changed(self) -> None:
+        fmt = self.format
+        text = self.path_edit.text().strip()
+        if text:
+            self.path_edit.setText(str(Path(text).with_suffix(fmt.suffix)))
+        self.error_label.hide()
+        self._update_preview()
+
+    def _update_preview(self) -> None:
+        n = len(self._lines)
+        self.summary.setText(
+            f"{n} line{'s' if n != 1 else ''}" + (" \u2014 preview:" if n else " to export.")
+        )
+        try:
+            text = render(self._lines[:PREVIEW_LINES], self.format)
+        except Exception as exc:  # a preview must never break the dialog
+            text = user_message(exc, "No preview")
+        if n > PREVIEW_LINES:
+            text = text.rstrip("\n") + "\n\u2026"
+        self.preview.setPlainText(text)
+
+    def _browse(self) -> None:
+        fmt = self.format
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Export transcript", str(self.path()), f"{fmt.label} (*{fmt.suffix});;All files (*)"
+        )
+        if path:
+            self.path_edit.setText(path)

@@ -1,0 +1,350 @@
+"""The caption overlay: a frameless, translucent, always-on-top strip showing the last 2-5 lines.
+
+Drag it anywhere to move it; drag an edge to resize it (``startSystemMove``/``startSystemResize``, which
+also work on Wayland, with a manual fallback). Click-through makes it ignore the mouse
+(``Qt.WindowTransparentForInput``; turn it off from the main window's View menu). Presentation mode
+shows the captions full screen with a larger font (Esc leaves it). Text is laid out with a
+QTextDocument and only the last ``lines`` wrapped lines are painted, bottom-aligned, so the newest
+words are always visible.
+
+Wayland compositors may ignore "always on top" and window positions; the View menu says so.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, replace
+
+from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QCloseEvent,
+    QColor,
+    QContextMenuEvent,
+    QCursor,
+    QFont,
+    QFontMetricsF,
+    QKeyEvent,
+    QMouseEvent,
+    QMoveEvent,
+    QPainter,
+    QPaintEvent,
+    QResizeEvent,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextOption,
+)
+from PySide6.QtWidgets import QMenu, QWidget
+
+from engine.events import CaptionEvent, Line
+
+PAD_X = 18
+PAD_Y = 10
+EDGE = 8
+KEEP_LINES = 8
+PRESENTATION_SCALE = 1.8
+DEFAULT_POINT_SIZE = 26
+
+
+@dataclass(frozen=True)
+class OverlayStyle:
+    """How the overlay looks: number of lines (2-5), font, colours, background opacity, click-through."""
+
+    lines: int = 2
+    font: QFont | None = None
+    text_color: str = "#ffffff"
+    background_color: str = "#101010"
+    opacity: float = 0.8
+    click_through: bool = False
+
+    def clamped(self) -> OverlayStyle:
+        return replace(
+            self, lines=max(2, min(5, int(self.lines))), opacity=max(0.0, min(1.0, float(self.opacity)))
+        )
+
+
+class CaptionOverlay(QWidget):
+    """The overlay window. Feed it with ``commit(line)`` / ``set_partial(event)`` like the caption view."""
+
+    geometry_changed = Signal()  # moved or resized by the user (debounced)
+    presentation_changed = Signal(bool)
+    closed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent, Qt.WindowType.Tool)
+        self.setObjectName("captionOverlay")
+        self.setWindowTitle("livecap captions")
+        self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground)
+        self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
+        self.setMouseTracking(True)
+        self.setMinimumSize(240, 60)
+        self._style = OverlayStyle().clamped()
+        self._committed: collections.deque[str] = collections.deque(maxlen=KEEP_LINES)
+        self._stable = ""
+        self._tail = ""
+        self._presentation = False
+        self._menu: QMenu | None = None
+        self._drag: tuple[QPoint, QRect, Qt.Edge] | None = None
+        self._save_timer = QTimer(self)
+        self._save_timer.setSingleShot(True)
+        self._save_timer.setInterval(400)
+        self._save_timer.timeout.connect(self.geometry_changed)
+        self._apply_flags()
+        self.resize(900, self._natural_height())
+
+    # -- style -----------------------------------------------------------------------------------
+    def overlay_style(self) -> OverlayStyle:
+        return self._style
+
+    def set_overlay_style(self, style: OverlayStyle) -> None:
+        """Apply ``style``; the height follows the number of lines and the font."""
+        old = self._style
+        self._style = style.clamped()
+        if self._style.click_through != old.click_through:
+            self._apply_flags()
+        if not self._presentation:
+            self.resize(self.width(), self._natural_height())
+        self.update()
+
+    def set_context_menu(self, menu: QMenu) -> None:
+        """The menu shown on right-click (built by the main window)."""
+        self._menu = menu
+
+    def caption_font(self) -> QFont:
+        if self._style.font is not None:
+            font = QFont(self._style.font)
+        else:
+            font = QFont(self.font())
+            font.setPointSize(DEFAULT_POINT_SIZE)
+        if self._presentation:
+            font.setPointSizeF(font.pointSizeF() * PRESENTATION_SCALE)
+        return font
+
+    # -- content -----------------------------------------------------------------------------------
+    def commit(self, line: Line) -> None:
+        self._committed.append(line.text.strip())
+        self._stable = self._tail = ""
+        self.update()
+
+    def set_partial(self, event: CaptionEvent | None) -> None:
+        self._stable = event.stable_text if event is not None else ""
+        self._tail = event.tail_text if event is not None else ""
+        self.update()
+
+    def clear(self) -> None:
+        self._committed.clear()
+        self._stable = self._tail = ""
+        self.update()
+
+    def text(self) -> str:
+        """All the text the overlay holds (the painted part is its last ``lines`` lines)."""
+        parts = [*self._committed, (self._stable + self._tail).strip()]
+        return " ".join(p for p in parts if p)
+
+    def visible_lines(self) -> list[str]:
+        """The wrapped lines that are painted, top to bottom."""
+        doc = self._layout_document()
+        return [text for text, _, _ in self._wrapped_lines(doc)[-self._style.lines :]]
+
+    # -- modes -------------------------------------------------------------------------------------
+    @property
+    def presentation(self) -> bool:
+        return self._presentation
+
+    def set_presentation(self, on: bool) -> None:
+        """Full-screen presentation mode (opaque, larger font); Esc leaves it."""
+        if on == self._presentation:
+            return
+        self._presentation = on
+        self._apply_flags()
+        if on:
+            self._normal_geometry = self.geometry()
+            self.showFullScreen()
+            self.activateWindow()
+            self.setFocus()
+        else:
+            self.showNormal()
+            if getattr(self, "_normal_geometry", None) is not None:
+                self.setGeometry(self._normal_geometry)
+        self.presentation_changed.emit(on)
+        self.update()
+
+    def _apply_flags(self) -> None:
+        visible = self.isVisible()
+        flags = Qt.WindowType.Tool | Qt.WindowType.FramelessWindowHint | Qt.WindowType.WindowStaysOnTopHint
+        if self._style.click_through and not self._presentation:
+            flags |= Qt.WindowType.WindowTransparentForInput
+        self.setWindowFlags(flags)
+        if visible:
+            self.show()
+
+    def _natural_height(self) -> int:
+        spacing = QFontMetricsF(self.caption_font()).lineSpacing()
+        return int(spacing * self._style.lines + 2 * PAD_Y + 2)
+
+    # -- painting ----------------------------------------------------------------------------------
+    def _layout_document(self) -> QTextDocument:
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(self.caption_font())
+        option = QTextOption()
+        option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        option.setAlignment(
+            Qt.AlignmentFlag.AlignCenter if self._presentation else Qt.AlignmentFlag.AlignLeft
+        )
+        doc.setDefaultTextOption(option)
+        doc.setTextWidth(max(self.width() - 2 * PAD_X, 50))
+        cursor = QTextCursor(doc)
+        normal = QTextCharFormat()
+        normal.setForeground(QColor(self._style.text_color))
+        committed = " ".join(self._committed)
+        head = (committed + " " if committed else "") + self._stable
+        cursor.insertText(head.lstrip(), normal)
+        if self._tail:
+            tail = QTextCharFormat()
+            color = QColor(self._style.text_color)
+            color.setAlphaF(0.62)
+            tail.setForeground(color)
+            tail.setFontItalic(True)
+            cursor.insertText(self._tail, tail)
+        return doc
+
+    @staticmethod
+    def _wrapped_lines(doc: QTextDocument) -> list[tuple[str, float, float]]:
+        """(text, top, bottom) of every laid-out line in ``doc``."""
+        out = []
+        layout = doc.documentLayout()
+        block = doc.begin()
+        while block.isValid():
+            top = layout.blockBoundingRect(block).top()
+            text_layout = block.layout()
+            for i in range(text_layout.lineCount()):
+                line = text_layout.lineAt(i)
+                text = block.text()[line.textStart() : line.textStart() + line.textLength()]
+                out.append((text, top + line.y(), top + line.y() + line.height()))
+            block = block.next()
+        return out
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setRenderHint(QPainter.RenderHint.TextAntialiasing)
+        bg = QColor(self._style.background_color)
+        bg.setAlphaF(1.0 if self._presentation else self._style.opacity)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(bg)
+        if self._presentation:
+            p.drawRect(self.rect())
+        else:
+            p.drawRoundedRect(QRectF(self.rect()), 10, 10)
+        doc = self._layout_document()
+        lines = self._wrapped_lines(doc)
+        if lines:
+            shown = lines[-self._style.lines :]
+            first_top, last_bottom = shown[0][1], shown[-1][2]
+            area = QRectF(self.rect()).adjusted(PAD_X, PAD_Y, -PAD_X, -PAD_Y)
+            if self._presentation:
+                area.setTop(area.bottom() - (last_bottom - first_top) - area.height() * 0.08)
+                area.setBottom(area.bottom() - area.height() * 0.08)
+            p.save()
+            p.setClipRect(area)
+            p.translate(QPointF(area.left(), area.bottom() - last_bottom))
+            doc.drawContents(p, QRectF(0, first_top, doc.textWidth(), last_bottom - first_top))
+            p.restore()
+        p.end()
+
+    def sizeHint(self) -> QSize:
+        return QSize(900, self._natural_height())
+
+    # -- mouse: move and resize ------------------------------------------------------------------
+    def _edges_at(self, pos: QPoint) -> Qt.Edge:
+        edges = Qt.Edge(0)
+        r = self.rect()
+        if pos.x() <= EDGE:
+            edges |= Qt.Edge.LeftEdge
+        elif pos.x() >= r.width() - EDGE:
+            edges |= Qt.Edge.RightEdge
+        if pos.y() <= EDGE:
+            edges |= Qt.Edge.TopEdge
+        elif pos.y() >= r.height() - EDGE:
+            edges |= Qt.Edge.BottomEdge
+        return edges
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:
+        if event.button() != Qt.MouseButton.LeftButton or self._presentation:
+            return super().mousePressEvent(event)
+        edges = self._edges_at(event.position().toPoint())
+        handle = self.windowHandle()
+        if handle is not None:
+            started = handle.startSystemResize(edges) if edges else handle.startSystemMove()
+            if started:
+                self._save_timer.start()
+                return None
+        self._drag = (event.globalPosition().toPoint(), self.geometry(), edges)
+        return None
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:
+        if self._drag is None:
+            self._update_cursor(self._edges_at(event.position().toPoint()))
+            return
+        origin, geometry, edges = self._drag
+        delta = event.globalPosition().toPoint() - origin
+        if not edges:
+            self.move(geometry.topLeft() + delta)
+            return
+        g = QRect(geometry)
+        if edges & Qt.Edge.LeftEdge:
+            g.setLeft(min(g.left() + delta.x(), g.right() - self.minimumWidth()))
+        if edges & Qt.Edge.RightEdge:
+            g.setRight(g.right() + delta.x())
+        if edges & Qt.Edge.TopEdge:
+            g.setTop(min(g.top() + delta.y(), g.bottom() - self.minimumHeight()))
+        if edges & Qt.Edge.BottomEdge:
+            g.setBottom(g.bottom() + delta.y())
+        self.setGeometry(g)
+
+    def mouseReleaseEvent(self, event: QMouseEvent) -> None:
+        if self._drag is not None:
+            self._drag = None
+            self._save_timer.start()
+        super().mouseReleaseEvent(event)
+
+    def _update_cursor(self, edges: Qt.Edge) -> None:
+        horizontal = bool(edges & (Qt.Edge.LeftEdge | Qt.Edge.RightEdge))
+        vertical = bool(edges & (Qt.Edge.TopEdge | Qt.Edge.BottomEdge))
+        if horizontal and vertical:
+            forward = edges in (Qt.Edge.TopEdge | Qt.Edge.LeftEdge, Qt.Edge.BottomEdge | Qt.Edge.RightEdge)
+            shape = Qt.CursorShape.SizeFDiagCursor if forward else Qt.CursorShape.SizeBDiagCursor
+        elif horizontal:
+            shape = Qt.CursorShape.SizeHorCursor
+        elif vertical:
+            shape = Qt.CursorShape.SizeVerCursor
+        else:
+            shape = Qt.CursorShape.SizeAllCursor
+        self.setCursor(QCursor(shape))
+
+    def moveEvent(self, event: QMoveEvent) -> None:
+        super().moveEvent(event)
+        if not self._presentation and self.isVisible():
+            self._save_timer.start()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        super().resizeEvent(event)
+        if not self._presentation and self.isVisible():
+            self._save_timer.start()
+
+    def contextMenuEvent(self, event: QContextMenuEvent) -> None:
+        if self._menu is not None:
+            self._menu.exec(event.globalPos())
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if event.key() == Qt.Key.Key_Escape and self._presentation:
+            self.set_presentation(False)
+            return
+        super().keyPressEvent(event)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self._presentation:
+            self.set_presentation(False)
+        super().closeEvent(event)
+        self.closed.emit()

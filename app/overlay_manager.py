@@ -1,0 +1,190 @@
+"""Connects the caption overlay to the session and to the settings, and builds its menu.
+
+The menu (shared by the main window's View menu and the overlay's right-click) sets the number of
+lines, font, colours, background opacity, click-through and presentation mode; every choice is saved
+at once, as is the overlay's geometry after the user moves or resizes it.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtGui import QAction, QActionGroup, QColor, QFont, QGuiApplication
+from PySide6.QtWidgets import QColorDialog, QFontDialog, QMenu, QWidget
+
+from app.controller import SessionController
+from app.overlay import CaptionOverlay, OverlayStyle
+from app.settings import Key, Settings
+
+OPACITIES = (0.0, 0.25, 0.5, 0.65, 0.8, 0.9, 1.0)
+
+
+class OverlayManager(QObject):
+    """Owns the overlay window. ``toggle_action`` shows/hides it; ``menu`` holds its appearance options."""
+
+    visibility_changed = Signal(bool)
+
+    def __init__(self, controller: SessionController, settings: Settings, parent: QWidget) -> None:
+        super().__init__(parent)
+        self._settings = settings
+        self._parent = parent
+        self.overlay = CaptionOverlay()
+        self.overlay.set_overlay_style(self._load_style())
+        geometry = settings.value(Key.OVERLAY_GEOMETRY)
+        if geometry:
+            self.overlay.restoreGeometry(geometry)
+        else:
+            self._place_default()
+        self.overlay.geometry_changed.connect(self.save_geometry)
+        self.overlay.closed.connect(lambda: self._set_visible_action(False))
+        controller.line_committed.connect(self.overlay.commit)
+        controller.partial_changed.connect(self.overlay.set_partial)
+        controller.lines_reset.connect(self.overlay.clear)
+
+        self.toggle_action = QAction("Caption overlay", self)
+        self.toggle_action.setCheckable(True)
+        self.toggle_action.setToolTip("Show the captions in a small always-on-top window")
+        self.toggle_action.toggled.connect(self.set_visible)
+        self.presentation_action = QAction("Presentation mode (full screen)", self)
+        self.presentation_action.setCheckable(True)
+        self.presentation_action.toggled.connect(self.set_presentation)
+        self.overlay.presentation_changed.connect(self.presentation_action.setChecked)
+        self.click_through_action = QAction("Click-through overlay", self)
+        self.click_through_action.setCheckable(True)
+        self.click_through_action.setChecked(self.overlay.overlay_style().click_through)
+        self.click_through_action.setToolTip(
+            "The overlay ignores the mouse; turn this off here to move it again"
+        )
+        self.click_through_action.toggled.connect(self._set_click_through)
+        self.menu = self._build_menu()
+        self.overlay.set_context_menu(self.menu)
+
+    # -- visibility ------------------------------------------------------------------------------
+    def set_visible(self, visible: bool) -> None:
+        """Show or hide the overlay (remembered for the next start)."""
+        if visible:
+            self.overlay.show()
+            self.overlay.raise_()
+        else:
+            if self.overlay.presentation:
+                self.overlay.set_presentation(False)
+            self.save_geometry()
+            self.overlay.hide()
+        self._set_visible_action(visible)
+        self._settings.set_value(Key.OVERLAY_VISIBLE, visible)
+        self.visibility_changed.emit(visible)
+
+    def _set_visible_action(self, visible: bool) -> None:
+        if self.toggle_action.isChecked() != visible:
+            self.toggle_action.blockSignals(True)
+            self.toggle_action.setChecked(visible)
+            self.toggle_action.blockSignals(False)
+
+    def set_presentation(self, on: bool) -> None:
+        """Full-screen presentation of the captions (shows the overlay when needed)."""
+        if on and not self.overlay.isVisible():
+            self.set_visible(True)
+        self.overlay.set_presentation(on)
+
+    def save_geometry(self) -> None:
+        if not self.overlay.presentation:
+            self._settings.set_value(Key.OVERLAY_GEOMETRY, bytes(self.overlay.saveGeometry().data()))
+
+    def close(self) -> None:
+        """Save the geometry and close the overlay window (the app is quitting)."""
+        self.save_geometry()
+        visible = self.overlay.isVisible()
+        self.overlay.close()
+        self._settings.set_value(Key.OVERLAY_VISIBLE, visible)
+
+    # -- style -----------------------------------------------------------------------------------
+    def _load_style(self) -> OverlayStyle:
+        s = self._settings
+        font = QFont()
+        stored = s.value(Key.OVERLAY_FONT)
+        if not (stored and font.fromString(stored)):
+            font = QFont(QGuiApplication.font())
+            font.setPointSize(s.value(Key.OVERLAY_FONT_SIZE))
+            font.setWeight(QFont.Weight.DemiBold)
+        return OverlayStyle(
+            lines=s.value(Key.OVERLAY_LINES),
+            font=font,
+            text_color=s.value(Key.OVERLAY_TEXT_COLOR),
+            background_color=s.value(Key.OVERLAY_BG_COLOR),
+            opacity=s.value(Key.OVERLAY_OPACITY),
+            click_through=s.value(Key.OVERLAY_CLICK_THROUGH),
+        )
+
+    def set_style(self, **changes: object) -> None:
+        """Change and save parts of the overlay style (``lines=3``, ``opacity=0.5``, ...)."""
+        from dataclasses import replace
+
+        style = replace(self.overlay.overlay_style(), **changes).clamped()
+        self.overlay.set_overlay_style(style)
+        s = self._settings
+        s.set_value(Key.OVERLAY_LINES, style.lines)
+        s.set_value(Key.OVERLAY_TEXT_COLOR, style.text_color)
+        s.set_value(Key.OVERLAY_BG_COLOR, style.background_color)
+        s.set_value(Key.OVERLAY_OPACITY, float(style.opacity))
+        s.set_value(Key.OVERLAY_CLICK_THROUGH, style.click_through)
+        if style.font is not None:
+            s.set_value(Key.OVERLAY_FONT, style.font.toString())
+            s.set_value(Key.OVERLAY_FONT_SIZE, max(style.font.pointSize(), 1))
+
+    def _set_click_through(self, on: bool) -> None:
+        self.set_style(click_through=on)
+
+    def _choose_font(self) -> None:
+        ok, font = QFontDialog.getFont(
+            self.overlay.overlay_style().font or QFont(), self._parent, "Overlay font"
+        )
+        if ok:
+            self.set_style(font=font)
+
+    def _choose_color(self, attr: str, title: str) -> None:
+        current = QColor(getattr(self.overlay.overlay_style(), attr))
+        color = QColorDialog.getColor(current, self._parent, title)
+        if color.isValid():
+            self.set_style(**{attr: color.name()})
+
+    def _build_menu(self) -> QMenu:
+        menu = QMenu("Overlay", self._parent)
+        menu.addAction(self.toggle_action)
+        menu.addAction(self.presentation_action)
+        menu.addAction(self.click_through_action)
+        menu.addSeparator()
+        lines_menu = menu.addMenu("Lines")
+        group = QActionGroup(lines_menu)
+        for n in range(2, 6):
+            action = lines_menu.addAction(f"{n} lines")
+            action.setCheckable(True)
+            action.setChecked(n == self.overlay.overlay_style().lines)
+            action.triggered.connect(lambda _=False, n=n: self.set_style(lines=n))
+            group.addAction(action)
+        opacity_menu = menu.addMenu("Background opacity")
+        group = QActionGroup(opacity_menu)
+        for value in OPACITIES:
+            action = opacity_menu.addAction(f"{round(value * 100)} %")
+            action.setCheckable(True)
+            action.setChecked(abs(value - self.overlay.overlay_style().opacity) < 0.01)
+            action.triggered.connect(lambda _=False, v=value: self.set_style(opacity=v))
+            group.addAction(action)
+        menu.addAction("Font\u2026").triggered.connect(self._choose_font)
+        menu.addAction("Text colour\u2026").triggered.connect(
+            lambda: self._choose_color("text_color", "Overlay text colour")
+        )
+        menu.addAction("Background colour\u2026").triggered.connect(
+            lambda: self._choose_color("background_color", "Overlay background colour")
+        )
+        if QGuiApplication.platformName() == "wayland":
+            note = menu.addAction("Wayland: the compositor decides stacking and position")
+            note.setEnabled(False)
+        return menu
+
+    def _place_default(self) -> None:
+        screen = self._parent.screen() or QGuiApplication.primaryScreen()
+        if screen is None:
+            return
+        area = screen.availableGeometry()
+        width = min(1000, int(area.width() * 0.8))
+        self.overlay.resize(width, self.overlay.sizeHint().height())
+        self.overlay.move(area.center().x() - width // 2, area.bottom() - self.overlay.height() - 60)

@@ -1,0 +1,73 @@
+"""``livecap --input FILE``: replay a file through the whole GUI path, save the transcript, maybe quit."""
+
+from __future__ import annotations
+
+import sys
+
+from PySide6.QtCore import QObject, QTimer
+from PySide6.QtWidgets import QApplication
+
+from app.export import export
+from app.main_window import MainWindow
+from app.worker import user_message
+
+
+class ReplayRun(QObject):
+    """Starts the replay once the model is loaded; when the file ends writes ``save_to`` (format by its
+    extension) and, with ``quit_at_end``, exits the app. ``exit_code`` is None until the run ends."""
+
+    def __init__(
+        self,
+        window: MainWindow,
+        path: str,
+        *,
+        speed: float = 1.0,
+        save_to: str | None = None,
+        quit_at_end: bool = False,
+    ) -> None:
+        super().__init__(window)
+        self.window = window
+        self.path = path
+        self.speed = speed
+        self.save_to = save_to
+        self.quit_at_end = quit_at_end
+        self.exit_code: int | None = None
+        self._started = False
+        c = window.controller
+        c.model_changed.connect(self._on_model)
+        c.model_failed.connect(self.fail)
+        c.session_failed.connect(self.fail)
+        c.session_finished.connect(self._on_finished)
+
+    def _on_model(self, info: object) -> None:
+        if info is not None and not self._started:
+            self._started = True
+            self.window.start_file(self.path, self.speed)
+
+    def _on_finished(self, reason: str) -> None:
+        if not self._started or self.exit_code is not None:
+            return
+        code = 0 if reason != "error" else 1
+        if self.save_to:
+            try:
+                export(self.window.controller.lines, self.save_to)
+            except Exception as exc:  # one sentence, no traceback
+                self.window.show_message(
+                    "error", user_message(exc, f"The transcript could not be saved to {self.save_to}")
+                )
+                print(f"livecap: {user_message(exc, 'The transcript could not be saved')}", file=sys.stderr)
+                code = 1
+        self._end(code)
+
+    def fail(self, text: str, code: int) -> None:
+        """The run cannot go on: report ``text`` and (with ``quit_at_end``) exit with ``code``."""
+        if self.exit_code is not None:
+            return
+        print(f"livecap: {text}", file=sys.stderr)
+        if self.quit_at_end:
+            self._end(code)
+
+    def _end(self, code: int) -> None:
+        self.exit_code = code
+        if self.quit_at_end:
+            QTimer.singleShot(0, lambda: (self.window.close(), QApplication.exit(code)))

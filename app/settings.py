@@ -1,0 +1,128 @@
+"""Typed application settings over QSettings (an INI file in the platformdirs config folder).
+
+Every key is a member of ``Key`` with its default; ``Settings.value(key)`` returns the default's type, so
+callers never parse strings. Keyboard shortcuts are ``Shortcut`` members; a user can override one by
+setting ``shortcuts/<name>`` in the INI file.
+"""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QByteArray, QSettings
+
+DELAY_CHOICES_MS: tuple[int, ...] = (*range(80, 1201, 80), 2400)
+THEMES: tuple[str, ...] = ("system", "light", "dark", "high-contrast")
+BACKENDS: tuple[str, ...] = ("auto", "numpy", "mlx")
+
+
+class Key(enum.Enum):
+    """Settings keys, ``(name, default)``: the default also fixes the value's type."""
+
+    MODEL_SOURCE = ("model/source", "")
+    BACKEND = ("model/backend", "auto")
+    DELAY_MS = ("model/delay-ms", 480)
+    DEVICE = ("audio/device", "")  # device name; "" = system default
+    CAPTION_FONT = ("captions/font", "")  # QFont.toString(); "" = application font, larger
+    CAPTION_FONT_SIZE = ("captions/font-size", 18)
+    THEME = ("ui/theme", "system")
+    WINDOW_GEOMETRY = ("window/geometry", b"")
+    WINDOW_STATE = ("window/state", b"")
+    SPLITTER_STATE = ("window/splitter", b"")
+    OVERLAY_VISIBLE = ("overlay/visible", False)
+    OVERLAY_GEOMETRY = ("overlay/geometry", b"")
+    OVERLAY_LINES = ("overlay/lines", 2)
+    OVERLAY_FONT = ("overlay/font", "")
+    OVERLAY_FONT_SIZE = ("overlay/font-size", 26)
+    OVERLAY_TEXT_COLOR = ("overlay/text-color", "#ffffff")
+    OVERLAY_BG_COLOR = ("overlay/background-color", "#101010")
+    OVERLAY_OPACITY = ("overlay/opacity", 0.8)
+    OVERLAY_CLICK_THROUGH = ("overlay/click-through", False)
+    EXPORT_FOLDER = ("export/folder", "")
+    EXPORT_FORMAT = ("export/format", "srt")
+    LIVE_SRT_PATH = ("export/live-srt-path", "")  # "" = off
+
+    @property
+    def key(self) -> str:
+        """The QSettings key, e.g. ``"model/source"``."""
+        return self.value[0]
+
+    @property
+    def default(self) -> Any:
+        """The value used when nothing (or nothing readable) is stored."""
+        return self.value[1]
+
+
+class Shortcut(enum.Enum):
+    """Keyboard shortcuts, ``(settings name, default key sequence, description)``."""
+
+    START_PAUSE = ("start-pause", "Space", "Start, pause or resume captioning")
+    STOP = ("stop", "Ctrl+.", "Stop the session")
+    OPEN_MODEL = ("open-model", "Ctrl+M", "Choose a model folder")
+    REPLAY_FILE = ("replay-file", "Ctrl+R", "Replay an audio file")
+    EXPORT = ("export", "Ctrl+E", "Export the transcript")
+    COPY_ALL = ("copy-all", "Ctrl+Shift+C", "Copy the whole transcript")
+    FIND = ("find", "Ctrl+F", "Search the history")
+    OVERLAY = ("overlay", "Ctrl+Shift+O", "Show or hide the caption overlay")
+    PRESENTATION = ("presentation", "F11", "Full-screen presentation mode")
+    QUIT = ("quit", "Ctrl+Q", "Quit")
+
+
+class Settings:
+    """Typed access to the app's QSettings. ``path`` is the INI file (tests pass one under tmp_path)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._qs = QSettings(str(path), QSettings.Format.IniFormat)
+
+    @property
+    def path(self) -> str:
+        """The backing INI file."""
+        return self._qs.fileName()
+
+    def value(self, key: Key) -> Any:
+        """The stored value converted to the type of ``key.default`` (the default when missing or bad)."""
+        raw = self._qs.value(key.key)
+        return _coerce(raw, key.default)
+
+    def set_value(self, key: Key, value: Any) -> None:
+        """Store ``value`` (it must have the type of ``key.default``; bytes may be a QByteArray)."""
+        if isinstance(value, QByteArray):
+            value = bytes(value.data())
+        expected = type(key.default)
+        if expected is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise TypeError(f"{key.name} takes {expected.__name__}, not {type(value).__name__}")
+        self._qs.setValue(key.key, QByteArray(value) if isinstance(value, bytes) else value)
+
+    def shortcut(self, shortcut: Shortcut) -> str:
+        """The key sequence for ``shortcut``: the user's override or the default."""
+        raw = self._qs.value(f"shortcuts/{shortcut.value[0]}")
+        return raw if isinstance(raw, str) and raw else shortcut.value[1]
+
+    def sync(self) -> None:
+        """Write pending changes to disk."""
+        self._qs.sync()
+
+
+def _coerce(raw: Any, default: Any) -> Any:
+    if raw is None:
+        return default
+    try:
+        if isinstance(default, bool):
+            if isinstance(raw, str):
+                return raw.strip().lower() in ("1", "true", "yes", "on")
+            return bool(raw)
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, bytes):
+            if isinstance(raw, QByteArray):
+                return bytes(raw.data())
+            return bytes(raw) if isinstance(raw, (bytes, bytearray)) else default
+        return str(raw)
+    except (TypeError, ValueError):
+        return default

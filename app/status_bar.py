@@ -1,0 +1,81 @@
+"""The status bar: model and backend, elapsed time, audio-to-caption latency, and "can't keep up"."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
+
+from app.export import clock
+from app.worker import ModelInfo, Stats
+
+BACKLOG_WARN_S = 2.0
+
+
+class SessionStatusBar(QStatusBar):
+    """Permanent labels on the right; ``showMessage`` stays available for transient text."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("statusBar")
+        self.input_label = QLabel("", self)
+        self.input_label.setObjectName("inputLabel")
+        self.model_label = QLabel("No model", self)
+        self.model_label.setObjectName("modelLabel")
+        self.elapsed_label = QLabel("00:00:00", self)
+        self.elapsed_label.setObjectName("elapsedLabel")
+        self.elapsed_label.setToolTip("Time captured in this session")
+        self.latency_label = QLabel("Latency \u2013", self)
+        self.latency_label.setObjectName("latencyLabel")
+        self.latency_label.setToolTip("Time from the audio arriving to its caption appearing")
+        self.keepup_label = QLabel("", self)
+        self.keepup_label.setObjectName("keepUpLabel")
+        self.keepup_label.hide()
+        self.addWidget(self.input_label, 1)
+        for label in (self.keepup_label, self.latency_label, self.elapsed_label, self.model_label):
+            self.addPermanentWidget(label)
+        self._latency: float | None = None
+
+    def set_model(self, info: ModelInfo | None, loading: bool = False) -> None:
+        if loading:
+            self.model_label.setText("Loading model\u2026")
+        elif info is None:
+            self.model_label.setText("No model")
+        else:
+            family = {"moonshine_streaming": "Moonshine", "voxtral_realtime": "Voxtral"}.get(
+                info.family, info.family
+            )
+            self.model_label.setText(f"{info.name} \u00b7 {family} \u00b7 {info.backend}")
+            self.model_label.setToolTip(info.source)
+
+    def set_input(self, description: str) -> None:
+        self.input_label.setText(f"Input: {description}" if description else "")
+
+    def set_elapsed(self, seconds: float) -> None:
+        self.elapsed_label.setText(clock(seconds))
+
+    def reset_session(self) -> None:
+        self._latency = None
+        self.latency_label.setText("Latency \u2013")
+        self.keepup_label.hide()
+        self.set_elapsed(0)
+
+    def set_stats(self, stats: Stats) -> None:
+        """Show latency (smoothed) and the keep-up state: backlog over 2 s or any dropped audio."""
+        if stats.latency_s is not None:
+            self._latency = (
+                stats.latency_s if self._latency is None else 0.8 * self._latency + 0.2 * stats.latency_s
+            )
+            self.latency_label.setText(f"Latency {self._latency:.1f} s")
+        behind = stats.backlog_s > BACKLOG_WARN_S
+        if stats.dropped_s > 0 or behind:
+            parts = []
+            if behind:
+                parts.append(f"{stats.backlog_s:.1f} s behind")
+            if stats.dropped_s > 0:
+                parts.append(f"{stats.dropped_s:.1f} s of audio dropped")
+            self.keepup_label.setText("\u26a0 Can't keep up: " + ", ".join(parts))
+            self.keepup_label.setToolTip(
+                "The model is slower than real time on this machine; try a smaller model or another backend."
+            )
+            self.keepup_label.show()
+        else:
+            self.keepup_label.hide()

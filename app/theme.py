@@ -1,0 +1,102 @@
+"""Themes: light, dark and high contrast (a QPalette plus a style sheet from ``resources/themes``).
+
+"system" leaves the platform's palette alone. ``tail_color`` is the grey of the partial tail that keeps
+enough contrast on each theme's background.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from PySide6.QtGui import QColor, QPalette
+from PySide6.QtWidgets import QApplication
+
+from app.paths import resources_dir
+from app.settings import THEMES
+
+log = logging.getLogger(__name__)
+
+_PALETTES: dict[str, dict[QPalette.ColorRole, str]] = {
+    "light": {
+        QPalette.ColorRole.Window: "#f3f3f3",
+        QPalette.ColorRole.WindowText: "#1b1b1b",
+        QPalette.ColorRole.Base: "#ffffff",
+        QPalette.ColorRole.AlternateBase: "#f0f0f0",
+        QPalette.ColorRole.Text: "#151515",
+        QPalette.ColorRole.Button: "#e9e9e9",
+        QPalette.ColorRole.ButtonText: "#1b1b1b",
+        QPalette.ColorRole.Highlight: "#2f6fdb",
+        QPalette.ColorRole.HighlightedText: "#ffffff",
+        QPalette.ColorRole.ToolTipBase: "#ffffe6",
+        QPalette.ColorRole.ToolTipText: "#1b1b1b",
+        QPalette.ColorRole.PlaceholderText: "#7a7a7a",
+        QPalette.ColorRole.Mid: "#b8b8b8",
+    },
+    "dark": {
+        QPalette.ColorRole.Window: "#23262b",
+        QPalette.ColorRole.WindowText: "#e6e6e6",
+        QPalette.ColorRole.Base: "#181a1e",
+        QPalette.ColorRole.AlternateBase: "#202328",
+        QPalette.ColorRole.Text: "#ececec",
+        QPalette.ColorRole.Button: "#2e3238",
+        QPalette.ColorRole.ButtonText: "#e6e6e6",
+        QPalette.ColorRole.Highlight: "#3d7be0",
+        QPalette.ColorRole.HighlightedText: "#ffffff",
+        QPalette.ColorRole.ToolTipBase: "#2e3238",
+        QPalette.ColorRole.ToolTipText: "#e6e6e6",
+        QPalette.ColorRole.PlaceholderText: "#8d939b",
+        QPalette.ColorRole.Mid: "#4a4f57",
+    },
+    "high-contrast": {
+        QPalette.ColorRole.Window: "#000000",
+        QPalette.ColorRole.WindowText: "#ffffff",
+        QPalette.ColorRole.Base: "#000000",
+        QPalette.ColorRole.AlternateBase: "#101010",
+        QPalette.ColorRole.Text: "#ffffff",
+        QPalette.ColorRole.Button: "#000000",
+        QPalette.ColorRole.ButtonText: "#ffffff",
+        QPalette.ColorRole.Highlight: "#ffff00",
+        QPalette.ColorRole.HighlightedText: "#000000",
+        QPalette.ColorRole.ToolTipBase: "#000000",
+        QPalette.ColorRole.ToolTipText: "#ffffff",
+        QPalette.ColorRole.PlaceholderText: "#c8c8c8",
+        QPalette.ColorRole.Mid: "#ffffff",
+    },
+}
+
+_DISABLED = {"light": "#a3a3a3", "dark": "#6c7178", "high-contrast": "#9a9a9a"}
+_TAIL = {"light": "#7b7b7b", "dark": "#9aa0a8", "high-contrast": "#ffd75e", "system": "#888888"}
+
+
+def tail_color(theme: str) -> QColor:
+    """The partial tail's colour on ``theme``."""
+    return QColor(_TAIL.get(theme, _TAIL["system"]))
+
+
+def apply_theme(app: QApplication, theme: str) -> str:
+    """Apply ``theme`` (one of ``THEMES``; unknown names fall back to "system"); returns the theme used."""
+    if theme not in THEMES:
+        theme = "system"
+    if not hasattr(app, "_livecap_default_palette"):
+        app._livecap_default_palette = QPalette(app.palette())  # type: ignore[attr-defined]
+    if theme == "system":
+        app.setPalette(app._livecap_default_palette)  # type: ignore[attr-defined]
+    else:
+        palette = QPalette(app._livecap_default_palette)  # type: ignore[attr-defined]
+        for role, color in _PALETTES[theme].items():
+            palette.setColor(role, QColor(color))
+        disabled = QColor(_DISABLED[theme])
+        for role in (QPalette.ColorRole.Text, QPalette.ColorRole.WindowText, QPalette.ColorRole.ButtonText):
+            palette.setColor(QPalette.ColorGroup.Disabled, role, disabled)
+        app.setPalette(palette)
+    app.setStyleSheet(_style_sheet("base") + "\n" + (_style_sheet(theme) if theme != "system" else ""))
+    return theme
+
+
+def _style_sheet(name: str) -> str:
+    path = resources_dir() / "themes" / f"{name}.qss"
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        log.debug("no style sheet %s", path)
+        return ""

@@ -1,0 +1,448 @@
+"""The engine worker: a QObject on its own QThread that owns the model and is the ONLY thread touching it.
+
+MLX is not thread-safe (ml-explore/mlx #3078), so loading, every ``feed`` and ``finish``, and dropping a
+model all happen here. The GUI drives the worker through queued signals (``request_*`` on
+``app.controller.SessionController``) and hears back through the signals below; no widget is ever
+touched from this thread.
+
+On each tick (20 ms) the worker takes the audio its source has captured, resamples it statefully to
+16 kHz mono (``engine.audio.Resampler``), feeds the session and emits the caption events. It also
+watches the source: a microphone that vanished is reported (``device_lost``) and capture moves to the
+default device while the session, and its text, carry on; several seconds of exact-zero samples
+raise ``silence_hint`` (the usual symptom of a denied microphone permission).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from app.capture import TARGET_RATE, Block, MicSource, refresh_devices, resolve_device
+from app.file_source import FileSource
+from engine.errors import AudioError, LivecapError
+
+log = logging.getLogger(__name__)
+
+TICK_MS = 20
+STATS_EVERY_S = 0.1
+MAX_SECONDS_PER_TICK = 1.0
+SILENCE_HINT_AFTER_S = 4.0
+RECOVER_EVERY_S = 2.0
+
+ModelLoader = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the status bar shows about the loaded model."""
+
+    source: str
+    family: str
+    backend: str
+
+    @property
+    def name(self) -> str:
+        """A short name: the last path component or repo name."""
+        return self.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or self.source
+
+    @property
+    def has_delay(self) -> bool:
+        """Whether the model takes a ``delay_ms`` session option (Voxtral Realtime)."""
+        return self.family == "voxtral_realtime"
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """How to start a session: replay ``input_file`` at ``speed``, or capture the device named
+    ``device`` ("" or None: the system default). ``options`` go to ``model.start_session``."""
+
+    input_file: str | None = None
+    speed: float = 1.0
+    device: str | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Health numbers, emitted about ten times a second while a session runs."""
+
+    level_db: float  # RMS of the latest audio, dBFS (-90 when silent)
+    latency_s: float | None  # audio-to-caption latency of the latest caption update
+    backlog_s: float  # audio captured but not yet fed to the model
+    dropped_s: float  # audio dropped because the queue was full (this session)
+    audio_s: float  # audio fed to the session so far
+
+
+def default_loader(source: str, *, backend: str = "auto") -> Any:
+    """``engine.load_model`` (imported lazily, so the app starts even while the engine is missing)."""
+    from engine import load_model
+
+    return load_model(source, backend=backend)
+
+
+def user_message(exc: BaseException, what: str) -> str:
+    """One sentence for the user: the engine's own sentence, or ``what`` plus the exception's first line."""
+    if isinstance(exc, LivecapError):
+        return str(exc)
+    detail = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{what} ({type(exc).__name__}{': ' + detail if detail else ''})."
+
+
+def exit_code(exc: BaseException, default: int) -> int:
+    """The process exit code for ``exc`` in unattended runs: the engine's own, else ``default``."""
+    return int(getattr(exc, "exit_code", default)) if isinstance(exc, LivecapError) else default
+
+
+class EngineWorker(QObject):
+    """Owns the model, the session, the audio source and the resampler. Live on a QThread; call the slots
+    only through queued connections."""
+
+    model_loaded = Signal(object)  # ModelInfo
+    model_failed = Signal(str, int)  # one sentence, exit code (engine.errors: 3 model, 2 usage, ...)
+    state_changed = Signal(str)  # "idle" | "running" | "paused"
+    session_started = Signal(str)  # description of the input
+    session_failed = Signal(str, int)  # the session could not start: one sentence, exit code
+    captions = Signal(object)  # list[CaptionEvent], in order
+    stats = Signal(object)  # Stats
+    device_lost = Signal(str)
+    device_recovered = Signal(str)
+    notice = Signal(str)
+    silence_hint = Signal()
+    error = Signal(str)
+    session_finished = Signal(str)  # "stopped" | "input ended" | "error"
+    shut_down = Signal()
+
+    def __init__(self, loader: ModelLoader = default_loader, sounddevice: Any = None) -> None:
+        super().__init__()
+        self._loader = loader
+        self._sd = sounddevice
+        self._model: Any = None
+        self._session: Any = None
+        self._source: Any = None
+        self._resampler: Any = None
+        self._resampler_key: tuple[int, int] | None = None
+        self._timer: QTimer | None = None
+        self._state = "idle"
+        self._reset_counters()
+
+    # -- slots (worker thread) -----------------------------------------------------------------
+    @Slot(str, str)
+    def load_model(self, source: str, backend: str) -> None:
+        """Load ``source`` (a folder or hub id) on ``backend``; emits ``model_loaded`` or ``model_failed``."""
+        if self._session is not None:
+            self._stop("stopped")
+        self._model = None
+        try:
+            model = self._loader(source, backend=backend)
+        except Exception as exc:  # any failure becomes one sentence, the app goes on
+            log.warning("model load failed: %s", source, exc_info=True)
+            self.model_failed.emit(
+                user_message(exc, f"The model {source} could not be loaded"), exit_code(exc, 3)
+            )
+            return
+        self._model = model
+        info = ModelInfo(
+            source, str(getattr(model, "family", "unknown")), str(getattr(model, "backend_name", "?"))
+        )
+        self.model_loaded.emit(info)
+
+    @Slot(object)
+    def start(self, spec: SessionSpec) -> None:
+        """Open the input and start a session; emits ``session_started`` or ``session_failed``."""
+        if self._session is not None:
+            self._stop("stopped")
+        if self._model is None:
+            self.session_failed.emit("Choose a model before starting.", 2)
+            return
+        try:
+            source = self._make_source(spec)
+            source.open()
+        except Exception as exc:
+            log.warning("input failed", exc_info=not isinstance(exc, LivecapError))
+            self.session_failed.emit(
+                user_message(exc, "The audio input could not be opened"), exit_code(exc, 4)
+            )
+            return
+        try:
+            session = self._model.start_session(**spec.options)
+        except Exception as exc:
+            source.close()
+            log.warning("start_session failed", exc_info=True)
+            self.session_failed.emit(user_message(exc, "The session could not start"), exit_code(exc, 1))
+            return
+        self._source, self._session = source, session
+        self._reset_counters()
+        self._ensure_timer().start()
+        self.session_started.emit(source.description)
+        self._set_state("running")
+
+    @Slot()
+    def pause(self) -> None:
+        """Stop capturing but keep the session (and its text); ``resume`` continues it."""
+        if self._session is None or self._state != "running":
+            return
+        self._source.close()
+        self._feed(self._source.read())
+        if self._recovering:  # resume on the default device rather than the one that vanished
+            self._source = MicSource(self._sounddevice(), None)
+            self._recovering = False
+        if self._session is not None:
+            self._set_state("paused")
+
+    @Slot()
+    def resume(self) -> None:
+        """Capture again after ``pause``."""
+        if self._session is None or self._state != "paused":
+            return
+        try:
+            self._source.open()
+        except Exception as exc:
+            self.error.emit(user_message(exc, "The audio input could not be reopened"))
+            return
+        self._zero_run = 0
+        self._set_state("running")
+
+    @Slot()
+    def stop(self) -> None:
+        """End the session: feed what was captured, ``finish()``, emit the last captions."""
+        if self._session is not None:
+            self._stop("stopped")
+
+    @Slot()
+    def shutdown(self) -> None:
+        """Stop everything and drop the model (on this thread); emits ``shut_down`` last."""
+        if self._session is not None:
+            self._stop("stopped")
+        if self._timer is not None:
+            self._timer.stop()
+        self._model = None
+        self.shut_down.emit()
+
+    # -- internals ------------------------------------------------------------------------------
+    def _make_source(self, spec: SessionSpec) -> Any:
+        if spec.input_file:
+            return FileSource(spec.input_file, spec.speed)
+        sd = self._sounddevice()
+        index = resolve_device(sd, spec.device)
+        if spec.device and index is None:
+            self.notice.emit(
+                f"The microphone \u201c{spec.device}\u201d is not connected; using the default one."
+            )
+        return MicSource(sd, index)
+
+    def _sounddevice(self) -> Any:
+        if self._sd is None:
+            try:
+                import sounddevice
+            except OSError as exc:  # the PortAudio library itself is missing
+                raise AudioError("Audio capture is unavailable because PortAudio is not installed.") from exc
+            self._sd = sounddevice
+        return self._sd
+
+    def _ensure_timer(self) -> QTimer:
+        if self._timer is None:
+            self._timer = QTimer(self)
+            self._timer.setInterval(TICK_MS)
+            self._timer.timeout.connect(self._tick)
+        return self._timer
+
+    def _set_state(self, state: str) -> None:
+        if state != self._state:
+            self._state = state
+            self.state_changed.emit(state)
+
+    def _reset_counters(self) -> None:
+        self._fed = 0  # 16 kHz samples fed to the session
+        self._arrivals: collections.deque[tuple[int, float]] = collections.deque(maxlen=512)
+        self._latency: float | None = None
+        self._level_sq = 0.0
+        self._level_n = 0
+        self._last_stats = 0.0
+        self._zero_run = 0
+        self._hinted = False
+        self._dropped_before = 0.0
+        self._recovering = False
+        self._next_recover = 0.0
+
+    def _tick(self) -> None:
+        if self._session is None or self._state != "running":
+            return
+        source = self._source
+        if self._recovering:
+            self._try_recover()
+        elif source.lost:
+            self._handle_loss()
+        else:
+            blocks = source.read(MAX_SECONDS_PER_TICK)
+            if blocks and not self._feed(blocks):
+                return
+            if source.ended and not blocks:
+                self._stop("input ended")
+                return
+        now = time.monotonic()
+        if now - self._last_stats >= STATS_EVERY_S:
+            self._last_stats = now
+            self._emit_stats()
+
+    def _feed(self, blocks: list[Block]) -> bool:
+        """Resample and feed ``blocks``; emit the events. False when the session failed (and ended)."""
+        if not blocks:
+            return True
+        parts = []
+        for block in blocks:
+            pcm = self._resample(block)
+            parts.append(pcm)
+            self._fed += len(pcm)
+            self._arrivals.append((self._fed, block.time))
+            self._track_level(block.samples)
+        pcm = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        try:
+            events = self._session.feed(pcm) if len(pcm) else []
+        except Exception as exc:  # the engine failed: keep the text, end cleanly
+            log.error("session.feed failed", exc_info=True)
+            self._fail(user_message(exc, "Captioning stopped because the engine failed"))
+            return False
+        self._emit_events(events)
+        return True
+
+    def _resample(self, block: Block) -> np.ndarray:
+        samples = block.samples
+        channels = samples.shape[1] if samples.ndim == 2 else 1
+        key = (block.rate, channels)
+        if key == (TARGET_RATE, 1):
+            return np.ascontiguousarray(samples.reshape(-1), dtype=np.float32)
+        if self._resampler_key != key:
+            from engine.audio import Resampler
+
+            self._resampler = Resampler(block.rate, TARGET_RATE, channels=channels)
+            self._resampler_key = key
+        data = samples if channels > 1 else samples.reshape(-1)
+        return np.asarray(self._resampler.process(data), dtype=np.float32).reshape(-1)
+
+    def _flush_resampler(self) -> np.ndarray:
+        if self._resampler is None:
+            return np.zeros(0, dtype=np.float32)
+        tail = np.asarray(self._resampler.flush(), dtype=np.float32).reshape(-1)
+        self._resampler = self._resampler_key = None
+        return tail
+
+    def _track_level(self, samples: np.ndarray) -> None:
+        if samples.size == 0:
+            return
+        self._level_sq += float(np.dot(samples.reshape(-1), samples.reshape(-1)))
+        self._level_n += samples.size
+        if self._source is not None and self._source.kind == "microphone":
+            if not np.any(samples):
+                self._zero_run += len(samples)
+                if not self._hinted and self._zero_run / self._source.rate >= SILENCE_HINT_AFTER_S:
+                    self._hinted = True
+                    self.silence_hint.emit()
+            else:
+                self._zero_run = 0
+
+    def _emit_events(self, events: list[Any]) -> None:
+        if not events:
+            return
+        now = time.monotonic()
+        for event in events:
+            line = event.partial if event.partial is not None else (event.committed or [None])[-1]
+            if line is not None:
+                arrived = self._arrival_of(line.end)
+                if arrived is not None:
+                    self._latency = max(now - arrived, 0.0)
+        self.captions.emit(list(events))
+
+    def _arrival_of(self, seconds: float) -> float | None:
+        """When the audio at session time ``seconds`` arrived from the source (``None``: unknown)."""
+        target = seconds * TARGET_RATE
+        for fed, arrived in self._arrivals:
+            if fed >= target:
+                return arrived
+        return None
+
+    def _emit_stats(self) -> None:
+        level = -90.0
+        if self._level_n:
+            rms = math.sqrt(self._level_sq / self._level_n)
+            level = max(20 * math.log10(rms), -90.0) if rms > 0 else -90.0
+        self._level_sq, self._level_n = 0.0, 0
+        source = self._source
+        dropped = self._dropped_before + (source.dropped_seconds if source is not None else 0.0)
+        backlog = source.backlog_seconds if source is not None else 0.0
+        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / TARGET_RATE))
+
+    def _handle_loss(self) -> None:
+        source = self._source
+        log.warning("input lost: %s", source.description)
+        source.close()
+        self._feed(source.read())
+        self._dropped_before += source.dropped_seconds
+        self.device_lost.emit(f"The microphone \u201c{source.description}\u201d stopped delivering audio.")
+        self._recovering = True
+        self._next_recover = 0.0
+        self._try_recover()
+
+    def _try_recover(self) -> None:
+        now = time.monotonic()
+        if now < self._next_recover:
+            return
+        self._next_recover = now + RECOVER_EVERY_S
+        sd = self._sounddevice()
+        try:
+            refresh_devices(sd)
+        except Exception:  # a failed re-scan leaves the old list; try to open anyway
+            log.debug("device refresh failed", exc_info=True)
+        source = MicSource(sd, None)
+        try:
+            source.open()
+        except AudioError:
+            return
+        self._source = source
+        self._recovering = False
+        self._zero_run = 0
+        self.device_recovered.emit(source.description)
+
+    def _stop(self, reason: str) -> None:
+        source, session = self._source, self._session
+        events: list[Any] = []
+        failed = False
+        if source is not None:
+            source.close()
+            if not self._recovering:
+                self._feed(source.read())
+        if self._session is None:  # _feed failed and already ended the session
+            return
+        try:
+            tail = self._flush_resampler()
+            if len(tail):
+                events += session.feed(tail)
+            events += session.finish()
+        except Exception as exc:
+            log.error("session.finish failed", exc_info=True)
+            self.error.emit(user_message(exc, "The end of the session could not be transcribed"))
+            failed = True
+        self._emit_events(events)
+        self._emit_stats()
+        self._end("error" if failed else reason)
+
+    def _fail(self, message: str) -> None:
+        self.error.emit(message)
+        if self._source is not None:
+            self._source.close()
+        self._end("error")
+
+    def _end(self, reason: str) -> None:
+        self._session = self._source = None
+        self._resampler = self._resampler_key = None
+        if self._timer is not None:
+            self._timer.stop()
+        self._set_state("idle")
+        self.session_finished.emit(reason)

@@ -1,0 +1,178 @@
+"""Regenerate the screenshots in this folder.
+
+    xvfb-run -s "-screen 0 1280x800x24" .venv/bin/python docs/screenshots/make_screenshots.py
+
+(``QT_QPA_PLATFORM=offscreen`` works too.) The captions are fed to the app's own controller as caption
+events, as the engine worker would, so the windows show exactly what a session shows.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+
+from PySide6.QtCore import QPointF, QRect, Qt, QTimer  # noqa: E402
+from PySide6.QtGui import QColor, QFont, QLinearGradient, QPainter, QPixmap  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from app.controller import SessionController  # noqa: E402
+from app.export_dialog import ExportDialog  # noqa: E402
+from app.main_window import MainWindow  # noqa: E402
+from app.settings import Key, Settings  # noqa: E402
+from app.theme import apply_theme  # noqa: E402
+from app.worker import ModelInfo, Stats  # noqa: E402
+from engine.events import CaptionEvent, Line  # noqa: E402
+
+LINES = [
+    Line("Good morning, and welcome to the quarterly planning meeting.", 0.6, 3.9),
+    Line("Before we start, a quick reminder that this session is captioned live.", 4.4, 8.1),
+    Line("The first item on the agenda is the release schedule for the spring.", 8.9, 12.7),
+    Line("We have three milestones, and I will go through them one by one.", 13.2, 16.8),
+]
+PARTIAL = "We moved the beta to the second week of March because the translation"
+STABLE = len("We moved the beta to the second week of March because")
+
+
+class _StubModel:
+    family = "moonshine_streaming"
+    backend_name = "numpy"
+
+
+def _stub_loader(source: str, *, backend: str = "auto") -> _StubModel:
+    return _StubModel()
+
+
+def _settle(app: QApplication, ms: int = 300) -> None:
+    timer = QTimer()
+    timer.setSingleShot(True)
+    timer.start(ms)
+    while timer.isActive():
+        app.processEvents()
+
+
+def _feed(controller: SessionController) -> None:
+    controller._on_model_loaded(ModelInfo("moonshine-streaming-small", "moonshine_streaming", "numpy"))
+    controller._on_worker_state("running")
+    controller._on_session_started("Built-in Microphone (48 kHz)")
+    controller._on_captions([CaptionEvent(committed=(line,)) for line in LINES])
+    controller._on_captions([CaptionEvent(partial=Line(PARTIAL, 17.2, 20.4), partial_stable=STABLE)])
+    controller._on_stats(Stats(level_db=-17.0, latency_s=0.62, backlog_s=0.0, dropped_s=0.0, audio_s=20.4))
+
+
+def _window(app: QApplication, tmp: Path, theme: str) -> tuple[MainWindow, SessionController]:
+    settings = Settings(tmp / f"{theme}.ini")
+    settings.set_value(Key.THEME, theme)
+    apply_theme(app, theme)
+    controller = SessionController(loader=_stub_loader, journal_dir=tmp / theme)
+    window = MainWindow(controller, settings, sounddevice=_FakeSd())
+    window.resize(1200, 680)
+    window.show()
+    _feed(controller)
+    window.caption_view.flush()
+    controller._elapsed = 20.4
+    window.status.set_elapsed(20.4)
+    window.status.clearMessage()
+    _settle(app)
+    return window, controller
+
+
+class _FakeSd:
+    """Just enough of sounddevice for the device picker."""
+
+    class default:  # noqa: N801 - mirrors sounddevice.default
+        device = (0, -1)
+
+    @staticmethod
+    def query_devices(device=None, kind=None):  # noqa: ANN001, ANN205
+        return [
+            {
+                "name": "Built-in Microphone",
+                "hostapi": 0,
+                "max_input_channels": 2,
+                "default_samplerate": 48000.0,
+            },
+            {"name": "USB Headset", "hostapi": 0, "max_input_channels": 1, "default_samplerate": 16000.0},
+        ]
+
+    @staticmethod
+    def query_hostapis():  # noqa: ANN205
+        return [{"name": "ALSA"}]
+
+
+def _desktop_backdrop(width: int, height: int) -> QPixmap:
+    """A stand-in for a video or slide behind the overlay, to show its translucency."""
+    pix = QPixmap(width, height)
+    p = QPainter(pix)
+    grad = QLinearGradient(QPointF(0, 0), QPointF(width, height))
+    grad.setColorAt(0, QColor("#3a6ea5"))
+    grad.setColorAt(1, QColor("#c9a46b"))
+    p.fillRect(pix.rect(), grad)
+    p.setPen(QColor(255, 255, 255, 170))
+    p.setFont(QFont("DejaVu Sans", 30, QFont.Weight.Bold))
+    p.drawText(QRect(0, 40, width, 80), Qt.AlignmentFlag.AlignHCenter, "Spring release plan")
+    p.setFont(QFont("DejaVu Sans", 16))
+    for i, item in enumerate(
+        ["Beta: second week of March", "Translations: 13 languages", "GA: end of April"]
+    ):
+        p.drawText(120, 170 + 40 * i, "\u2022  " + item)
+    p.end()
+    return pix
+
+
+def main() -> int:
+    app = QApplication.instance() or QApplication(sys.argv)
+    app.setFont(QFont("DejaVu Sans", 10))
+    tmp = Path(tempfile.mkdtemp())
+    out = HERE
+
+    window, controller = _window(app, tmp, "light")
+    window.grab().save(str(out / "main_window.png"))
+
+    overlay = window.overlays.overlay
+    window.overlays.set_style(lines=2, opacity=0.72)
+    overlay.resize(900, overlay.height())
+    overlay.show()
+    _settle(app)
+    backdrop = _desktop_backdrop(1000, 420)
+    p = QPainter(backdrop)
+    p.drawPixmap(50, backdrop.height() - overlay.height() - 30, overlay.grab())
+    p.end()
+    backdrop.save(str(out / "overlay.png"))
+    overlay.hide()
+
+    dialog = ExportDialog(
+        controller.lines, folder=str(Path.home() / "Documents"), fmt_key="srt", parent=window
+    )
+    dialog.show()
+    _settle(app)
+    dialog.grab().save(str(out / "export_dialog.png"))
+    dialog.close()
+    window.close()
+
+    dark, dark_controller = _window(app, tmp, "dark")
+    dark.show_message(
+        "warning",
+        "The microphone \u201cUSB Headset (16 kHz)\u201d stopped delivering audio. "
+        "Now capturing from Built-in Microphone (48 kHz); the transcript continues.",
+    )
+    _settle(app)
+    dark.grab().save(str(out / "main_window_dark.png"))
+    dark.close()
+
+    contrast, _ = _window(app, tmp, "high-contrast")
+    contrast.show_message(
+        "error", "Cannot write the transcript to '/media/usb/talk.srt': read-only file system."
+    )
+    _settle(app)
+    contrast.grab().save(str(out / "main_window_high_contrast.png"))
+    contrast.close()
+    print("wrote", ", ".join(sorted(p.name for p in out.glob("*.png"))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

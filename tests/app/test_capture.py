@@ -1,0 +1,81 @@
+"""Capture: the bounded queue, device listing, the 16 kHz / native-rate choice, loss detection."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from app.capture import AudioQueue, Block, MicSource, list_input_devices, resolve_device
+from engine.errors import AudioError
+from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+
+def test_queue_drops_oldest_and_counts():
+    q = AudioQueue(max_seconds=1.0)
+    for i in range(30):
+        q.put(Block(np.full((1600, 1), i, dtype=np.float32), 16000, float(i)))
+    assert q.dropped_blocks == 20
+    assert abs(q.dropped_seconds - 2.0) < 1e-9
+    blocks = q.take_all()
+    assert [int(b.samples[0, 0]) for b in blocks] == list(range(20, 30))
+    assert q.queued_seconds == 0
+
+
+def test_device_list_and_resolution():
+    sd = FakeSoundDevice(
+        [make_device("Mic A"), make_device("Speakers", inputs=0), make_device("Mic B", 48000.0)]
+    )
+    sd.default.device = [2, -1]
+    devices = list_input_devices(sd)
+    assert [(d.index, d.name, d.is_default) for d in devices] == [(0, "Mic A", False), (2, "Mic B", True)]
+    assert resolve_device(sd, "Mic B") == 2
+    assert resolve_device(sd, "Gone") is None and resolve_device(sd, "") is None
+
+
+def test_opens_at_16k_when_accepted_else_native_rate():
+    sd = FakeSoundDevice([make_device("Both", 48000.0, rates=(16000, 48000)), make_device("Only48", 48000.0)])
+    a = MicSource(sd, 0)
+    a.open()
+    b = MicSource(sd, 1)
+    b.open()
+    try:
+        assert (a.rate, b.rate) == (16000, 48000)
+        assert sd.streams[1].blocksize == int(48000 * 0.064)
+        assert b.description == "Only48 (48 kHz)"
+    finally:
+        a.close()
+        b.close()
+
+
+def test_callback_copies_the_buffer():
+    sd = FakeSoundDevice([make_device("Mic")], signal=np.full(16000, 0.5, np.float32), speed=8.0)
+    source = MicSource(sd, None)
+    source.open()
+    time.sleep(0.1)
+    source.close()
+    blocks = source.read()
+    assert blocks and all(
+        np.all(b.samples == 0.5) for b in blocks
+    )  # the fake zeroes its buffer after each call
+
+
+def test_unplug_is_detected():
+    sd = FakeSoundDevice([make_device("Mic")], speed=8.0)
+    source = MicSource(sd, None)
+    source.open()
+    assert not source.lost
+    sd.unplug("Mic")
+    deadline = time.monotonic() + 2
+    while not source.lost and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert source.lost
+    source.close()
+
+
+def test_no_device_and_denied_raise_one_sentence():
+    with pytest.raises(AudioError, match=r"^No microphone was found; connect one and press Refresh\.$"):
+        MicSource(FakeSoundDevice([]), None).open()
+    with pytest.raises(AudioError, match="could not be opened"):
+        MicSource(FakeSoundDevice([make_device("Mic")], deny=True), None).open()

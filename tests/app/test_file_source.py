@@ -1,0 +1,43 @@
+"""File replay: blocks become due at wall-clock pace times ``speed``; pause stops the clock."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from app.file_source import FileSource
+from engine.errors import AudioError
+from tests.app import fake_engine
+
+
+def test_replay_paces_and_ends(tmp_path):
+    audio = fake_engine.speechlike([(0.5, 0.5)])
+    path = fake_engine.write_wav(tmp_path / "a.wav", audio)
+    source = FileSource(path, speed=10.0)
+    source.open()
+    got = source.read()
+    time.sleep(0.06)  # about 0.6 s of audio is due at 10x
+    got += source.read()
+    assert 0 < sum(len(b.samples) for b in got) < len(audio)
+    source.close()  # pause: nothing becomes due
+    got += source.read()
+    time.sleep(0.1)
+    assert source.read() == [] and not source.ended
+    source.open()  # resume where it stopped
+    deadline = time.monotonic() + 2
+    while not source.ended and time.monotonic() < deadline:
+        got += source.read()
+        time.sleep(0.01)
+    samples = np.concatenate([b.samples.reshape(-1) for b in got])
+    from engine.audio import read_audio
+
+    assert source.ended and np.array_equal(samples, read_audio(path))  # every sample, in order
+
+
+def test_unreadable_file_is_an_audio_error(tmp_path):
+    with pytest.raises(AudioError):
+        FileSource(tmp_path / "missing.wav").open()
+    with pytest.raises(ValueError):
+        FileSource(tmp_path / "x.wav", speed=0)

@@ -1,0 +1,61 @@
+"""History pane: timestamps, search, copy, auto-scroll."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QGuiApplication
+
+from app.history import HistoryPane
+from engine.events import Line
+
+LINES = [
+    Line("Welcome to the talk.", 1.0, 2.0),
+    Line("Questions at the end.", 65.0, 67.0),
+    Line("Thank you all.", 3700.0, 3702.0),
+]
+
+
+def test_timestamps_search_and_copy(qtbot):
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    pane.set_lines(LINES)
+    texts = [pane.list.item(i).text() for i in range(pane.list.count())]
+    assert texts == [
+        "00:00:01   Welcome to the talk.",
+        "00:01:05   Questions at the end.",
+        "01:01:40   Thank you all.",
+    ]
+    pane.search.setText("THE")
+    hidden = [pane.list.item(i).isHidden() for i in range(3)]
+    assert hidden == [False, False, True] and pane.matches.text() == "2 matches"
+    pane.add_line(Line("Something else.", 3800, 3801))  # new lines are filtered too
+    assert pane.list.item(3).isHidden()
+    pane.search.clear()
+    assert not any(pane.list.item(i).isHidden() for i in range(4)) and pane.matches.text() == ""
+
+    pane.copy()  # nothing selected: everything, without timestamps
+    assert QGuiApplication.clipboard().text() == "\n".join(
+        [*(line.text for line in LINES), "Something else."]
+    )
+    pane.list.item(1).setSelected(True)
+    pane.copy(timestamps=True)
+    assert QGuiApplication.clipboard().text() == "[00:01:05] Questions at the end."
+    assert [a.text() for a in pane.context_menu().actions() if a.text()] == [
+        "Copy",
+        "Copy with timestamps",
+        "Select all",
+    ]
+
+
+def test_follows_new_lines_unless_scrolled_up(qtbot):
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    pane.resize(300, 150)
+    pane.show()
+    for i in range(50):
+        pane.add_line(Line(f"line {i}", i, i + 1))
+    bar = pane.list.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum(), timeout=1000)
+    bar.setValue(0)
+    pane.add_line(Line("late line", 60, 61))
+    qtbot.wait(10)
+    assert bar.value() == 0
