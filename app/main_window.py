@@ -121,7 +121,7 @@ class MainWindow(QMainWindow):
         self.model_button.setText("Choose model\u2026")
         self.model_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.model_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_DirIcon))
-        self.model_button.setToolTip("Choose the folder of a downloaded model")
+        self.model_button.setToolTip("Choose, download or add a model")
         self.model_button.clicked.connect(self.choose_model)
         self.device_combo = QComboBox(self)
         self.device_combo.setObjectName("deviceCombo")
@@ -165,9 +165,8 @@ class MainWindow(QMainWindow):
         self.stop_action = self._action("Stop", Shortcut.STOP)
         self._refresh_icons()
         self.toggle_action = self._action("Start / pause", Shortcut.START_PAUSE)
-        self.open_model_action = self._action(
-            "Choose model folder\u2026", Shortcut.OPEN_MODEL, sp.SP_DirOpenIcon
-        )
+        self.open_model_action = self._action("Models\u2026", Shortcut.OPEN_MODEL, sp.SP_DirOpenIcon)
+        self.open_folder_action = self._action("Open model folder\u2026")
         self.replay_action = self._action("Replay audio file\u2026", Shortcut.REPLAY_FILE)
         self.export_action = self._action("Export transcript\u2026", Shortcut.EXPORT, sp.SP_DialogSaveButton)
         self.export_action.setIconText("Export")
@@ -226,6 +225,7 @@ class MainWindow(QMainWindow):
 
         model_menu = menus.addMenu("&Model")
         model_menu.addAction(self.open_model_action)
+        model_menu.addAction(self.open_folder_action)
         backend_menu = model_menu.addMenu("Backend")
         self.backend_group = QActionGroup(self)
         current = self.settings.value(Key.BACKEND)
@@ -264,6 +264,7 @@ class MainWindow(QMainWindow):
         self.stop_action.triggered.connect(c.stop)
         self.toggle_action.triggered.connect(self.toggle)
         self.open_model_action.triggered.connect(self.choose_model)
+        self.open_folder_action.triggered.connect(self.choose_model_folder)
         self.replay_action.triggered.connect(self.choose_replay_file)
         self.export_action.triggered.connect(self.export_dialog)
         self.live_srt_action.triggered.connect(self._live_srt_toggled)
@@ -322,7 +323,15 @@ class MainWindow(QMainWindow):
         self.controller.load_model(source, backend)
 
     def choose_model(self) -> None:
-        """Ask for a model folder and load it."""
+        """Open the model dialog (catalog, downloads, custom folders) and load the chosen model."""
+        from .model_dialog import choose_model
+
+        source = choose_model(self, self.settings)
+        if source:
+            self.load_model(source)
+
+    def choose_model_folder(self) -> None:
+        """Ask for a model folder directly and load it."""
         start = self.settings.value(Key.MODEL_SOURCE) or str(Path.home())
         folder = QFileDialog.getExistingDirectory(self, "Choose a model folder", start)
         if folder:
@@ -486,7 +495,7 @@ class MainWindow(QMainWindow):
             action.setVisible(has_delay)
         self.delay_combo.setEnabled(has_delay and not active)
         if state == "no-model":
-            self.start_action.setToolTip("Choose a model first (Model \u25b8 Choose model folder)")
+            self.start_action.setToolTip("Choose a model first (Model \u25b8 Models\u2026)")
         else:
             self.start_action.setToolTip("Start captioning (Space)")
         suffix = {
@@ -506,7 +515,7 @@ class MainWindow(QMainWindow):
         else:
             name = info.name if len(info.name) <= 28 else info.name[:27] + "\u2026"
             self.model_button.setText(name)
-            self.model_button.setToolTip(f"{info.source}\nClick to choose another model folder")
+            self.model_button.setToolTip(f"{info.source}\nClick to choose another model")
         self._on_state(self.controller.state)
 
     def _on_lines_reset(self) -> None:

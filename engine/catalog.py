@@ -72,7 +72,7 @@ class CatalogEntry:
     gated_note: str = ""
     allow_patterns: tuple[str, ...] = ()
     required_files: tuple[str, ...] = ()
-    backends: dict[str, str] = field(default_factory=dict)
+    backends: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     bandwidth_gbs: float | None = None
     description: str = ""
     notes: str = ""

@@ -12,7 +12,7 @@ How a download works (``download``):
    catalog's ``allow_patterns``, pinned to one commit; what is already in the cache (complete blobs and
    ``blobs/<etag>.incomplete`` partial files) is subtracted, then the free disk space is checked;
 2. each missing file is streamed over plain HTTP (never Xet, whose Rust transfer cannot be cancelled) into
-   ``blobs/<etag>.incomplete``, in 256 kB chunks with a cancel check and a progress report per chunk; a
+   ``blobs/<etag>.incomplete`` as the bytes arrive, with a cancel check and a progress report per read; a
    dropped connection or a later call resumes with a ``Range`` request from the partial file's end;
 3. only when every file is complete are the ``snapshots/<commit>/`` links (and ``refs/<branch>``) made,
    so a cancelled or failed download never leaves a folder the loader could mistake for a model;
@@ -44,7 +44,7 @@ log = logging.getLogger(__name__)
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "tekken.json", "*.model"]
 DEFAULT_ENDPOINT = "https://huggingface.co"
 LIBRARY_NAME = "livecap"
-CHUNK_BYTES = 256 * 1024  # a cancel takes effect within one chunk
+
 SPACE_MARGIN = 64 * 1024 * 1024  # keep this much free beyond the download
 RETRIES = 5  # attempts in a row without new bytes before a dropped connection is an error
 RETRY_WAIT_S = 0.5
@@ -130,13 +130,19 @@ def forget_token() -> None:
 
 
 def _hf():
-    """Import huggingface_hub and mirror the call-time offline switch into it (it reads the variable once)."""
+    """Import huggingface_hub and mirror the call-time environment into it (it reads variables once, at import).
+
+    Offline mode follows ``HF_HUB_OFFLINE`` now. Telemetry is switched off: besides extra user-agent fields,
+    huggingface_hub 2.x fetches an "agent harness" registry from the endpoint it saw at import time (the
+    real hub even when ``HF_ENDPOINT`` now names a mirror) and caches it under the import-time ``HF_HOME``.
+    """
     try:
         import huggingface_hub
         from huggingface_hub import constants
     except ImportError as e:  # pragma: no cover - a dependency
         raise ModelError("huggingface_hub is not installed; give a local model folder instead.") from e
     constants.HF_HUB_OFFLINE = offline()
+    constants.HF_HUB_DISABLE_TELEMETRY = True
     return huggingface_hub
 
 
@@ -154,6 +160,10 @@ class GatedModelError(HubError):
 
 class ModelNotFoundError(HubError):
     """No such repo, revision or file (or it is private and the token cannot see it)."""
+
+
+class RevisionMissingError(ModelNotFoundError):
+    """The requested (pinned) revision is not on the hub (a rewritten history, say)."""
 
 
 class OfflineError(HubError):
@@ -176,6 +186,15 @@ class DownloadBusyError(HubError):
     """Another process is downloading the same file right now."""
 
 
+def _httpx():
+    """The HTTP client module huggingface_hub uses: ``httpx2`` (2.x) or ``httpx`` (1.x)."""
+    try:
+        import httpx2 as module
+    except ImportError:  # pragma: no cover - huggingface_hub 1.x
+        import httpx as module
+    return module
+
+
 def offline_message(repo_id: str) -> str:
     return (f"Offline mode is on (HF_HUB_OFFLINE is set) and {repo_id} is not fully downloaded; unset "
             "HF_HUB_OFFLINE to download it, or choose a model that is already on this computer.")
@@ -188,10 +207,10 @@ def _short(exc: BaseException) -> str:
 
 def _translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: str | None = None,
                filename: str | None = None) -> HubError:
-    """One sentence for an exception raised by huggingface_hub or httpx2."""
+    """One sentence for an exception raised by huggingface_hub or its HTTP client."""
     hf = _hf()
     errors = hf.errors
-    import httpx2
+    httpx = _httpx()
 
     status = getattr(getattr(exc, "response", None), "status_code", None)
     if isinstance(exc, HubError):
@@ -208,7 +227,7 @@ def _translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: 
         return GatedModelError(f"The model {repo_id} is gated: accept its terms on the model page (logged in on "
                                "huggingface.co) and give an access token.")
     if isinstance(exc, errors.RevisionNotFoundError):
-        return ModelNotFoundError(f"The revision {revision or 'main'} of {repo_id} was not found on the hub.")
+        return RevisionMissingError(f"The revision {revision or 'main'} of {repo_id} was not found on the hub.")
     if isinstance(exc, (errors.RemoteEntryNotFoundError, errors.EntryNotFoundError)):
         return ModelNotFoundError(f"The file {filename or '?'} is missing from {repo_id} on the hub.")
     if isinstance(exc, errors.RepositoryNotFoundError) or status == 404:
@@ -224,7 +243,7 @@ def _translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: 
         return GatedModelError(f"The hub refused access to {repo_id} (403): your token lacks permission for it.")
     if isinstance(exc, errors.HfHubHTTPError) and status is not None:
         return HubUnreachableError(f"The hub answered {status} for {repo_id}; try again later.")
-    if isinstance(exc, (httpx2.HTTPError, errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)):
+    if isinstance(exc, (httpx.HTTPError, errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)):
         return HubUnreachableError(f"The hub at {endpoint()} cannot be reached ({_short(exc)}); check the "
                                    "connection and try again.")
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
@@ -337,8 +356,7 @@ class _Meter:
         self.base = already  # bytes of files that are complete (or were, before this try)
         self.current = 0  # bytes of the file being downloaded (its partial prefix included)
         self.file, self.index = "", 0
-        self.t0 = time.monotonic()
-        self.start_done = already
+        self.transferred = 0  # bytes received in this try: the speed counts these only
         self.last_emit = 0.0
         self.speed = 0.0
         self._window: list[tuple[float, int]] = []
@@ -355,11 +373,15 @@ class _Meter:
         self.current = have
         self.emit(force=True)
 
-    def advance(self, n: int) -> None:
-        self.current += n
+    def check_cancel(self) -> None:
         if self.cancel is not None and self.cancel.cancelled:
             raise DownloadCancelled(f"The download of {self.repo_id} was cancelled; what was downloaded is kept "
                                     "and the next download resumes from there.")
+
+    def advance(self, n: int) -> None:
+        self.current += n
+        self.transferred += n
+        self.check_cancel()
         self.emit()
 
     def end_file(self, size: int) -> None:
@@ -372,12 +394,12 @@ class _Meter:
             return
         self.last_emit = now
         done = self.done
-        self._window.append((now, done))
+        self._window.append((now, self.transferred))
         while len(self._window) > 2 and now - self._window[0][0] > 5.0:
             self._window.pop(0)
-        t_first, d_first = self._window[0]
-        if now - t_first > 0.2 and done > d_first:
-            self.speed = (done - d_first) / (now - t_first)
+        t_first, got_first = self._window[0]
+        if now - t_first > 0.2 and self.transferred > got_first:
+            self.speed = (self.transferred - got_first) / (now - t_first)
         eta = (self.total - done) / self.speed if self.speed > 0 and self.total >= done else None
         if self.callback is not None:
             self.callback(Progress(self.repo_id, done, self.total, self.file, self.index, self.file_count,
@@ -426,6 +448,8 @@ def scan_models(cache: Path | None = None) -> dict[str, RepoScan]:
                         partial += b.stat().st_size
                 except OSError:
                     continue
+        if not repo.revisions and not partial:
+            continue  # an empty folder left by a download that failed before its first byte
         result[repo.repo_id.lower()] = RepoScan(
             repo_id=repo.repo_id, path=repo.repo_path, size_on_disk=repo.size_on_disk, partial_bytes=partial,
             revisions={r.commit_hash: r.snapshot_path for r in repo.revisions},
@@ -524,7 +548,7 @@ def check_folder(folder: str | os.PathLike, *, full: bool = False) -> tuple[str,
         raise ModelError(f"The model folder {folder} does not exist.")
     family, dialect, _ = detect(folder)
     stem = "consolidated" if dialect == "mistral" else "model"
-    store = open_checkpoint(folder, stem)
+    open_checkpoint(folder, stem)
     tokenizer = "tokenizer.json" if family == "moonshine_streaming" else "tekken.json"
     if not (folder / tokenizer).is_file():
         raise ModelError(f"The model folder {folder} has no {tokenizer}.")
@@ -532,7 +556,6 @@ def check_folder(folder: str | os.PathLike, *, full: bool = False) -> tuple[str,
         size = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
         if size <= FULL_LOAD_LIMIT:
             load_model(str(folder), backend="numpy")
-    del store
     return family, dialect
 
 
@@ -666,8 +689,7 @@ def _stream_file(repo_id: str, commit: str, f: RemoteFile, repo_dir: Path, token
                  meter: _Meter, cancel: CancelToken | None) -> Path:
     """Fetch one file into ``blobs/<etag>`` (resuming ``blobs/<etag>.incomplete``); returns the blob path."""
     hf = _hf()
-    import httpx2
-
+    httpx = _httpx()
     ep = endpoint()
     url = hf.hf_hub_url(repo_id, f.name, revision=commit, endpoint=ep)
     failures = 0
@@ -675,7 +697,7 @@ def _stream_file(repo_id: str, commit: str, f: RemoteFile, repo_dir: Path, token
     blob = part = None
     while True:
         if cancel is not None and cancel.cancelled:
-            meter.advance(0)  # raises DownloadCancelled
+            meter.check_cancel()
         try:
             if meta is None:  # (re)read the metadata: a signed CDN address may have expired
                 meta = hf.get_hf_file_metadata(url, token=token or False, endpoint=ep,
@@ -704,9 +726,8 @@ def _stream_file(repo_id: str, commit: str, f: RemoteFile, repo_dir: Path, token
             failures = 0 if got else failures + 1
         except DownloadCancelled:
             raise
-        except (httpx2.TransportError, httpx2.StreamError) as e:
-            if cancel is not None and cancel.cancelled:
-                meter.advance(0)
+        except (httpx.TransportError, httpx.StreamError) as e:
+            meter.check_cancel()
             failures += 1
             meta = None
             if failures > RETRIES:
@@ -714,9 +735,9 @@ def _stream_file(repo_id: str, commit: str, f: RemoteFile, repo_dir: Path, token
                                           f"({_short(e)}); try again later: the download resumes where it "
                                           "stopped.") from e
             log.info("download of %s interrupted (%s); resuming", f.name, _short(e))
-            if cancel is not None and cancel.wait(RETRY_WAIT_S * failures):
-                meter.advance(0)
-            elif cancel is None:
+            if cancel is not None:
+                cancel.wait(RETRY_WAIT_S * failures)
+            else:
                 time.sleep(RETRY_WAIT_S * failures)
         except (ModelError, KeyboardInterrupt):
             raise
@@ -736,7 +757,7 @@ def _get_range(location: str, hub_url: str, part: Path, have: int, token: str | 
     timeout = float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or 10)
     got = 0
     with hf.utils.get_session().stream("GET", location, headers=headers, timeout=timeout) as r:
-        close = r.close
+        close = _closer(r)
         if cancel is not None:
             cancel._push(close)
         try:
@@ -747,7 +768,7 @@ def _get_range(location: str, hub_url: str, part: Path, have: int, token: str | 
                 have = 0
                 meter.set_file_bytes(0)
             with open(part, "ab" if have else "wb") as out:
-                for chunk in r.iter_bytes(CHUNK_BYTES):
+                for chunk in r.iter_bytes():  # as it arrives: a drop loses nothing already received
                     if not chunk:
                         continue
                     out.write(chunk)
@@ -757,6 +778,26 @@ def _get_range(location: str, hub_url: str, part: Path, have: int, token: str | 
             if cancel is not None:
                 cancel._pop(close)
     return got
+
+
+def _closer(response) -> Callable[[], None]:
+    """Something that stops a read blocked in another thread: shutting the socket down wakes ``recv``
+    (closing the response object alone does not)."""
+
+    def close() -> None:
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            import socket
+
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        else:
+            response.close()
+
+    return close
 
 
 def _link(blob: Path, pointer: Path) -> None:
@@ -791,12 +832,16 @@ def remove_revision(repo_dir: Path, commit: str) -> None:
 
 def download(repo_id: str, *, revision: str | None = None, allow_patterns: Sequence[str] | None = None,
              token: str | None = None, progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
-             aliases: Sequence[str] = (), required: Sequence[str] = (), validate: bool = True) -> Path:
+             aliases: Sequence[str] = (), required: Sequence[str] = (), validate: bool = True,
+             pin_fallback: bool = True) -> Path:
     """Download what is missing of ``repo_id`` and return its snapshot folder (see the module docstring).
 
     ``progress`` is called from this thread with ``Progress`` reports (bytes monotonic within one try);
     ``cancel`` stops it with ``DownloadCancelled``. ``aliases`` are tried in turn when the hub does not know
-    ``repo_id``. Raises HubError/ModelError with one sentence; a failure leaves no snapshot behind.
+    ``repo_id``. When the pinned ``revision`` is gone from the hub (histories do get squashed) and
+    ``pin_fallback`` is set, the newest revision is downloaded instead (with a warning in the log); the
+    validation still decides whether it is usable. Raises HubError/ModelError with one sentence; a failure
+    leaves no snapshot behind.
     """
     _hf()
     tok = get_token(token)
@@ -808,7 +853,13 @@ def download(repo_id: str, *, revision: str | None = None, allow_patterns: Seque
     plan = None
     for i, rid in enumerate([repo_id, *aliases]):
         try:
-            plan = plan_download(rid, revision=revision, allow_patterns=allow_patterns, token=tok)
+            try:
+                plan = plan_download(rid, revision=revision, allow_patterns=allow_patterns, token=tok)
+            except RevisionMissingError:
+                if not (pin_fallback and revision):
+                    raise
+                log.warning("revision %s of %s is not on the hub; downloading the newest one", revision, rid)
+                plan = plan_download(rid, revision=None, allow_patterns=allow_patterns, token=tok)
             break
         except ModelNotFoundError:
             if i == len(aliases):
@@ -823,9 +874,12 @@ def download(repo_id: str, *, revision: str | None = None, allow_patterns: Seque
     for index, f in enumerate(plan.files, 1):
         pointer = repo_dir / "snapshots" / plan.commit / f.name
         meter.start_file(f.name, index, 0)
-        if pointer.is_file():
-            blobs.append((f, pointer))
-            meter.end_file(f.size or pointer.stat().st_size)
+        known_blob = repo_dir / "blobs" / f.etag if f.etag else None
+        existing = next((p for p in (pointer, known_blob) if p is not None and p.is_file()
+                         and (f.size is None or p.stat().st_size == f.size)), None)
+        if existing is not None:  # complete already: no request at all
+            blobs.append((f, existing))
+            meter.end_file(existing.stat().st_size)
             continue
         lock = repo_dir.parent / ".locks" / repo_dir.name / f"{f.etag or f.name.replace('/', '_')}.lock"
         lock.parent.mkdir(parents=True, exist_ok=True)

@@ -217,3 +217,20 @@ def test_theme_and_shortcuts(qtbot, window, settings):
     assert window.toggle_action.shortcut().toString() == "Space"
     assert window.export_action.shortcut().toString() == "Ctrl+E"
     assert window.overlays.presentation_action.shortcut().toString() == "F11"
+
+
+def test_model_button_opens_the_model_dialog_and_loads_the_choice(qtbot, window, settings, monkeypatch):
+    import app.model_dialog as md
+
+    seen = {}
+
+    def fake_choose(parent, s=None):
+        seen["parent"], seen["settings"] = parent, s
+        return "fake-moonshine"
+
+    monkeypatch.setattr(md, "choose_model", fake_choose)
+    with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
+        window.model_button.click()
+    assert seen["parent"] is window and seen["settings"] is settings
+    assert settings.value(Key.MODEL_SOURCE) == "fake-moonshine"
+    assert window.start_action.isEnabled()

@@ -18,7 +18,7 @@ from engine.models.voxtral.tekken import ByteText, Tekken
 def test_bytetext_multibyte_split_across_tokens():
     bt = ByteText()
     snaps = []
-    for piece in ["caf".encode(), "é".encode()[:1], "é".encode()[1:], " 日".encode()[:2], "日".encode()[1:], b"!"]:
+    for piece in [b"caf", "é".encode()[:1], "é".encode()[1:], " 日".encode()[:2], "日".encode()[1:], b"!"]:
         bt.add(piece)
         snaps.append(bt.text)
     assert snaps == ["caf", "caf", "café", "café ", "café 日", "café 日!"]

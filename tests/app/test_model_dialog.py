@@ -1,0 +1,426 @@
+"""The model dialog driven with pytest-qt against the fake hub (tests/fakehub.py); no real network.
+
+Run as a script to save a screenshot (use Xvfb for a real X server):
+    xvfb-run -s "-screen 0 1280x800x24" .venv/bin/python -m tests.app.test_model_dialog OUT.png
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES
+from tests.fakehub import FakeHub, block_network, hub_env
+
+TINY = FIXTURES / "models" / "moon_tiny_like"
+SMALL = FIXTURES / "models" / "moon_small_like"
+GIB = 1 << 30
+
+
+def _fixture_files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+
+
+def fake_mistral_files() -> dict[str, bytes]:
+    """A Mistral-native layout that passes the structural check (one tiny tensor), for the gated repo."""
+    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    weights = struct.pack("<Q", len(header)) + header + b"\0" * 8
+    return {"consolidated.safetensors": weights, "params.json": b'{"dim": 8}', "tekken.json": b"{}",
+            "model.safetensors": b"not downloaded", "README.md": b"# card"}
+
+
+def serve_catalog(hub: FakeHub) -> None:
+    """Moonshine tiny and small at the catalog's pinned revisions, the official Voxtral as a gated repo."""
+    from engine.catalog import load_catalog
+
+    cat = load_catalog()
+    tiny, small = cat.by_key("moonshine-streaming-tiny"), cat.by_key("moonshine-streaming-small")
+    vox = cat.by_key("voxtral-bf16-official")
+    hub.add_repo(tiny.repo_id, _fixture_files(TINY), commit=tiny.revision)
+    hub.add_repo(small.repo_id, _fixture_files(SMALL), commit=small.revision)
+    hub.add_repo(vox.repo_id, fake_mistral_files(), commit=vox.revision, gated=True)
+    hub.add_repo("acme/custom-moon", _fixture_files(TINY))
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    block_network(monkeypatch)
+    from engine import hub as H
+
+    monkeypatch.setattr(H, "RETRY_WAIT_S", 0.01)
+    with FakeHub() as hub:
+        hub_env(monkeypatch, hub, tmp_path / "hf")
+        serve_catalog(hub)
+        yield hub
+
+
+@pytest.fixture
+def qsettings(tmp_path: Path):
+    from PySide6.QtCore import QSettings
+
+    return QSettings(str(tmp_path / "dialog.ini"), QSettings.Format.IniFormat)
+
+
+@pytest.fixture
+def make_dialog(qtbot, qsettings):
+    from app.model_dialog import ModelDialog
+    from engine.catalog import Machine
+
+    made = []
+
+    def make(machine=None):
+        d = ModelDialog(None, qsettings, machine=machine or Machine(16 * GIB, False, 2))
+        qtbot.addWidget(d)
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        if d._job is not None:
+            d._job.cancel()
+            d._job.wait(5)
+
+
+def _catalog_entry(key: str):
+    from engine.catalog import load_catalog
+
+    return load_catalog().by_key(key)
+
+
+def _install(key: str) -> Path:
+    from engine import hub as H
+
+    e = _catalog_entry(key)
+    return H.download(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns, required=e.required_files)
+
+
+def _status(dialog, source: str) -> str:
+    row = dialog.row_for(source)
+    return dialog.tree.topLevelItem(dialog.rows.index(row)).text(4)
+
+
+def _wait_job(qtbot, dialog, timeout: int = 15000) -> None:
+    qtbot.waitUntil(lambda: dialog._job is not None and not dialog.busy, timeout=timeout)
+
+
+def test_list_shows_installed_state_and_the_recommendation(fake, make_dialog, qtbot, monkeypatch) -> None:
+    from PySide6.QtGui import QDesktopServices
+
+    path = _install("moonshine-streaming-tiny")
+    tiny, small = _catalog_entry("moonshine-streaming-tiny"), _catalog_entry("moonshine-streaming-small")
+    d = make_dialog()
+    assert len(d.rows) >= 6
+    assert _status(d, tiny.repo_id).startswith("Installed \u00b7 ")
+    assert _status(d, small.repo_id) == "Not downloaded"
+    assert "needs a token" in _status(d, "mistralai/Voxtral-Mini-4B-Realtime-2602")
+    assert "Recommended for this computer" in d.recommendation_label.text()
+    assert "Moonshine Streaming small" in d.recommendation_label.text()
+    assert d.selected_row().source == small.repo_id  # nothing saved yet: the recommendation
+    assert d.download_button.isEnabled() and not d.use_button.isEnabled()
+    assert d.offline_banner.isHidden()
+
+    assert d.select_source("moonshine-ai/moonshine-streaming-tiny")  # an alias finds the row
+    assert d.use_button.isEnabled() and d.open_button.isEnabled() and d.delete_button.isEnabled()
+    assert not d.download_button.isEnabled()
+    assert "Installed in" in d.details.text()
+    opened = []
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda url: opened.append(url.toLocalFile())))
+    d.open_button.click()
+    assert opened == [str(path)]
+
+
+def test_download_shows_progress_then_installed_and_is_chosen(fake, make_dialog, qtbot, qsettings) -> None:
+    small = _catalog_entry("moonshine-streaming-small")
+    fake.rate = 4_000_000
+    d = make_dialog()
+    assert d.select_source(small.repo_id)
+    seen = []
+    d.download_button.click()
+    job = d._job
+    assert job is not None and not d.progress_bar.isHidden()
+    job.progress.connect(lambda p: seen.append((p.done, p.total, d.progress_bar.value(), d.progress_label.text())))
+    assert not d.download_button.isEnabled() and d.cancel_button.isEnabled()
+    _wait_job(qtbot, d)
+    assert seen, "progress signals reach the GUI thread"
+    dones = [s[0] for s in seen]
+    assert dones == sorted(dones) and seen[-1][0] == seen[-1][1]
+    assert any(" of " in s[3] for s in seen)
+    assert any("/s" in s[3] for s in seen), "speed is shown once known"
+    assert d.progress_bar.value() == 1000
+    assert d.progress_label.text().startswith("Installed")
+    assert _status(d, small.repo_id).startswith("Installed")
+    assert d.selected_row().source == small.repo_id and d.use_button.isEnabled()
+    d.use_button.click()
+    assert d.result() == d.DialogCode.Accepted and d.chosen == small.repo_id
+    assert qsettings.value("model/source") == small.repo_id
+
+
+def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
+    from engine import hub as H
+
+    small = _catalog_entry("moonshine-streaming-small")
+    fake.rate = 1_000_000
+    d = make_dialog()
+    d.select_source(small.repo_id)
+    d.download_button.click()
+    qtbot.waitUntil(lambda: d._last_progress is not None and d._last_progress.file == "model.safetensors"
+                    and d._last_progress.done > 400_000, timeout=10000)
+    d.cancel_button.click()
+    assert d.progress_label.text() == "Stopping\u2026" and not d.cancel_button.isEnabled()
+    _wait_job(qtbot, d)
+    assert "Cancelled" in d.progress_label.text()
+    assert _status(d, small.repo_id).startswith("Partly downloaded")
+    assert d.download_button.text() == "Resume download" and d.download_button.isEnabled()
+    assert not d.use_button.isEnabled()
+    state = H.local_state(small.repo_ids, small.revision, small.required_files)
+    assert not state.complete and state.partial_bytes > 0
+
+    fake.rate = None
+    fake.requests.clear()
+    d.download_button.click()
+    _wait_job(qtbot, d)
+    assert _status(d, small.repo_id).startswith("Installed")
+    ranges = [r.headers.get("range") for r in fake.served("GET", "model.safetensors")]
+    assert ranges and ranges[0] and ranges[0].startswith("bytes=")
+    assert (d.row_for(small.repo_id).path / "model.safetensors").read_bytes() == \
+        (SMALL / "model.safetensors").read_bytes()
+
+
+def test_gated_model_needs_a_token(fake, make_dialog, qtbot) -> None:
+    from engine import hub as H
+
+    vox = _catalog_entry("voxtral-bf16-official")
+    d = make_dialog()
+    d.select_source(vox.repo_id)
+    assert "Gated model" in d.details.text()
+    d.download_button.click()
+    _wait_job(qtbot, d)
+    assert not d.error_label.isHidden()
+    assert "gated" in d.error_label.text() and "token" in d.error_label.text()
+    assert _status(d, vox.repo_id).startswith("Not downloaded")
+
+    d.token_edit.setText("hf_good_token")
+    d.remember_token.setChecked(True)
+    d.download_button.click()
+    _wait_job(qtbot, d)
+    assert _status(d, vox.repo_id).startswith("Installed"), d.error_label.text()
+    assert d.error_label.isHidden()
+    assert H.get_token() == "hf_good_token"  # remembered where huggingface_hub keeps its token
+    names = sorted(p.name for p in d.row_for(vox.repo_id).path.iterdir())
+    assert names == ["consolidated.safetensors", "params.json", "tekken.json"]  # only what the engine reads
+    d.forget_button.click()
+    assert H.get_token() is None
+
+
+def test_custom_folder_is_validated(fake, make_dialog, qtbot, tmp_path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    d = make_dialog()
+    d.custom_edit.setText(str(empty))
+    d.add_button.click()
+    qtbot.waitUntil(lambda: d.add_button.isEnabled() and "Checking" not in d.custom_status.text(), timeout=10000)
+    assert "No model found" in d.custom_status.text() and "color" in d.custom_status.styleSheet()
+    assert d.row_for(str(empty)) is None
+
+    d.custom_edit.setText(str(TINY))
+    d.add_button.click()
+    qtbot.waitUntil(lambda: d.row_for(str(TINY)) is not None, timeout=10000)
+    assert "accepts" in d.custom_status.text()
+    assert d.selected_row().source == str(TINY) and d.use_button.isEnabled()
+    d.use_button.click()
+    assert d.chosen == str(TINY)
+
+
+def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
+    from engine import hub as H
+
+    d = make_dialog()
+    d.custom_edit.setText("not a repo id!")
+    d.add_button.click()
+    assert "neither a folder" in d.custom_status.text()
+
+    d.custom_edit.setText("acme/missing-model")
+    d.add_button.click()
+    _wait_job(qtbot, d)
+    assert "was not found" in d.custom_status.text() and "was not found" in d.error_label.text()
+    assert d.row_for("acme/missing-model") is None
+
+    # Files that pass the structural check but that the loader cannot build: rejected and removed.
+    fake.add_repo("acme/mismatched", {**_fixture_files(TINY), "model.safetensors":
+                                      (SMALL / "model.safetensors").read_bytes()})
+    d.custom_edit.setText("acme/mismatched")
+    d.add_button.click()
+    _wait_job(qtbot, d)
+    assert "has shape [48, 80], expected [80, 80]" in d.custom_status.text()
+    assert d.row_for("acme/mismatched") is None and H.local_state("acme/mismatched") is None
+
+    d.custom_edit.setText("acme/custom-moon")
+    d.add_button.click()
+    assert d.row_for("acme/custom-moon") is not None  # listed while it downloads
+    _wait_job(qtbot, d)
+    assert "Added acme/custom-moon" in d.custom_status.text()
+    assert _status(d, "acme/custom-moon").startswith("Installed")
+    assert d.selected_row().source == "acme/custom-moon" and d.use_button.isEnabled()
+
+
+def test_offline_mode_is_explained(fake, make_dialog, monkeypatch) -> None:
+    tiny = _catalog_entry("moonshine-streaming-tiny")
+    _install("moonshine-streaming-tiny")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    fake.requests.clear()
+    d = make_dialog()
+    assert not d.offline_banner.isHidden()
+    assert "HF_HUB_OFFLINE" in d.offline_banner.label.text()
+    d.select_source(_catalog_entry("moonshine-streaming-small").repo_id)
+    assert not d.download_button.isEnabled() and "Offline" in d.download_button.toolTip()
+    d.select_source(tiny.repo_id)
+    assert d.use_button.isEnabled()
+    d.custom_edit.setText("acme/custom-moon")
+    d.add_button.click()
+    assert "Offline mode is on" in d.custom_status.text()
+    assert fake.requests == []
+
+
+def test_delete(fake, make_dialog, monkeypatch) -> None:
+    from engine import hub as H
+
+    tiny = _catalog_entry("moonshine-streaming-tiny")
+    path = _install("moonshine-streaming-tiny")
+    d = make_dialog()
+    d.select_source(tiny.repo_id)
+    monkeypatch.setattr(d, "_confirm", lambda title, text: False)
+    d.delete_button.click()
+    assert path.exists()
+    asked = []
+    monkeypatch.setattr(d, "_confirm", lambda title, text: asked.append(text) or True)
+    d.delete_button.click()
+    assert asked and "Moonshine Streaming tiny" in asked[0]
+    assert not path.exists() and H.scan_models() == {}
+    assert _status(d, tiny.repo_id) == "Not downloaded"
+    assert "freed" in d.progress_label.text()
+
+
+def test_closing_cancels_a_running_download(fake, make_dialog, qtbot) -> None:
+    fake.rate = 500_000
+    d = make_dialog()
+    d.select_source(_catalog_entry("moonshine-streaming-small").repo_id)
+    d.download_button.click()
+    job = d._job
+    qtbot.waitUntil(lambda: d._last_progress is not None and d._last_progress.done > 0, timeout=10000)
+    d.reject()
+    assert job.token.cancelled and job.wait(5)
+
+
+def test_choose_model_returns_and_remembers_the_choice(fake, qtbot, qsettings, monkeypatch) -> None:
+    from app import model_dialog
+    from engine.catalog import Machine
+
+    tiny = _catalog_entry("moonshine-streaming-tiny")
+    _install("moonshine-streaming-tiny")
+    real_init = model_dialog.ModelDialog.__init__
+
+    def init(self, parent=None, settings=None, **kw):
+        real_init(self, parent, settings, machine=Machine(8 * GIB, True, 8, "Apple M1"))
+
+    def run(self):
+        assert self.select_source(tiny.repo_id)
+        self._use()
+        return self.result()
+
+    monkeypatch.setattr(model_dialog.ModelDialog, "__init__", init)
+    monkeypatch.setattr(model_dialog.ModelDialog, "exec", run)
+    assert model_dialog.choose_model(None, qsettings) == tiny.repo_id
+    assert qsettings.value("model/source") == tiny.repo_id
+
+    def close(self):
+        assert self.selected_row().source == tiny.repo_id  # the saved choice is preselected
+        self.reject()
+        return self.result()
+
+    monkeypatch.setattr(model_dialog.ModelDialog, "exec", close)
+    assert model_dialog.choose_model(None, qsettings) is None
+
+
+def test_app_settings_object_is_accepted(fake, qtbot, settings) -> None:
+    from app.model_dialog import ModelDialog
+    from app.settings import Key
+
+    tiny = _catalog_entry("moonshine-streaming-tiny")
+    _install("moonshine-streaming-tiny")
+    d = ModelDialog(None, settings)
+    qtbot.addWidget(d)
+    d.select_source(tiny.repo_id)
+    d._use()
+    assert settings.value(Key.MODEL_SOURCE) == tiny.repo_id
+
+
+# -- screenshot -------------------------------------------------------------------------------------------------
+
+
+def screenshot(out: str) -> None:  # pragma: no cover - a manual tool
+    """The dialog on a Mac-like machine with one model installed, one partly downloaded and one downloading."""
+    import os
+    import tempfile
+    import time
+
+    from PySide6.QtCore import QSettings
+    from PySide6.QtWidgets import QApplication
+
+    home = tempfile.mkdtemp(prefix="livecap-shot-")
+    os.environ["HF_HOME"] = home
+    os.environ.pop("HF_HUB_OFFLINE", None)
+    hub = FakeHub().start()
+    os.environ["HF_ENDPOINT"] = hub.url
+    serve_catalog(hub)
+    from engine import hub as H
+    from engine.catalog import Machine, load_catalog
+
+    cat = load_catalog()
+    four = cat.by_key("voxtral-4bit-mlx")
+    # The 4-bit Voxtral as a 60 MB stand-in that streams slowly, so the progress bar is caught mid-way.
+    hub.add_repo(four.repo_id, {"config.json": b"{}", "model.safetensors": b"\0" * 60_000_000,
+                                "tekken.json": b"{}"}, commit=four.revision)
+    _install("moonshine-streaming-tiny")
+    medium = cat.by_key("moonshine-streaming-medium")
+    hub.add_repo(medium.repo_id, _fixture_files(SMALL), commit=medium.revision)
+    hub.drop_at["model.safetensors"] = 900_000
+    hub.down_after_drop = True
+    try:
+        H.download(medium.repo_id, revision=medium.revision, allow_patterns=medium.allow_patterns)
+    except H.HubError:
+        pass
+    hub.down = False
+    hub.drop_at.clear()
+    hub.down_after_drop = False
+    hub.rate = 6_000_000
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    from app.model_dialog import ModelDialog
+
+    settings = QSettings(os.path.join(home, "s.ini"), QSettings.Format.IniFormat)
+    d = ModelDialog(None, settings, machine=Machine(16 * GIB, True, 8, "Apple M2"))
+    d.show()
+    d.select_source(four.repo_id)
+    d.download_button.click()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        app.processEvents()
+        p = d._last_progress
+        if p is not None and p.done > 20_000_000 and p.speed > 0:
+            break
+        time.sleep(0.02)
+    for _ in range(10):
+        app.processEvents()
+        time.sleep(0.02)
+    d.grab().save(out)
+    d._job.cancel()
+    d._job.wait(5)
+    hub.stop()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    screenshot(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots/model_dialog.png")
