@@ -47,3 +47,19 @@ fixtures: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info
+
+# `make package`: a PyInstaller bundle for this platform (Linux: dist/livecap/; macOS: dist/livecap.app and a
+# .dmg, signed and notarized when configured), then the bundle's --self-test from a copy outside the repository.
+# Slow, so not part of `make test`; `make package-check` repeats only the check. See packaging/README.md.
+.PHONY: package package-check
+PACKAGE_STAMP := $(VENV)/.package-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+$(PACKAGE_STAMP): $(STAMP)
+	$(VPY) -m pip install -q -e '.[package]'
+	rm -f $(VENV)/.package-*; touch $@
+
+package: $(PACKAGE_STAMP)
+	$(VPY) packaging/build.py
+
+package-check: $(PACKAGE_STAMP)
+	$(VPY) packaging/build.py --check

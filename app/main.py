@@ -2,6 +2,7 @@
 
     livecap [--model SOURCE] [--backend auto|numpy|mlx]
             [--input FILE [--speed X] [--save-transcript PATH] [--quit-at-end]]
+    livecap --self-test       check this installation offscreen and exit 0/1 (app/selftest.py)
 
 With ``--input`` the file is replayed in real time instead of the microphone. With ``--quit-at-end``
 and ``--save-transcript`` (.txt/.srt/.vtt/.json by extension) the whole GUI path runs unattended and
@@ -38,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-transcript", metavar="PATH", help="write the transcript when --input ends")
     p.add_argument("--quit-at-end", action="store_true", help="exit when --input ends")
     p.add_argument("--delay-ms", type=int, help="Voxtral delay in ms for this run")
+    p.add_argument(
+        "--self-test", action="store_true", help="check this installation offscreen (bundled model and clip) and exit"
+    )
+    p.add_argument("--self-test-dir", metavar="DIR", help=argparse.SUPPRESS)  # tests: other self-test data
     p.add_argument("--settings", metavar="INI", help=argparse.SUPPRESS)  # tests and portable use
     p.add_argument("--engine-factory", metavar="MODULE:CALLABLE", help=argparse.SUPPRESS)  # tests
     return p
@@ -63,6 +68,10 @@ def load_factory(spec: str) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the app; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if args.self_test or args.self_test_dir:
+        from app.selftest import run as run_self_test  # sets QT_QPA_PLATFORM=offscreen before Qt starts
+
+        return run_self_test(args.self_test_dir)
     if args.speed <= 0:
         print("livecap: --speed must be positive.", file=sys.stderr)
         return 2

@@ -76,9 +76,10 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = p.parse_args()
     C.set_threads(args.threads)
+    from moonshine_offline import model_folder
+
     from engine import load_model
     from engine.audio import read_audio
-    from moonshine_offline import model_folder
 
     rows = []
     for variant in args.variants.split(","):
