@@ -267,5 +267,6 @@ def _quantized(B: Backend, store, base: str, shape: tuple[int, int], dtype: str)
     q = QuantizedWeight(mx.array(w), arr("scales", s), arr("biases", b), group, bits)
     if B.name == "mlx":
         return q
-    full = mx.dequantize(q.w, q.scales, q.biases, group_size=group, bits=bits).astype(mx.float32)
+    # dequantize in float32 (scales are often bfloat16; dequantizing in that dtype would round every weight)
+    full = mx.dequantize(q.w, q.scales.astype(mx.float32), q.biases.astype(mx.float32), group_size=group, bits=bits)
     return B.prepare_linear(np.array(full))
