@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Backend
+from .blas import BlasThreads
 
 # NumPy has no erf: W. J. Cody's rational approximations (erf for |x| <= 0.47, erfc beyond), in float64.
 _ERF_A = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02, 3.20937758913846947e03,
@@ -67,6 +68,14 @@ class NumpyBackend(Backend):
     name = "numpy"
     xp = np
 
+    def __init__(self):
+        self.blas = BlasThreads()
+
+    def linear(self, x, w, b=None):
+        self.blas.for_work(x.size * w.shape[0])
+        y = x @ w.T
+        return y if b is None else y + b
+
     def asarray(self, a, dtype=None):
         a = np.asarray(a)
         if dtype in (None, "float32", "float16", "bfloat16"):
@@ -111,6 +120,7 @@ class NumpyBackend(Backend):
             m = None if mask is None else np.tile(mask, (g, 1))
             out = self.attention(qg, k, v, scale, m)
             return out.reshape(hq, tq, out.shape[-1])
+        self.blas.for_work(q.size * k.shape[1])
         s = np.matmul(q * np.float32(scale), k.transpose(0, 2, 1))
         if mask is not None:
             s = np.where(mask, s, np.float32(-np.inf))
@@ -130,6 +140,7 @@ class NumpyBackend(Backend):
             return np.zeros((0, c_out), dtype=np.float32)
         span = stride * (t_out - 1) + 1
         cols = np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1)
+        self.blas.for_work(cols.size * c_out)
         y = cols @ w
         return y if b is None else y + b
 

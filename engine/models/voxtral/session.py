@@ -100,10 +100,12 @@ class VoxtralSession:
         mel = np.concatenate([self.mel_pending, mel]) if len(self.mel_pending) else mel
         per = m.cfg.downsample * 2  # mel frames per position (8)
         n_pos = len(mel) // per
-        if self.finished:  # only whole positions of the padded stream exist
+        if self.finished:
+            # The padded stream has P whole positions; like the reference generate() (max_length = P), the
+            # decoder stops after position P - 2, so the last (silent) position is never consumed.
             total = (LEFT_PAD_TOKENS * SAMPLES_PER_TOKEN + self.samples + (-self.samples) % SAMPLES_PER_TOKEN
                      + (self.delay_tokens + 1 + RIGHT_PAD_EXTRA) * SAMPLES_PER_TOKEN) // SAMPLES_PER_TOKEN
-            n_pos = min(n_pos, total - (self.emb_pos + len(self.audio_emb)))
+            n_pos = max(0, min(n_pos, total - 1 - (self.emb_pos + len(self.audio_emb))))
         self.mel_pending = mel[n_pos * per :]
         for b in range(0, n_pos, 16):
             k = min(16, n_pos - b)

@@ -1,0 +1,35 @@
+"""BLAS thread policy for the NumPy backend: one thread for small products, the whole pool for large ones.
+
+Streaming runs thousands of small products (a few rows against a weight matrix). With a multi-threaded
+OpenBLAS pool those cost ~100x more as soon as another process wants the CPU (pool threads spin waiting for
+a core: measured 6.4 s vs 0.055 s for the same 8 000 products on this 2-core machine under load). Large
+products (offline encoders, prefills, batched verify passes) still use every thread. Switching costs ~2 us.
+"""
+
+from __future__ import annotations
+
+SMALL_WORK = 1 << 22  # multiply-adds below which one thread is faster or equal
+
+
+class BlasThreads:
+    """Sets the BLAS pool size through threadpoolctl, only when it changes."""
+
+    def __init__(self):
+        self._libs = []
+        self.full = 1
+        try:
+            from threadpoolctl import ThreadpoolController
+
+            self._libs = ThreadpoolController().select(user_api="blas").lib_controllers
+            self.full = max((lib.num_threads for lib in self._libs), default=1)
+        except Exception:  # noqa: BLE001 - no control is only slower, never wrong
+            self._libs = []
+        self.current = self.full
+
+    def for_work(self, macs: int) -> None:
+        """Pick the pool size for a product of ``macs`` multiply-adds."""
+        n = 1 if macs < SMALL_WORK else self.full
+        if n != self.current and self._libs:
+            for lib in self._libs:
+                lib.set_num_threads(n)
+            self.current = n

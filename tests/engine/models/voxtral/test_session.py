@@ -1,0 +1,181 @@
+"""Voxtral streaming session vs the reference goldens (transformers ``generate()``), every dialect, both
+backends, any chunking; bounded memory; errors a user can meet."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tracemalloc
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine import load_model
+from engine.audio import read_audio
+from engine.errors import ModelError, UsageError
+from tests.conftest import FIXTURES
+
+MODELS = FIXTURES / "models"
+
+
+@cache
+def model(name: str, backend: str, dtype: str | None = None):
+    return load_model(MODELS / name, backend=backend, dtype=dtype)
+
+
+def goldens(name: str) -> list[Path]:
+    return sorted((MODELS / name / "golden").glob("*.npz"))
+
+
+def clip_of(golden: Path) -> np.ndarray:
+    return read_audio(FIXTURES / "audio" / (golden.stem.rsplit("_d", 1)[0] + ".wav"))
+
+
+def run(m, audio, delay_ms, chunk):
+    s = m.start_session(delay_ms=delay_ms)
+    events = []
+    for i in range(0, len(audio), chunk):
+        events += s.feed(audio[i : i + chunk])
+    events += s.finish()
+    return s, events
+
+
+def check_ids(tokens: list[int], ref: list[int]):
+    """Our ids equal generate()'s exactly: T + 10 ids for T audio tokens, or fewer when EOS comes."""
+    assert tokens == ref
+
+
+CASES = [(g.parent.parent.name, g.name) for name in ("vox_tiny_hf", "vox_realwin_native")
+         for g in goldens(name)]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "mlx"])
+@pytest.mark.parametrize("name,golden", CASES)
+def test_ids_equal_reference_generate(backend, name, golden):
+    g = np.load(MODELS / name / "golden" / golden)
+    audio = clip_of(MODELS / name / "golden" / golden)
+    np.testing.assert_array_equal(g["padded_audio"][40960 : 40960 + len(audio)], audio)
+    s, _ = run(model(name, backend, "float32" if backend == "mlx" else None), audio,
+               int(g["delay_tokens"]) * 80, 1280)
+    check_ids(s.tokens, g["generate_ids"].tolist())
+
+
+@pytest.mark.parametrize("chunk", [160, 1280, 16000, 10**7])
+@pytest.mark.parametrize("name", ["vox_tiny_hf", "vox_tiny_native"])
+def test_any_chunking_and_both_dialects_give_the_same_ids(name, chunk):
+    golden = MODELS / "vox_tiny_hf" / "golden" / "speech_d6.npz"
+    g = np.load(golden)
+    s, _ = run(model(name, "numpy"), clip_of(golden), 480, chunk)
+    check_ids(s.tokens, g["generate_ids"].tolist())
+
+
+@pytest.mark.parametrize("backend", ["numpy", "mlx"])
+def test_quantized_mlx_conversion(backend):
+    """The mlx-community layout, 4-bit: MLX keeps it packed (float32 activations here), NumPy dequantizes;
+    the oracle ran on the dequantized weights."""
+    for golden in goldens("vox_tiny_mlx4"):
+        g = np.load(golden)
+        m = model("vox_tiny_mlx4", backend, "float32" if backend == "mlx" else None)
+        s, _ = run(m, clip_of(golden), int(g["delay_tokens"]) * 80, 1280)
+        check_ids(s.tokens, g["generate_ids"].tolist())
+
+
+def test_bfloat16_checkpoint():
+    golden = goldens("vox_tiny_native_bf16")[0]
+    g = np.load(golden)
+    audio = clip_of(golden)
+    s, _ = run(model("vox_tiny_native_bf16", "numpy"), audio, 480, 1280)  # NumPy widens bf16 to float32
+    check_ids(s.tokens, g["generate_ids"].tolist())
+    mb = model("vox_tiny_native_bf16", "mlx")  # MLX computes in the file dtype
+    assert mb.dtype == "bfloat16"
+    s, _ = run(mb, audio, 480, 1280)
+    ref = g["generate_ids"].tolist()
+    agree = next((i for i, (a, b) in enumerate(zip(s.tokens, ref)) if a != b), len(ref))
+    assert agree >= len(ref) // 2, f"bfloat16 agrees on the first {agree} of {len(ref)} ids"
+
+
+def test_captions_follow_the_tokens():
+    golden = MODELS / "vox_tiny_hf" / "golden" / "speech_d6.npz"
+    m = model("vox_tiny_hf", "numpy")
+    s, events = run(m, clip_of(golden), 480, 1280)
+    committed = [ln for e in events for ln in e.committed]
+    text = "".join(ln.text for ln in committed)
+    # every text token's bytes appear, in order, in the committed text (specials never do)
+    shown = m.tok.decode([t for t in s.tokens if t >= m.tok.num_special]).replace(" ", "")
+    assert text.replace(" ", "") == shown.strip().replace(" ", "")
+    for ln in committed:
+        assert 0 <= ln.start <= ln.end
+        assert all(w.start <= w.end for w in ln.words)
+    starts = [ln.start for ln in committed]
+    assert starts == sorted(starts)
+    for e in events:
+        if e.partial is not None:
+            assert e.stable_text + e.tail_text == e.partial.text
+
+
+def test_mid_stream_eos_does_not_end_the_session():
+    m = model("vox_tiny_hf", "numpy")
+    s = m.start_session(delay_ms=480)
+    eos = m.tok.eos
+    orig = m.B.argmax_dev
+    calls = {"n": 0}
+
+    def forced(x):  # the model says EOS at its 5th step
+        calls["n"] += 1
+        out = orig(x)
+        return out * 0 + eos if calls["n"] == 5 else out
+
+    m.B.argmax_dev = forced
+    try:
+        audio = clip_of(MODELS / "vox_tiny_hf" / "golden" / "speech_d6.npz")
+        for i in range(0, len(audio), 1280):
+            s.feed(audio[i : i + 1280])
+    finally:
+        del m.B.argmax_dev
+    assert eos in s.tokens
+    k = s.tokens.index(eos)
+    assert len(s.tokens) > k + 5  # it went on
+    s.finish()
+
+
+def test_memory_is_flat_over_long_sessions():
+    """10 000 steps (13 min of audio) hold no more memory than 1 000: both rings are bounded."""
+    m = model("vox_tiny_hf", "numpy")
+    s = m.start_session(delay_ms=480)
+    rng = np.random.default_rng(0)
+    block = (rng.standard_normal(1280 * 100) * 0.05).astype(np.float32)
+    tracemalloc.start()
+    marks = {}
+    steps = 0
+    while steps < 10_000:
+        s.feed(block)
+        steps = len(s.tokens)
+        if 1000 <= steps < 1100 and 1000 not in marks:
+            marks[1000] = tracemalloc.get_traced_memory()[0] - 8 * len(s.tokens)
+    marks[10_000] = tracemalloc.get_traced_memory()[0] - 8 * len(s.tokens)
+    tracemalloc.stop()
+    assert s.dec_ring.cap <= m.cfg.decoder.window - 1 + 64 and s.enc_ring.cap <= m.cfg.encoder.window - 1 + 64
+    # the id list grows by one int per step (discounted above); nothing else may
+    assert marks[10_000] - marks[1000] < 1_000_000, marks
+
+
+def test_unsupported_delay_is_a_usage_error():
+    m = model("vox_tiny_hf", "numpy")
+    for bad in (0, 40, 500, 1280, 2000, 4800):
+        with pytest.raises(UsageError, match="multiple of 80"):
+            m.start_session(delay_ms=bad)
+
+
+def test_params_without_multimodal_block_and_missing_layer(tmp_path):
+    d = tmp_path / "m"
+    shutil.copytree(MODELS / "vox_tiny_native", d)
+    params = json.loads((d / "params.json").read_text())
+    (d / "params.json").write_text(json.dumps({k: v for k, v in params.items() if k != "multimodal"}))
+    with pytest.raises(ModelError, match="multimodal"):
+        load_model(d, backend="numpy")
+    params["n_layers"] += 1  # the checkpoint lacks that layer
+    (d / "params.json").write_text(json.dumps(params))
+    with pytest.raises(ModelError, match="missing the tensor 'layers.2"):
+        load_model(d, backend="numpy")
