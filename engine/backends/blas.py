@@ -8,7 +8,7 @@ products (offline encoders, prefills, batched verify passes) still use every thr
 
 from __future__ import annotations
 
-SMALL_WORK = 1 << 22  # multiply-adds below which one thread is faster or equal
+SMALL_WORK = 1 << 26  # multiply-adds below which one thread is as fast, and safe when the CPU is shared
 
 
 class BlasThreads:

@@ -7,59 +7,49 @@ import numpy as np
 from .base import Backend
 from .blas import BlasThreads
 
-# NumPy has no erf: W. J. Cody's rational approximations (erf for |x| <= 0.47, erfc beyond), in float64.
-_ERF_A = (3.16112374387056560e00, 1.13864154151050156e02, 3.77485237685302021e02, 3.20937758913846947e03,
-          1.85777706184603153e-1)
-_ERF_B = (2.36012909523441209e01, 2.44024637934444173e02, 1.28261652607737228e03, 2.84423683343917062e03)
-_ERFC_C = (5.64188496988670089e-1, 8.88314979438837594e00, 6.61191906371416295e01, 2.98635138197400131e02,
-           8.81952221241769090e02, 1.71204761263407058e03, 2.05107837782607147e03, 1.23033935479799725e03,
-           2.15311535474403846e-8)
-_ERFC_D = (1.57449261107098347e01, 1.17693950891312499e02, 5.37181101862009858e02, 1.62138957456669019e03,
-           3.29079923573345963e03, 4.36261909014324716e03, 3.43936767414372164e03, 1.23033935480374942e03)
-_ERFC_P = (3.05326634961232344e-1, 3.60344899949804439e-1, 1.25781726111229246e-1, 1.60837851487422766e-2,
-           6.58749161529837803e-4, 1.63153871373020978e-2)
-_ERFC_Q = (2.56852019228982242e00, 1.87295284992346725e00, 5.27905102951428412e-1, 6.05183413124413191e-2,
-           2.33520497626869185e-3)
-_SQRPI = 5.6418958354775628695e-1
+# NumPy has no erf. A float32 rational approximation, erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4]
+# (the form used by Eigen and XLA), max abs error 4.2e-7 against math.erf; evaluated in cache-sized blocks
+# with in-place ufuncs, since GELU runs over every encoder FFN activation.
+_ERF_P = tuple(np.float32(c) for c in (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
+                                        -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
+                                        -1.60960333262415e-02))
+_ERF_Q = tuple(np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
+                                        -7.37332916720468e-03, -1.42647390514189e-02))
+_BLOCK = 16384
 
 
-def _erf64(x: np.ndarray) -> np.ndarray:
-    """erf in float64 (Cody 1969), vectorised."""
-    ax = np.abs(x)
+def _erf_block(t: np.ndarray, out: np.ndarray) -> None:
+    """``out[:] = erf(t)`` for float32 ``t`` (``t`` is clobbered)."""
+    np.clip(t, -4.0, 4.0, out=t)
+    t2 = t * t
+    p = np.full_like(t, _ERF_P[0])
+    for c in _ERF_P[1:]:
+        np.multiply(p, t2, out=p)
+        np.add(p, c, out=p)
+    q = np.full_like(t, _ERF_Q[0])
+    for c in _ERF_Q[1:]:
+        np.multiply(q, t2, out=q)
+        np.add(q, c, out=q)
+    np.multiply(p, t, out=p)
+    np.divide(p, q, out=out)
+
+
+def _blocked(x: np.ndarray, fn) -> np.ndarray:
+    """Apply ``fn(block_in, block_out)`` over ``x`` in cache-sized blocks (float32 result)."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
     out = np.empty_like(x)
-    small = ax <= 0.46875
-    if small.any():
-        z = x[small]
-        y = z * z
-        num = _ERF_A[4] * y
-        den = y
-        for i in range(3):
-            num = (num + _ERF_A[i]) * y
-            den = (den + _ERF_B[i]) * y
-        out[small] = z * (num + _ERF_A[3]) / (den + _ERF_B[3])
-    mid = (~small) & (ax <= 4.0)
-    if mid.any():
-        y = ax[mid]
-        num = _ERFC_C[8] * y
-        den = y
-        for i in range(7):
-            num = (num + _ERFC_C[i]) * y
-            den = (den + _ERFC_D[i]) * y
-        erfc = np.exp(-y * y) * (num + _ERFC_C[7]) / (den + _ERFC_D[7])
-        out[mid] = np.sign(x[mid]) * (1.0 - erfc)
-    big = ax > 4.0
-    if big.any():
-        y = ax[big]
-        z = 1.0 / (y * y)
-        num = _ERFC_P[5] * z
-        den = z
-        for i in range(4):
-            num = (num + _ERFC_P[i]) * z
-            den = (den + _ERFC_Q[i]) * z
-        r = z * (num + _ERFC_P[4]) / (den + _ERFC_Q[4])
-        erfc = np.exp(-y * y) * (_SQRPI - r) / y
-        out[big] = np.sign(x[big]) * (1.0 - erfc)
+    src, dst = x.reshape(-1), out.reshape(-1)
+    for s in range(0, src.size, _BLOCK):
+        fn(src[s : s + _BLOCK], dst[s : s + _BLOCK])
     return out
+
+
+def _gelu_block(v: np.ndarray, out: np.ndarray) -> None:
+    t = v * np.float32(0.7071067811865476)
+    _erf_block(t, out)
+    np.add(out, 1.0, out=out)
+    np.multiply(out, v, out=out)
+    np.multiply(out, 0.5, out=out)
 
 
 class NumpyBackend(Backend):
@@ -96,11 +86,10 @@ class NumpyBackend(Backend):
         return x.astype(np.float32 if dtype in ("float16", "bfloat16") else dtype, copy=False)
 
     def erf(self, x):
-        return _erf64(np.asarray(x, dtype=np.float64)).astype(x.dtype, copy=False)
+        return _blocked(x, lambda v, o: _erf_block(v.copy(), o))
 
     def gelu(self, x):
-        x64 = x.astype(np.float64)
-        return (0.5 * x64 * (1.0 + _erf64(x64 * 0.7071067811865476))).astype(x.dtype)
+        return _blocked(x, _gelu_block)
 
     def silu(self, x):
         with np.errstate(over="ignore"):
