@@ -63,7 +63,11 @@ class NumpyBackend(Backend):
 
     def linear(self, x, w, b=None):
         self.blas.for_work(x.size * w.shape[0])
-        y = x @ w.T
+        rows = x.size // x.shape[-1]
+        if rows <= 32:  # few rows (streaming): W @ x^T runs ~2x faster in OpenBLAS than x @ W^T
+            y = np.ascontiguousarray((w @ x.reshape(rows, -1).T).T).reshape(*x.shape[:-1], w.shape[0])
+        else:
+            y = x @ w.T
         return y if b is None else y + b
 
     def asarray(self, a, dtype=None):
