@@ -3,12 +3,15 @@
 Streaming runs thousands of small products (a few rows against a weight matrix). With a multi-threaded
 OpenBLAS pool those cost ~100x more as soon as another process wants the CPU (pool threads spin waiting for
 a core: measured 6.4 s vs 0.055 s for the same 8 000 products on this 2-core machine under load). Large
-products (offline encoders, prefills, batched verify passes) still use every thread. Switching costs ~2 us.
+products (offline encoders, prefills, batched verify passes) and products over large matrices (memory-bound
+matrix-vector work, e.g. Voxtral's layers or a 32k-vocabulary head: two threads read ~25 GB/s against ~13 for
+one on an idle machine) still use every thread. Switching costs ~2 us.
 """
 
 from __future__ import annotations
 
 SMALL_WORK = 1 << 26  # multiply-adds below which one thread is as fast, and safe when the CPU is shared
+BIG_WEIGHTS = 1 << 22  # elements: a matrix this large is read at memory bandwidth, which two threads double
 
 
 class BlasThreads:
@@ -26,9 +29,9 @@ class BlasThreads:
             self._libs = []
         self.current = self.full
 
-    def for_work(self, macs: int) -> None:
-        """Pick the pool size for a product of ``macs`` multiply-adds."""
-        n = 1 if macs < SMALL_WORK else self.full
+    def for_work(self, macs: int, weights: int = 0) -> None:
+        """Pick the pool size for a product of ``macs`` multiply-adds over a ``weights``-element matrix."""
+        n = 1 if macs < SMALL_WORK and weights < BIG_WEIGHTS else self.full
         if n != self.current and self._libs:
             for lib in self._libs:
                 lib.set_num_threads(n)

@@ -62,7 +62,7 @@ class NumpyBackend(Backend):
         self.blas = BlasThreads()
 
     def linear(self, x, w, b=None):
-        self.blas.for_work(x.size * w.shape[0])
+        self.blas.for_work(x.size * w.shape[0], w.size)
         rows = x.size // x.shape[-1]
         if rows <= 32:  # few rows (streaming): W @ x^T runs ~2x faster in OpenBLAS than x @ W^T
             y = np.ascontiguousarray((w @ x.reshape(rows, -1).T).T).reshape(*x.shape[:-1], w.shape[0])
