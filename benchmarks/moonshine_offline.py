@@ -20,8 +20,9 @@ the same thread count for every library:
   t(generate 1 token)) / N`` with ``min_new_tokens = max_new_tokens``, which cancels the encoder and the
   first step and keeps generate's own per-step overhead.
 
-NumPy and torch runs are interleaved round-robin (a warm-up round first, then ``--runs`` timed rounds), so
-background load hits both alike; MLX (whose CPU backend is 20-100x slower) runs its ``--mlx-runs`` rounds
+NumPy and torch runs are interleaved round-robin (a warm-up round first, then ``--runs`` timed rounds; the
+order alternates every round, and ``--pause`` can put a sleep before each turn), so background load and
+drift hit both alike; MLX (whose CPU backend is 20-100x slower) runs its ``--mlx-runs`` rounds
 afterwards, warmed up by its load-time encode and parity step. Each cell is the median over the rounds.
 The report also gives the share of CPU time other processes used during the rounds (the load average
 cannot tell, since it counts this benchmark's own threads), and a parity check (max |diff| of encoder
@@ -40,7 +41,8 @@ timers; "model glue" is everything else in model.py) and a cProfile listing. ``-
 what-if: it swaps NumPy's gelu / layer_norm / single-query attention for the candidates in
 ``numpy_ops.py`` inside this process (the engine is not changed) and says so in the report;
 ``--full-blas-pool`` is another: NumPy keeps every BLAS thread for small products too (the engine picks
-one thread for products below 64M multiply-adds, which includes every decoder matrix-vector product).
+one thread for products below 64M multiply-adds over matrices below 4M elements: in the Moonshine decoder,
+every matrix-vector product except the 32k-vocabulary head).
 """
 
 from __future__ import annotations
@@ -389,11 +391,18 @@ def print_profiles(variant: str, runner: EngineRunner, n_tokens: int) -> str:
 # ---------------------------------------------------------------------------------------------------
 
 
-def timed_rounds(variant: str, runners: dict, runs: int, warmup: int):
-    """Round-robin ``encode`` + ``decode`` over ``runners``; returns the samples per backend."""
+def timed_rounds(variant: str, runners: dict, runs: int, warmup: int, pause: float = 0.0):
+    """Round-robin ``encode`` + ``decode`` over ``runners``; returns the samples per backend.
+
+    ``pause`` seconds of sleep before each backend's turn let the previous library's pool threads
+    (OpenBLAS, OpenMP) stop spinning, so that they do not slow the next one down on a small machine.
+    """
     samples = {b: {"enc": [], "first": [], "tok": []} for b in runners}
+    order = list(runners.items())
     for r in range(warmup + runs):
-        for b, runner in runners.items():
+        for b, runner in (order if r % 2 == 0 else order[::-1]):  # alternate the order: no position bias
+            if pause:
+                time.sleep(pause)
             te = runner.encode()
             tf, tt = runner.decode()
             if r >= warmup:
@@ -456,7 +465,7 @@ def patch_numpy_ops() -> str:
 
 def full_blas_pool() -> str:
     """What-if: keep the whole BLAS pool for every product (switch off the NumPy backend's policy of one
-    BLAS thread for products below ``engine.backends.blas.SMALL_WORK`` multiply-adds), in this process."""
+    BLAS thread for small products, ``engine.backends.blas``), in this process."""
     from engine.backends import get_backend
 
     B = get_backend("numpy")
@@ -464,7 +473,7 @@ def full_blas_pool() -> str:
     if blas is None:
         return "no BLAS thread policy in this engine version; nothing changed"
     blas.for_work(1 << 62)  # select the full pool once
-    blas.for_work = lambda macs: None
+    blas.for_work = lambda *a, **k: None
     return f"BLAS pool fixed at {blas.full} threads for every product"
 
 
@@ -493,6 +502,8 @@ def parse_args(argv=None):
     p.add_argument("--seconds", type=float, default=10.0, help="audio length (rounded to whole 80 ms chunks)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for every library")
     p.add_argument("--no-generate", action="store_true", help="skip the torch generate() cross-check")
+    p.add_argument("--pause", type=float, default=0.0, metavar="S",
+                   help="sleep before each backend's turn in a round (lets thread pools go idle)")
     p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
                    help="before each group of rounds wait up to S seconds for the machine to be idle")
     p.add_argument("--max-other-load", type=float, default=0.10, metavar="F",
@@ -597,12 +608,16 @@ def main(argv=None) -> int:
         for group, runs, warm in ((fast, args.runs, 1), ({"mlx": runners.get("mlx")}, args.mlx_runs, 0)):
             if group and None not in group.values():
                 samples.update(guarded(args, extra, variant, f"{'/'.join(group)} rounds",
-                                       lambda v=variant, g=group, r=runs, w=warm: timed_rounds(v, g, r, warmup=w)))
+                                       lambda v=variant, g=group, r=runs, w=warm: timed_rounds(v, g, r, w, args.pause)))
         med = {b: {k: float(np.median(v)) for k, v in s.items()} for b, s in samples.items()}
         for b in med:
+            sm = samples[b]
             med[b]["enc_ms_per_s"] = 1000.0 * med[b]["enc"] / seconds
+            med[b]["enc_ms_per_s_range"] = [1000.0 * min(sm["enc"]) / seconds, 1000.0 * max(sm["enc"]) / seconds]
             med[b]["first_ms"] = 1000.0 * med[b]["first"]
             med[b]["tok_ms"] = 1000.0 * med[b]["tok"]
+            med[b]["tok_ms_range"] = [1000.0 * min(sm["tok"]), 1000.0 * max(sm["tok"])]
+            med[b]["samples"] = {k: [float(x) for x in v] for k, v in sm.items()}
         if "torch" in runners and not args.no_generate:
             tr = runners["torch"]
 
@@ -618,12 +633,14 @@ def main(argv=None) -> int:
         del runners
         gc.collect()
 
-    header = ["variant", "backend", "encoder ms / s audio", "decoder ms / token", "first step ms",
+    header = ["variant", "backend", "encoder ms / s audio (min-max)", "decoder ms / token (min-max)", "first step ms",
               "torch generate() ms / token"]
     rows = []
     for variant, med in results.items():
         for b, v in med.items():
-            rows.append([variant, b, _common.fmt(v["enc_ms_per_s"]), _common.fmt(v["tok_ms"], 2),
+            er, tr_ = v["enc_ms_per_s_range"], v["tok_ms_range"]
+            rows.append([variant, b, f"{v['enc_ms_per_s']:.1f} ({er[0]:.1f}-{er[1]:.1f})",
+                         f"{v['tok_ms']:.2f} ({tr_[0]:.2f}-{tr_[1]:.2f})",
                          _common.fmt(v["first_ms"]), _common.fmt(v.get("generate_tok_ms"), 2)])
     report = ["", "## Results", "", _common.markdown_table(header, rows), ""]
     if all("numpy" in m and "torch" in m for m in results.values()):

@@ -131,6 +131,47 @@ def attention_one(q, k, v, scale):
     return np.matmul(s[:, None, :], v)
 
 
+def encoder_attention(q, k, v, scale, left: int, right: int, block: int = 32):
+    """Windowed encoder attention (HF semantics: keys q-left+1 .. q+right-1) in query blocks of ``block``,
+    with an additive 0/-inf mask per block geometry (cached) and an in-place softmax."""
+    import numpy as np
+
+    _, t, _ = q.shape
+    r = max(right, 1)
+    out = np.empty_like(q)
+    cache: dict = {}
+    for a in range(0, t, block):
+        b = min(t, a + block)
+        ka, kb = max(0, a - left + 1), min(t, b + r - 1)
+        key = (b - a, a - ka, kb - ka)
+        m = cache.get(key)
+        if m is None:
+            d = np.arange(a, b)[:, None] - np.arange(ka, kb)[None, :]
+            m = cache[key] = np.where((d < left) & (-d < r), np.float32(0), np.float32(-np.inf))
+        s = np.matmul(q[:, a:b], k[:, ka:kb].transpose(0, 2, 1))
+        s *= np.float32(scale)
+        s += m
+        s -= s.max(axis=-1, keepdims=True)
+        np.exp(s, out=s)
+        s /= s.sum(axis=-1, keepdims=True)
+        np.matmul(s, v[:, ka:kb], out=out[:, a:b])
+    return out
+
+
+def conv1d_shifted(x, w, b, stride: int = 1):
+    """The backend's valid conv1d (weights as ``prepare_conv`` lays them out: ``[K * C_in, C_out]``) as a
+    sum of K strided GEMMs, without building the im2col matrix."""
+    kc, c_out = w.shape
+    c_in = x.shape[1]
+    k = kc // c_in
+    t_out = (x.shape[0] - k) // stride + 1
+    span = stride * (t_out - 1) + 1
+    y = x[0:span:stride] @ w[0:c_in]
+    for j in range(1, k):
+        y += x[j : j + span : stride] @ w[j * c_in : (j + 1) * c_in]
+    return y if b is None else y + b
+
+
 def rope_table(hd: int, f: int, pos: int, inv_freq):
     """Per-channel (cos, signed sin) tables [hd] for one position: channels past 2f get (1, 0)."""
     import numpy as np
@@ -170,6 +211,13 @@ def main(argv=None) -> int:
     De, He, hd, Fe, Dd, Hd, Fd, Ld, Le = SHAPES[args.variant]
     T = args.frames
     rng = np.random.default_rng(0)
+    other = _common.OtherLoad().start()
+
+    def threads_for(macs: int) -> None:
+        """Pool size as the engine's BLAS policy would pick it for a product of ``macs`` multiply-adds."""
+        if getattr(B, "blas", None) is not None:
+            B.blas.for_work(macs)
+
     rows: list[list[str]] = []
 
     def row(name, cur_fn, new_fn, diff, calls):
@@ -197,6 +245,51 @@ def main(argv=None) -> int:
     row(f"decoder layer_norm [1,{Dd}] (per token)", lambda: B.layer_norm(xd, wd, None, 1e-5),
         lambda: layer_norm_lean(xd, wd), d, 3 * Ld + 1)
 
+    # Encoder q, k, v: three [T, De] x [He hd, De]^T GEMMs vs one fused [3 He hd, De] GEMM.
+    wq = [(rng.standard_normal((He * hd, De)) / De**0.5).astype(np.float32) for _ in range(3)]
+    wqkv = np.concatenate(wq, axis=0)
+    d = float(np.max(np.abs(np.concatenate([B.linear(xe, w) for w in wq], axis=1) - B.linear(xe, wqkv))))
+    row(f"encoder q,k,v: 3 x [{He * hd},{De}] vs fused [{3 * He * hd},{De}] on [{T},{De}]",
+        lambda: [B.linear(xe, w) for w in wq], lambda: B.linear(xe, wqkv), d, Le)
+
+    # Encoder windowed attention of one layer, (16, 4) window: the model's loop (blocks of 128 queries,
+    # boolean mask, np.where) vs blocks of 32 with a cached additive mask.
+    from engine.backends import window_mask
+    from engine.models.moonshine.model import ENC_BLOCK
+
+    qe, ke, ve = (rng.standard_normal((He, T, hd)).astype(np.float32) for _ in range(3))
+    sc_e = hd ** -0.5
+    pos_e = np.arange(T)
+
+    def enc_attn_model(L=16, R=4):
+        outs = []
+        for a in range(0, T, ENC_BLOCK):
+            b = min(T, a + ENC_BLOCK)
+            ka, kb = max(0, a - L + 1), min(T, b + max(R, 1) - 1)
+            m = window_mask(pos_e[a:b], pos_e[ka:kb], L, R)
+            outs.append(B.attention(qe[:, a:b], ke[:, ka:kb], ve[:, ka:kb], sc_e, B.asarray(m)))
+        return np.concatenate(outs, axis=1)
+
+    def enc_attn_new():
+        threads_for(qe.size * 50)  # the engine's policy for the per-block products (one thread)
+        return encoder_attention(qe, ke, ve, sc_e, 16, 4)
+
+    d = float(np.max(np.abs(enc_attn_model() - enc_attn_new())))
+    row(f"encoder attention [{He},{T},{hd}] window (16,4): blocks of {ENC_BLOCK} vs 32 + additive mask",
+        enc_attn_model, enc_attn_new, d, Le)
+
+    # Frontend conv1 (D -> 2D, kernel 5, stride 2) on 2T + 4 input frames: im2col vs 5 strided GEMMs.
+    xc = rng.standard_normal((2 * T + 4, De)).astype(np.float32)
+    wc = B.prepare_conv((rng.standard_normal((2 * De, De, 5)) / (5 * De) ** 0.5).astype(np.float32))
+    bc = rng.standard_normal(2 * De).astype(np.float32)
+    def conv_new():
+        threads_for(1 << 62)  # large GEMMs: the full pool, as the engine's policy picks for the im2col GEMM
+        return conv1d_shifted(xc, wc, bc, stride=2)
+
+    d = float(np.max(np.abs(B.conv1d(xc, wc, bc, stride=2) - conv_new())))
+    row(f"frontend conv1 [{2 * T + 4},{De}] -> [{T + 2},{2 * De}]: im2col vs 5 strided GEMMs",
+        lambda: B.conv1d(xc, wc, bc, stride=2), conv_new, d, 1)
+
     # Decoder cross-attention of one query over the whole memory; self-attention over ~40 positions.
     hdd = Dd // Hd
     for tk, what in ((T, "cross"), (40, "self")):
@@ -222,8 +315,8 @@ def main(argv=None) -> int:
 
     # Decoder matrix-vector products, weights streamed from memory (many copies, as in a real step):
     # q, k, v as three [Dd, Dd] products vs one fused [3 Dd, Dd] product, each under the engine's BLAS
-    # thread policy (``B.blas``: one thread below 64M multiply-adds, i.e. every decoder product), and
-    # every decoder weight shape with one BLAS thread (policy) vs the full pool.
+    # thread policy (``B.blas``: one thread below 64M multiply-adds over matrices below 4M elements), and
+    # every decoder weight shape under the engine's policy vs the full pool.
     blas = getattr(B, "blas", None)
 
     def pool(n_macs: int) -> None:
@@ -263,21 +356,24 @@ def main(argv=None) -> int:
 
             def gemv(n_threads, wl=wl, hx=hx, j=j):
                 j[0] = (j[0] + 1) % len(wl)
-                if n_threads == 1:  # the engine's linear as it is: its policy picks one thread here
+                if n_threads == 1:  # the engine's linear as it is: its policy picks the pool size
                     return B.linear(hx, wl[j[0]])
                 policy = blas.for_work
                 try:  # the same call with the policy switched off and the full pool selected
                     policy(1 << 62)
-                    blas.for_work = lambda macs: None
+                    blas.for_work = lambda *a, **k: None
                     return B.linear(hx, wl[j[0]])
                 finally:
                     blas.for_work = policy
 
-            row(f"decoder {what} [{shape[0]},{shape[1]}] B.linear: 1 BLAS thread (policy) vs {blas.full} (per token)",
+            row(f"decoder {what} [{shape[0]},{shape[1]}] B.linear: engine thread policy vs {blas.full} threads "
+                "(per token)",
                 lambda g=gemv: g(1), lambda g=gemv: g(0), 0.0, calls)
         pool(1 << 62)
 
-    print(f"variant {args.variant}, {T} frames, {args.threads} threads, {_common.numpy_blas()}")
+    load = other.stop()
+    print(f"variant {args.variant}, {T} frames, {args.threads} threads, {_common.numpy_blas()}; other processes "
+          f"used {'?' if load is None else f'{100 * load:.0f}%'} of the CPU meanwhile")
     print(_common.markdown_table(["op (shape)", "current us", "candidate us", "speed-up", "max abs diff",
                                   "saved ms (per 10 s encode / per token)"], rows))
     return 0

@@ -91,7 +91,9 @@ BACKENDS = ("numpy", "torch-f32", "torch-bf16", "mlx-bf16", "mlx-q8", "mlx-q4", 
             "voxmlx-q4")
 EXPERIMENTS = ("numpy-whatif",)  # opt-in: the NumPy backend with the fixes proposed in RESULTS.md patched in
 GROUPS = {"torch": ("torch-f32", "torch-bf16"), "mlx": ("mlx-bf16", "mlx-q8", "mlx-q4"),
-          "voxmlx": ("voxmlx-bf16", "voxmlx-q8", "voxmlx-q4")}
+          "voxmlx": ("voxmlx-bf16", "voxmlx-q8", "voxmlx-q4"),
+          # ours and voxmlx in one process, one step of each in turn
+          "mlxpair": ("mlx-bf16+voxmlx-bf16", "mlx-q8+voxmlx-q8", "mlx-q4+voxmlx-q4")}
 DELAY_TOKENS = 6
 START_TOKEN = 32  # [STREAMING_PAD]
 
@@ -748,41 +750,83 @@ def _profile(bench, runs: int, top: int = 25) -> list[str]:
     return out
 
 
-def run_worker(a) -> dict:
+def _huge_pages() -> str | None:
+    """Anonymous memory of this process and how much of it sits in transparent huge pages (Linux)."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            kb = {ln.split(":")[0]: int(ln.split()[1]) for ln in f if ln.split()[-1:] == ["kB"]}
+        return f"{kb['AnonHugePages'] / 2**20:.1f} of {kb['Anonymous'] / 2**20:.1f} GiB anonymous memory in huge pages"
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
+def _make_bench(a, name: str):
+    folder = Path(a.folder)
+    if name.startswith("numpy") or name.startswith("mlx-"):
+        return EngineBench(folder, name)
+    if name.startswith("torch-"):
+        return TorchBench(folder, name, a.threads)
+    return VoxmlxBench(a.enc_layers, a.dec_layers, name)
+
+
+def _interleaved_steps(benches: list, runs: int, warmup: int, firsts: list[dict] | None = None):
+    """``_timed_steps`` for several implementations in one process, one step of each in turn (so drift in
+    the machine's speed hits them alike). Returns ``[(enc_times, dec_times), ...]`` in ``benches`` order."""
+    out = [([], []) for _ in benches]
+    for r in range(warmup + runs):
+        for i, bench in enumerate(benches):
+            first = firsts[i] if firsts is not None and r == 0 else None
+            e, d = _timed_steps(bench, 1, 0, first) if r >= warmup else _timed_steps(bench, 0, 1, first)
+            if r >= warmup:
+                out[i][0].extend(e)
+                out[i][1].extend(d)
+    return out
+
+
+def run_worker(a) -> list[dict]:
+    """Time the backend(s) named by ``--worker`` ("name", or "name+name" to interleave two MLX builds)."""
     import resource
 
     import numpy as np
 
-    folder, name = Path(a.folder), a.worker
-    t0 = time.perf_counter()
-    if name.startswith("numpy") or name.startswith("mlx-"):
-        bench = EngineBench(folder, name)
-    elif name.startswith("torch-"):
-        bench = TorchBench(folder, name, a.threads)
-    else:
-        bench = VoxmlxBench(a.enc_layers, a.dec_layers, name)
-    load_s = time.perf_counter() - t0
+    names = a.worker.split("+")
+    if len(names) > 1 and not all("mlx" in n for n in names):
+        raise SystemExit("only MLX builds are interleaved in one process (other libraries' idle threads interfere)")
+    benches, load_s = [], []
+    for name in names:
+        t0 = time.perf_counter()
+        benches.append(_make_bench(a, name))
+        load_s.append(time.perf_counter() - t0)
     mel8 = (_rand(7, (8, ENC["mels"])) * 0.3).astype(np.float32)
-    bench.prefill(a.position, mel8)
-    print(f"  [{name}] loaded in {load_s:.1f} s; timing {a.warmup} + {a.runs} steps at position {a.position} "
-          f"(load {_common.load_average()})", file=sys.stderr, flush=True)
+    for bench in benches:
+        bench.prefill(a.position, mel8)
+    print(f"  [{a.worker}] loaded in {' + '.join(f'{t:.1f}' for t in load_s)} s; timing {a.warmup} + {a.runs} "
+          f"steps at position {a.position} (load {_common.load_average()})", file=sys.stderr, flush=True)
     other = _common.OtherLoad().start()
-    first: dict = {}
-    enc_t, dec_t = _timed_steps(bench, a.runs, a.warmup, first)
-    res = {"backend": name, "load_s": load_s, "enc": enc_t, "dec": dec_t}
-    if a.dump:
-        np.savez(Path(a.dump) / f"{name}.npz", **first)
-    if isinstance(bench, TorchBench):
-        res["attn"], res["caches"] = bench.attn, bench.cache_kinds
-        full, _ = _common.median_time(bench.full_step, a.runs, warmup=a.warmup)
-        res["full"] = full
-    if a.profile and name.startswith("numpy"):
-        res["profile"] = [f"#### {name}", ""] + _op_profile(bench, a.runs) + [""] + _profile(bench, a.runs)
-    bench.strip_layers()
-    enc0, dec0 = _timed_steps(bench, a.runs, a.warmup)
-    res.update(enc0=enc0, dec0=dec0, other_load=other.stop(), load_avg=_common.load_average(),
-               peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20)
-    return res
+    firsts: list[dict] = [{} for _ in benches]
+    timed = _interleaved_steps(benches, a.runs, a.warmup, firsts)
+    results = []
+    for name, bench, t, first, ls in zip(names, benches, timed, firsts, load_s):
+        res = {"backend": name, "load_s": ls, "enc": t[0], "dec": t[1]}
+        if a.dump:
+            np.savez(Path(a.dump) / f"{name}.npz", **first)
+        if isinstance(bench, TorchBench):
+            res["attn"], res["caches"] = bench.attn, bench.cache_kinds
+            full, _ = _common.median_time(bench.full_step, a.runs, warmup=a.warmup)
+            res["full"] = full
+        if a.profile and name.startswith("numpy"):
+            res["profile"] = [f"#### {name}", ""] + _op_profile(bench, a.runs) + [""] + _profile(bench, a.runs)
+        if len(names) > 1:
+            res["interleaved"] = a.worker
+        results.append(res)
+    for bench in benches:
+        bench.strip_layers()
+    timed0 = _interleaved_steps(benches, a.runs, a.warmup)
+    load = other.stop()
+    for res, t in zip(results, timed0):
+        res.update(enc0=t[0], dec0=t[1], other_load=load, load_avg=_common.load_average(),
+                   peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, thp=_huge_pages())
+    return results
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -799,7 +843,8 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     p.add_argument("--position", type=int, default=300, help="decoder position of the timed steps (cached positions)")
     p.add_argument("--backends", default=",".join(BACKENDS),
-                   help=f"comma list of {', '.join(BACKENDS)} (or the groups torch, mlx, voxmlx)")
+                   help=f"comma list of {', '.join(BACKENDS)}, numpy-whatif (experiment), the groups "
+                        f"{', '.join(GROUPS)}, or MLX builds joined by '+' (interleaved in one process)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for every library")
     p.add_argument("--profile", action="store_true", help="add a cProfile listing of the NumPy steps")
     p.add_argument("--json", type=Path, help="also write the raw numbers here")
@@ -823,8 +868,9 @@ def parse_args(argv=None):
     names = []
     for b in (x.strip() for x in a.backends.split(",") if x.strip()):
         for n in GROUPS.get(b, (b,)):
-            if n not in BACKENDS + EXPERIMENTS:
-                p.error(f"unknown backend {n!r}; choose from {', '.join(BACKENDS + EXPERIMENTS)}")
+            if any(x not in BACKENDS + EXPERIMENTS for x in n.split("+")):
+                p.error(f"unknown backend {n!r}; choose from {', '.join(BACKENDS + EXPERIMENTS)}, the groups "
+                        f"{', '.join(GROUPS)}, or two MLX builds joined by '+' (interleaved in one process)")
             if n not in names:
                 names.append(n)
     a.backends = names
@@ -962,6 +1008,10 @@ def report(a, results: dict[str, dict], bw: dict[str, float], comparisons: list[
             extra.append(f"other processes used {100 * r['other_load']:.0f}% of the CPU time")
         extra.append(f"peak RSS {r['peak_rss_gb']:.1f} GB, load {r['load_s']:.0f} s, {len(r['enc'])} timed steps, "
                      f"attempt {r.get('attempt', 1)}, load average after: {r['load_avg']}")
+        if r.get("interleaved"):
+            extra.append(f"interleaved step by step with the other build in one process ({r['interleaved']})")
+        if r.get("thp"):
+            extra.append(r["thp"])
         if len(r.get("rounds", [])) > 1:
             extra.append("per-round enc / dec medians ms: " + ", ".join(f"{e:.1f} / {d:.1f}" for e, d in r["rounds"]))
         notes.append(f"- {name}: " + "; ".join(extra))
@@ -976,8 +1026,7 @@ def main(argv=None) -> int:
     a = parse_args(argv)
     _common.set_threads(a.threads)
     if a.worker:
-        res = run_worker(a)
-        print("RESULT " + json.dumps(res), flush=True)
+        print("RESULT " + json.dumps(run_worker(a)), flush=True)
         return 0
     folder = model_folder(a.enc_layers, a.dec_layers)
     lines = ["## Machine", ""] + _common.machine_report(
@@ -1013,18 +1062,20 @@ def main(argv=None) -> int:
                     if proc.returncode != 0 or not got:
                         print(f"  {name} failed (exit {proc.returncode}); skipped", file=sys.stderr, flush=True)
                         break
-                    r = json.loads(got[-1][len("RESULT "):])
-                    r["attempt"] = attempt + 1
-                    other = r.get("other_load")
-                    if best is None or (other or 0) < (best.get("other_load") or 0):
-                        best = r
-                    print(f"  {name}: enc {1000 * statistics.median(r['enc']):.1f} ms, dec "
-                          f"{1000 * statistics.median(r['dec']):.1f} ms, other load {other}", file=sys.stderr,
-                          flush=True)
+                    rs = json.loads(got[-1][len("RESULT "):])
+                    for r in rs:
+                        r["attempt"] = attempt + 1
+                    other = rs[0].get("other_load")
+                    if best is None or (other or 0) < (best[0].get("other_load") or 0):
+                        best = rs
+                    for r in rs:
+                        print(f"  {r['backend']}: enc {1000 * statistics.median(r['enc']):.1f} ms, dec "
+                              f"{1000 * statistics.median(r['dec']):.1f} ms, other load {other}", file=sys.stderr,
+                              flush=True)
                     if other is None or other <= a.max_other_load:
                         break
-                if best is not None:
-                    rounds.setdefault(name, []).append(best)
+                for r in best or []:
+                    rounds.setdefault(r["backend"], []).append(r)
         results = {name: _pool(rs) for name, rs in rounds.items()}
         bw_end = probe_bandwidth(a)
         if bw_end["bound"] > bw["bound"]:
