@@ -350,7 +350,6 @@ class EngineBench:
         self.phase = "enc"
 
     def prefill(self, position: int, mel8) -> None:
-        import numpy as np
 
         m, B, e, d = self.m, self.B, self.m.cfg.encoder, self.m.cfg.decoder
         self.mel8 = mel8
@@ -359,15 +358,15 @@ class EngineBench:
         kv = [(_rand(1000 + i, (e.n_heads, n, e.head_dim)), _rand(2000 + i, (e.n_heads, n, e.head_dim)))
               for i in range(e.n_layers)]
         for s in range(0, n, 64):
-            slots, _ = self.ring.advance(np.arange(s, min(s + 64, n)), e.window)
+            claim = self.ring.advance(s, min(64, n - s), e.window)
             for i, (k, v) in enumerate(kv):
-                self.ring.write(i, slots, B.asarray(k[:, s : s + 64], m.dtype), B.asarray(v[:, s : s + 64], m.dtype))
+                self.ring.write(i, claim, B.asarray(k[:, s : s + 64], m.dtype), B.asarray(v[:, s : s + 64], m.dtype))
         self.dring = m.new_decoder_ring()
-        slots, _ = self.dring.advance(np.arange(position), d.window)
+        claim = self.dring.advance(0, position, d.window)
         for i in range(d.n_layers):
             k = _rand(3000 + i, (d.n_kv_heads, position, d.head_dim))
             v = _rand(4000 + i, (d.n_kv_heads, position, d.head_dim))
-            self.dring.write(i, slots, B.asarray(k, m.dtype), B.asarray(v, m.dtype))
+            self.dring.write(i, claim, B.asarray(k, m.dtype), B.asarray(v, m.dtype))
         B.eval(*self.ring.k, *self.ring.v, *self.dring.k, *self.dring.v)
         if self.name == "numpy-whatif":
             transpose_k_rings(self.ring, self.dring)

@@ -87,6 +87,11 @@ class Backend:
     def async_eval(self, *xs: Array) -> None:
         """Start computing ``xs`` without waiting (no-op for eager libraries)."""
 
+    def compile(self, fn):
+        """``fn`` (pure: arrays and trees of arrays in and out) compiled into one fused graph where the
+        library can and it pays; otherwise ``fn`` itself."""
+        return fn
+
     def argmax_dev(self, x: Array) -> Array:
         """Indices of the maxima along the last axis as a backend int32 array (no host transfer)."""
         return self.xp.argmax(x, axis=-1).astype(self.xp.int32)

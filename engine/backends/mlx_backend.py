@@ -5,6 +5,8 @@ Keeps the checkpoint dtype unless the model asks otherwise. Norm statistics and 
 
 from __future__ import annotations
 
+import os
+
 import mlx.core as mx
 import numpy as np
 
@@ -36,11 +38,30 @@ def has_gpu() -> bool:
         return False
 
 
+def compile_wanted() -> bool:
+    """``mx.compile`` on a GPU (fewer kernel launches, far less Python per step); off on MLX's CPU device,
+    where each fused kernel is built by the system C++ compiler at first use (~0.6 s apiece) and the step
+    is bound by the matrix products anyway. ``LIVECAP_MLX_COMPILE=1|0`` overrides."""
+    env = os.environ.get("LIVECAP_MLX_COMPILE", "").strip()
+    if env in ("0", "1"):
+        return env == "1"
+    return has_gpu()
+
+
 class MlxBackend(Backend):
     """The op set on MLX (lazy arrays; ``eval`` is the barrier)."""
 
     name = "mlx"
     xp = mx
+
+    def __init__(self, compile_enabled: bool | None = None):
+        self.compile_enabled = compile_wanted() if compile_enabled is None else compile_enabled
+        # MLX's CPU device has no native half-precision quantized product (bf16 x bf16-scaled is ~7x slower
+        # than with float32 activations, measured in benchmarks/RESULTS.md), so there it runs in float32.
+        self.cpu_quantized_f32 = mx.default_device() == mx.cpu
+
+    def compile(self, fn):
+        return mx.compile(fn) if self.compile_enabled else fn
 
     def asarray(self, a, dtype=None):
         if isinstance(a, mx.array):
@@ -110,8 +131,12 @@ class MlxBackend(Backend):
 
     def linear(self, x, w, b=None):
         if isinstance(w, QuantizedWeight):
+            dt = x.dtype
+            if self.cpu_quantized_f32 and dt != mx.float32:
+                x = x.astype(mx.float32)
             y = mx.quantized_matmul(x, w.w, w.scales, w.biases, transpose=True, group_size=w.group_size, bits=w.bits)
-            return y if b is None else y + b
+            y = y if b is None else y + b
+            return y if y.dtype == dt else y.astype(dt)
         if b is not None:
             return mx.addmm(b, x, w.T)
         return x @ w.T

@@ -61,6 +61,71 @@ def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.
     return np.cos(ang), np.sin(ang)
 
 
+class LayerPiece:
+    """A pure piece of a layer, ``fn(weights: dict, *arrays)``, called as ``piece(layer, *arrays)``.
+
+    Where the backend compiles (MLX on a GPU), the layer's weights go in as inputs (quantized ones as their
+    three arrays), so one compiled graph per weight layout and input shape serves every layer.
+    """
+
+    def __init__(self, B: Backend, fn, fields: tuple[str, ...]):
+        self.B, self.fn, self.fields = B, fn, fields
+        self.compiled: dict = {}
+
+    def __call__(self, layer, *args):
+        W = {f: getattr(layer, f) for f in self.fields}
+        if not getattr(self.B, "compile_enabled", False):
+            return self.fn(W, *args)
+        sig, leaves = [], []
+        for f, w in W.items():
+            if isinstance(w, QuantizedWeight):
+                sig.append((f, w.group_size, w.bits))
+                leaves += [w.w, w.scales, w.biases]
+            else:
+                sig.append((f, None if w is None else 0, None))
+                leaves += [] if w is None else [w]
+        sig = tuple(sig)
+        run = self.compiled.get(sig)
+        if run is None:
+            run = self.compiled[sig] = self.B.compile(lambda leaves, *a: self.fn(_unflatten(sig, leaves), *a))
+        return run(leaves, *args)
+
+
+def _unflatten(sig, leaves) -> dict:
+    W, i = {}, 0
+    for f, group, bits in sig:
+        if group is None:
+            W[f] = None
+        elif bits is None:
+            W[f], i = leaves[i], i + 1
+        else:
+            W[f], i = QuantizedWeight(leaves[i], leaves[i + 1], leaves[i + 2], group, bits), i + 3
+    return W
+
+
+class RopeCache:
+    """Device-resident cos/sin rows for a run of positions, refilled (in float64 on the host) only when a
+    request leaves the rows held, i.e. once per ``CHUNK`` positions instead of once per step."""
+
+    CHUNK = 1024
+
+    def __init__(self, B, head_dim: int, theta: float, dtype: str):
+        self.B, self.head_dim, self.theta, self.dtype = B, head_dim, theta, dtype
+        self.base, self.size, self.cos, self.sin = 0, 0, None, None
+
+    def __call__(self, start: int, n: int):
+        """``(cos, sin)`` backend arrays ``[n, head_dim/2]`` for positions ``start .. start+n-1``."""
+        if self.cos is None or start < self.base or start + n > self.base + self.size:
+            self.size = max(self.CHUNK, n)
+            cos, sin = rope_tables(np.arange(start, start + self.size), self.head_dim, self.theta)
+            self.cos, self.sin = self.B.asarray(cos, self.dtype), self.B.asarray(sin, self.dtype)
+            self.base = start
+        o = start - self.base
+        if o == 0 and n == self.size:
+            return self.cos, self.sin
+        return self.cos[o : o + n], self.sin[o : o + n]
+
+
 def time_embedding(delay_tokens: int, dim: int) -> np.ndarray:
     """The ada conditioning input ``[cos(D w), sin(D w)]``, ``w_i = 10000^(-i/(dim/2))``."""
     half = dim // 2
@@ -141,6 +206,12 @@ class VoxtralModel:
             ada_up=B.prepare_linear(raw(f"dec.{i}.ada_up.weight", (D, d.ada_dim), f32)),
         ) for i in range(d.n_layers)]
         self.dec_norm = vec("dec_norm", D, f32)
+        self._enc_in = LayerPiece(B, self._enc_in_fn, ("attn_norm", "wq", "bq", "wk", "wv", "bv"))
+        self._enc_out = LayerPiece(B, self._enc_out_fn, ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
+        self._dec_in = LayerPiece(B, self._dec_in_fn, ("attn_norm", "wq", "wk", "wv"))
+        self._dec_out = LayerPiece(B, self._dec_out_fn, ("wo", "ffn_norm", "w1", "w3", "w2"))
+        self.enc_rope = RopeCache(B, e.head_dim, e.rope_theta, self.dtype)
+        self.dec_rope = RopeCache(B, d.head_dim, d.rope_theta, self.dtype)
 
     # ---- helpers ------------------------------------------------------------------------------
     @property
@@ -174,27 +245,56 @@ class VoxtralModel:
         c2 = B.gelu(B.conv1d(y, self.conv2, self.conv2_b, stride=2))
         return c2, (x[-2:], y[-1:])
 
+    # ---- layer pieces (pure: compiled into fused graphs where the backend does that) ---------------
+    def _heads(self, y, n: int, h: int, hd: int):
+        return y.reshape(n, h, hd).transpose(1, 0, 2)
+
+    def _enc_in_fn(self, W, x, cos, sin):
+        """Normed input -> rotated q, k and v heads ``[H, n, hd]`` of one encoder layer."""
+        B, e = self.B, self.cfg.encoder
+        n = x.shape[0]
+        h = self._cast(B.rms_norm(x, W["attn_norm"], e.norm_eps))
+        q = self._rope(self._heads(B.linear(h, W["wq"], W["bq"]), n, e.n_heads, e.head_dim), cos, sin)
+        k = self._rope(self._heads(B.linear(h, W["wk"]), n, e.n_heads, e.head_dim), cos, sin)
+        v = self._heads(B.linear(h, W["wv"], W["bv"]), n, e.n_heads, e.head_dim)
+        return q, k, v
+
+    def _enc_out_fn(self, W, x, a):
+        """Residual after attention ``a [H, n, hd]``, then the SwiGLU MLP block of one encoder layer."""
+        B, e = self.B, self.cfg.encoder
+        x = x + B.linear(a.transpose(1, 0, 2).reshape(x.shape[0], -1), W["wo"], W["bo"])
+        h = self._cast(B.rms_norm(x, W["ffn_norm"], e.norm_eps))
+        return x + B.linear(B.silu(B.linear(h, W["w1"])) * B.linear(h, W["w3"]), W["w2"], W["b2"])
+
+    def _dec_in_fn(self, W, x, cos, sin):
+        B, d = self.B, self.cfg.decoder
+        n = x.shape[0]
+        h = self._cast(B.rms_norm(x, W["attn_norm"], d.norm_eps))
+        q = self._rope(self._heads(B.linear(h, W["wq"]), n, d.n_heads, d.head_dim), cos, sin)
+        k = self._rope(self._heads(B.linear(h, W["wk"]), n, d.n_kv_heads, d.head_dim), cos, sin)
+        v = self._heads(B.linear(h, W["wv"]), n, d.n_kv_heads, d.head_dim)
+        return q, k, v
+
+    def _dec_out_fn(self, W, x, a, ada):
+        """As ``_enc_out_fn`` for a decoder layer, its MLP input scaled by the session's ``1 + s(D)``."""
+        B, d = self.B, self.cfg.decoder
+        x = x + B.linear(a.transpose(1, 0, 2).reshape(x.shape[0], -1), W["wo"])
+        h = self._cast(B.rms_norm(x, W["ffn_norm"], d.norm_eps) * ada)
+        return x + B.linear(B.silu(B.linear(h, W["w1"])) * B.linear(h, W["w3"]), W["w2"])
+
     def encoder(self, x, start: int, ring: KVRing):
         """Encoder layers + final norm on frames ``x [n, dim]`` at absolute frame positions ``start..``."""
         B, e = self.B, self.cfg.encoder
         n = x.shape[0]
-        pos = np.arange(start, start + n)
-        slots, mask = ring.advance(pos, e.window)
-        m = B.asarray(mask)
-        cos, sin = rope_tables(pos, e.head_dim, e.rope_theta)
-        cos, sin = B.asarray(cos, self.dtype), B.asarray(sin, self.dtype)
+        claim = ring.advance(start, n, e.window)
+        cos, sin = self.enc_rope(start, n)
         x = self._cast(x)
         scale = e.head_dim ** -0.5
         for i, L in enumerate(self.enc):
-            h = self._cast(B.rms_norm(x, L.attn_norm, e.norm_eps))
-            q = self._rope(B.linear(h, L.wq, L.bq).reshape(n, e.n_heads, e.head_dim).transpose(1, 0, 2), cos, sin)
-            k = self._rope(B.linear(h, L.wk).reshape(n, e.n_heads, e.head_dim).transpose(1, 0, 2), cos, sin)
-            v = B.linear(h, L.wv, L.bv).reshape(n, e.n_heads, e.head_dim).transpose(1, 0, 2)
-            ring.write(i, slots, k, v)
-            a = B.attention(q, ring.k[i], ring.v[i], scale, m)
-            x = x + B.linear(a.transpose(1, 0, 2).reshape(n, -1), L.wo, L.bo)
-            h = self._cast(B.rms_norm(x, L.ffn_norm, e.norm_eps))
-            x = x + B.linear(B.silu(B.linear(h, L.w1)) * B.linear(h, L.w3), L.w2, L.b2)
+            q, k, v = self._enc_in(L, x, cos, sin)
+            ring.write(i, claim, k, v)
+            a = B.attention(q, *ring.keys(i, claim), scale, claim.mask)
+            x = self._enc_out(L, x, a)
         return self._cast(B.rms_norm(x, self.enc_norm, e.norm_eps))
 
     def project(self, frames):
@@ -218,23 +318,15 @@ class VoxtralModel:
         ``tokens`` is a list of ids or a backend int array (a token sampled on the device)."""
         B, d = self.B, self.cfg.decoder
         n = tokens.shape[0] if hasattr(tokens, "shape") else len(tokens)
-        pos = np.arange(start, start + n)
-        slots, mask = ring.advance(pos, d.window)
-        m = B.asarray(mask)
-        cos, sin = rope_tables(pos, d.head_dim, d.rope_theta)
-        cos, sin = B.asarray(cos, self.dtype), B.asarray(sin, self.dtype)
+        claim = ring.advance(start, n, d.window)
+        cos, sin = self.dec_rope(start, n)
         x = self._cast(B.embed(self.tok_emb, tokens) + audio)
         scale = d.head_dim ** -0.5
         for i, L in enumerate(self.dec):
-            h = self._cast(B.rms_norm(x, L.attn_norm, d.norm_eps))
-            q = self._rope(B.linear(h, L.wq).reshape(n, d.n_heads, d.head_dim).transpose(1, 0, 2), cos, sin)
-            k = self._rope(B.linear(h, L.wk).reshape(n, d.n_kv_heads, d.head_dim).transpose(1, 0, 2), cos, sin)
-            v = B.linear(h, L.wv).reshape(n, d.n_kv_heads, d.head_dim).transpose(1, 0, 2)
-            ring.write(i, slots, k, v)
-            a = B.attention(q, ring.k[i], ring.v[i], scale, m)
-            x = x + B.linear(a.transpose(1, 0, 2).reshape(n, -1), L.wo)
-            h = self._cast(B.rms_norm(x, L.ffn_norm, d.norm_eps) * ada[i])
-            x = x + B.linear(B.silu(B.linear(h, L.w1)) * B.linear(h, L.w3), L.w2)
+            q, k, v = self._dec_in(L, x, cos, sin)
+            ring.write(i, claim, k, v)
+            a = B.attention(q, *ring.keys(i, claim), scale, claim.mask)
+            x = self._dec_out(L, x, a, ada[i])
         if last_only:
             x = x[n - 1 :]
         logits = B.linear(self._cast(B.rms_norm(x, self.dec_norm, d.norm_eps)), self.tok_emb)

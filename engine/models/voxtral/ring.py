@@ -1,66 +1,114 @@
-"""A position-addressed KV ring: slot = absolute position mod capacity, masked by position.
+"""A position-addressed KV ring: slot = absolute position mod capacity.
 
-Softmax attention does not care about key order, so keys live wherever their position maps and a mask
-built from the stored positions selects the window. Capacity must be at least ``window - 1 + block`` for
-blocks of ``block`` new positions written before they attend (so no key still needed is overwritten).
-The ring grows (doubling, up to ``max_capacity``) so short sessions hold little memory.
+Positions are written in order from 0 (a session never skips or rewinds), so the position held by every
+slot follows from the number written: slot j holds ``last - ((last - j) mod cap)``. Softmax attention
+does not care about key order, so the keys live wherever their position maps and, once the ring has
+wrapped, a mask computed on the device from that formula selects the window. Before it wraps, a single new
+position sees every slot written so far and needs no mask at all (the common case: the decoder's 8192
+window lasts 11 minutes). Nothing is built on the host per step.
+
+Capacity must be at least ``window - 1 + block`` for blocks of ``block`` new positions written before they
+attend (so no key still needed is overwritten). The ring grows (doubling, up to ``max_capacity``) so short
+sessions hold little memory; it only grows before it has wrapped, so growing is a plain prefix copy.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Where a block of new positions goes: ``spans`` of ``(slot, offset in block, length)``; attend to
+    slots ``[0, keys)`` under ``mask`` (a backend bool ``[n, keys]``, or None = all of them, causally
+    ordered already)."""
+
+    spans: tuple[tuple[int, int, int], ...]
+    keys: int
+    mask: object | None
 
 
 class KVRing:
-    """Per-layer K/V buffers ``[Hkv, cap, hd]`` plus the absolute position held by each slot (-1 empty)."""
+    """Per-layer K/V buffers ``[Hkv, cap, hd]`` for positions ``0, 1, 2, ...`` written in order."""
 
     def __init__(self, B, n_layers: int, kv_heads: int, head_dim: int, max_capacity: int, dtype: str,
                  initial: int = 256):
         self.B, self.n_layers, self.shape, self.dtype = B, n_layers, (kv_heads, head_dim), dtype
         self.max_capacity = max_capacity
         self.cap = 0
-        self.pos = np.zeros(0, np.int64)
+        self.written = 0  # positions written so far (the next position to write)
         self.k: list = []
         self.v: list = []
+        self._slot_ids = None
         self._resize(min(initial, max_capacity))
 
     def _resize(self, cap: int) -> None:
         B, (h, d) = self.B, self.shape
-        old_pos, old_k, old_v = self.pos, self.k, self.v
+        old_k, old_v, keep = self.k, self.v, min(self.written, self.cap)
         self.k = [B.zeros((h, cap, d), self.dtype) for _ in range(self.n_layers)]
         self.v = [B.zeros((h, cap, d), self.dtype) for _ in range(self.n_layers)]
-        self.pos = np.full(cap, -1, np.int64)
-        valid = np.nonzero(old_pos >= 0)[0]
-        if len(valid):
-            slots = old_pos[valid] % cap
+        if keep:  # never wrapped yet (growth happens first), so the old ring is a prefix
             for i in range(self.n_layers):
-                self.k[i] = B.write(self.k[i], (slice(None), slots), old_k[i][:, B.asarray(valid, "int32")])
-                self.v[i] = B.write(self.v[i], (slice(None), slots), old_v[i][:, B.asarray(valid, "int32")])
-            self.pos[slots] = old_pos[valid]
+                self.k[i] = B.write(self.k[i], (slice(None), slice(0, keep)), old_k[i][:, :keep])
+                self.v[i] = B.write(self.v[i], (slice(None), slice(0, keep)), old_v[i][:, :keep])
         self.cap = cap
+        self._slot_ids = None
 
-    def advance(self, positions: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-        """Claim slots for ``positions`` (ascending, contiguous); returns ``(slots, mask [n, cap])`` where
-        the mask lets query q see keys q - window + 1 .. q."""
-        need = min(int(positions[-1]) + 1, self.max_capacity)
+    def advance(self, start: int, n: int, window: int) -> Claim:
+        """Claim slots for positions ``start .. start+n-1`` (``start`` must be the next position); the
+        returned mask lets query q see keys q - window + 1 .. q."""
+        if start != self.written:
+            raise ValueError(f"KV ring positions must follow on: expected {self.written}, got {start}")
+        end = start + n
+        need = min(end, self.max_capacity)
         if need > self.cap:
             cap = self.cap
             while cap < need:
                 cap *= 2
             self._resize(min(cap, self.max_capacity))
-        slots = positions % self.cap
-        self.pos[slots] = positions
-        q = positions[:, None]
-        p = self.pos[None, :]
-        mask = (p >= 0) & (p <= q) & (p > q - window)
-        return slots, mask
-
-    def write(self, layer: int, slots: np.ndarray, k, v) -> None:
-        """Store ``k, v [Hkv, n, hd]`` for one layer at ``slots``."""
-        B = self.B
-        if len(slots) == 1 or np.all(np.diff(slots) == 1):
-            idx = (slice(None), slice(int(slots[0]), int(slots[-1]) + 1))
+        cap = self.cap
+        spans, off = [], 0
+        while off < n:
+            slot = (start + off) % cap
+            ln = min(n - off, cap - slot)
+            spans.append((slot, off, ln))
+            off += ln
+        self.written = end
+        keys = min(end, cap)
+        if end <= cap and (n == 1 or start == 0) and end <= window:
+            mask = None if n == 1 else self._causal(n)
         else:
-            idx = (slice(None), slots)
-        self.k[layer] = B.write(self.k[layer], idx, k)
-        self.v[layer] = B.write(self.v[layer], idx, v)
+            mask = self._mask(start, n, window)
+        return Claim(tuple(spans), keys, mask)
+
+    def _causal(self, n: int):
+        xp = self.B.xp
+        i = xp.arange(n)
+        return i[None, :] <= i[:, None]
+
+    def _mask(self, start: int, n: int, window: int):
+        """``[n, keys]`` visibility from the slot -> position formula, computed with backend ops."""
+        xp, end, cap = self.B.xp, start + n, self.cap
+        keys = min(end, cap)
+        if self._slot_ids is None:
+            self._slot_ids = xp.arange(cap)
+        j = self._slot_ids[:keys]
+        p = (end - 1) - ((end - 1 - j) % cap)  # the position each slot holds after this block
+        q = xp.arange(start, end)[:, None]
+        return (p[None, :] <= q) & (p[None, :] > q - window)
+
+    def write(self, layer: int, claim: Claim, k, v) -> None:
+        """Store ``k, v [Hkv, n, hd]`` for one layer in the claimed slots."""
+        B = self.B
+        for slot, off, ln in claim.spans:
+            idx = (slice(None), slice(slot, slot + ln))
+            src = (slice(None), slice(off, off + ln))
+            self.k[layer] = B.write(self.k[layer], idx, k if ln == k.shape[1] else k[src])
+            self.v[layer] = B.write(self.v[layer], idx, v if ln == v.shape[1] else v[src])
+
+    def keys(self, layer: int, claim: Claim) -> tuple:
+        """The K and V slots ``[:, :claim.keys]`` of one layer to attend over."""
+        k, v = self.k[layer], self.v[layer]
+        if claim.keys == self.cap:
+            return k, v
+        return k[:, : claim.keys], v[:, : claim.keys]

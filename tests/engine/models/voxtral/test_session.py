@@ -234,3 +234,18 @@ def test_numpy_refuses_a_model_that_cannot_fit(monkeypatch):
     monkeypatch.setattr(vox, "_available_memory", lambda: 100_000)
     with pytest.raises(ModelError, match="needs about .* GiB as float32 for the NumPy backend"):
         load_model(MODELS / "vox_tiny_hf", backend="numpy")
+
+
+@pytest.mark.parametrize("name", ["vox_tiny_hf", "vox_tiny_mlx4"])
+def test_compiled_mlx_layers_give_the_reference_ids(monkeypatch, name):
+    """With ``mx.compile`` on (the GPU default; here forced on MLX's CPU device) the fused layer graphs,
+    float and 4-bit, still give generate()'s ids, and they really ran compiled."""
+    from engine.backends import get_backend
+
+    monkeypatch.setattr(get_backend("mlx"), "compile_enabled", True)
+    m = load_model(MODELS / name, backend="mlx", dtype="float32")
+    golden = goldens(name)[0]
+    g = np.load(golden)
+    s, _ = run(m, clip_of(golden), int(g["delay_tokens"]) * 80, 1280)
+    check_ids(s.tokens, g["generate_ids"].tolist())
+    assert m._dec_out.compiled and m._enc_in.compiled
