@@ -24,7 +24,7 @@ class Word:
 @dataclass(frozen=True)
 class Line:
     """Recognised text with its speech span; ``tokens`` are the raw model ids behind it and ``span`` the
-    audio the model decoded for it (pre-roll and hang-over included), when that differs."""
+    audio the model decoded for it (pre-roll and some trailing silence included), when that differs."""
 
     text: str
     start: float

@@ -39,6 +39,12 @@ class VadOptions:
     start_hops: int = 2  # consecutive speech hops that open a segment
     preroll: float = 0.4  # audio kept before the first speech hop
     hangover: float = 0.35  # silence that closes a segment
+    # Audio decoded for a line that ends by silence: up to the last active hop (probability >= ``release``)
+    # plus this pad. The pad covers the encoder's look-ahead (12 frames = 240 ms see the end of the word
+    # anyway; the last frames are finalised with what exists) and the VAD probability trailing the sound
+    # (Silero falls a hop or two after the word ends, so the sound itself ends before the last active hop).
+    # Shorter than ``hangover``, the decode can run during the hang-over, before the segment closes.
+    tail_pad: float = 0.2
     min_speech: float = 0.3  # shorter segments are dropped without decoding
     soft_max: float = 14.0  # past this, the first hop below ``threshold`` closes the segment
     max_len: float = 20.0  # hard cut (well under Moonshine's 81.9 s position limit)
@@ -47,12 +53,14 @@ class VadOptions:
 @dataclass
 class SegmentEvent:
     """``kind`` is "start" or "end"; ``sample`` the segment boundary (start includes pre-roll);
-    ``speech`` the (first, last) speech sample span; ``forced`` for cuts by length."""
+    ``speech`` the (first, last) speech sample span; ``forced`` for cuts by length; ``active`` (ends) the
+    end of the last hop at or above ``release``."""
 
     kind: str
     sample: int
     speech: tuple[int, int] = (0, 0)
     forced: bool = False
+    active: int = 0
 
 
 class Segmenter:
@@ -70,6 +78,7 @@ class Segmenter:
         self.seg_start = 0
         self.first_speech = 0
         self.last_speech = 0
+        self.last_active = 0  # end of the latest hop at or above ``release`` (the quiet run starts after it)
         self.floor = 0  # a new segment never reaches back before this sample
 
     def step(self, hop_start: int, p: float) -> list[SegmentEvent]:
@@ -81,26 +90,29 @@ class Segmenter:
             if self.run >= o.start_hops:
                 self.in_speech = True
                 self.first_speech = hop_end - self.run * HOP
-                self.last_speech = hop_end
+                self.last_speech = self.last_active = hop_end
                 self.seg_start = max(self.floor, self.first_speech - int(o.preroll * r))
                 self.quiet = 0
                 out.append(SegmentEvent("start", self.seg_start))
             return out
         if p >= o.threshold:
             self.last_speech = hop_end
+        if p >= o.release:
+            self.last_active = hop_end
         self.quiet = self.quiet + 1 if p < o.release else 0
         length = (hop_end - self.seg_start) / r
         end = self.quiet * HOP >= o.hangover * r
         soft = length >= o.soft_max and p < o.threshold
         hard = length >= o.max_len
         if end or soft or hard:
-            out.append(SegmentEvent("end", hop_end, (self.first_speech, self.last_speech), forced=hard and not end))
+            out.append(SegmentEvent("end", hop_end, (self.first_speech, self.last_speech), forced=hard and not end,
+                                    active=self.last_active))
             self.in_speech = False
             self.run = 0
             self.floor = hop_end
             if hard and not end and p >= o.threshold:  # speech goes on: continue in a new segment at once
                 self.in_speech, self.quiet = True, 0
-                self.seg_start = self.first_speech = self.last_speech = hop_end
+                self.seg_start = self.first_speech = self.last_speech = self.last_active = hop_end
                 out.append(SegmentEvent("start", hop_end))
         return out
 

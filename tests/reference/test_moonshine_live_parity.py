@@ -1,5 +1,6 @@
 """Live session vs the reference: each committed segment's ids == transformers ``generate()`` on that
-segment's audio (``Line.span``), both backends in float32, for a clip with two utterances."""
+segment's audio (``Line.span``), both backends in float32, for a clip with two utterances. Both lines go
+through the speculative final decode (run in the hang-over, span = up to the last active hop + tail pad)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def test_committed_segments_equal_generate(name, backend):
         lines += [ln for e in session.feed(audio[i : i + 1280]) for ln in e.committed]
     lines += [ln for e in session.finish() for ln in e.committed]
     assert len(lines) == 2
+    assert session.stats["speculative"] == 2  # both lines decoded during the hang-over (the default path)
     for ln in lines:
         s0, s1 = (round(t * RATE) for t in ln.span)
         assert (s1 - s0) % 80 == 0

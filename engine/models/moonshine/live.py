@@ -11,9 +11,18 @@ greedy decoding continues from the first disagreement. The stable prefix is what
 agree on.
 
 Commit (segment end): all frames made final, a final decode (prefix reuse again) gives the line.
+A segment that ends by silence decodes its audio only up to the last active VAD hop plus ``tail_pad``
+(``VadOptions``), the "span end". The hang-over that closes the segment is longer than that pad, so the
+line's decode is speculative: when the encoder has been fed up to the span end, its (immutable) state is
+kept, a finalised copy gives the last memory frames and the final decode runs at once; when the segment
+then closes with no new activity, the line is committed from that result without further work. A hop
+at or above ``release`` before the close moves the span end and drops the speculation (the real encoder
+state was never touched, and the copy's memory rows lie past the real state's final frames, which later
+frames overwrite). Length cuts and ``finish()`` with the span end not yet reached decode all audio fed.
 Parity contract: with ``repetition_stop=0`` a committed line's tokens equal the reference ``generate()``
 (greedy, ``max_new_tokens = ceil(6.5 * seconds)``) on the segment's audio, ``Line.span`` (whole 80-sample
-frames from the segment start). Segments shorter than ``min_speech`` of speech are dropped undecoded.
+frames from the segment start), whether it was decoded speculatively or at the close (``speculate=False``).
+Segments shorter than ``min_speech`` of speech are dropped undecoded.
 A new segment resets all model state, so memory and cost per chunk stay flat however long the session.
 """
 
@@ -21,6 +30,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,12 +44,24 @@ RATE = 16000
 WIN = 160  # 10 ms energy windows for line times
 
 
+@dataclass(frozen=True)
+class _Final:
+    """A segment's final decode: ids (None = dropped), segment samples decoded, refined speech span."""
+
+    ids: list[int] | None
+    fed: int
+    first: int
+    last: int
+    speech: tuple[int, int]  # the VAD's (first, last) speech samples it was made for
+
+
 class LiveSession:
     """``feed(pcm) -> [CaptionEvent]``; ``finish()``; ``reset()``. Options: see ``__init__``."""
 
     def __init__(self, model: MoonshineModel, partial_ms: float = 160.0, repetition_stop: int = 4,
-                 vad: VadOptions | None = None, vad_model=None):
+                 vad: VadOptions | None = None, vad_model=None, speculate: bool = True):
         self.m, self.B = model, model.B
+        self.speculate = bool(speculate)  # False: same lines, decoded when the segment closes (tests)
         self.enc = StreamingEncoder(model)
         self.opts = vad or VadOptions()
         self.partial_ms = float(partial_ms)
@@ -70,6 +92,7 @@ class LiveSession:
         self.partial_cost = 0.0
         self.last_partial_at = 0
         self.shown: Line | None = None
+        self.stats = {"commits": 0, "speculative": 0}  # committed lines; those served by a speculative decode
         self._new_segment(0)
 
     def _new_segment(self, start: int) -> None:
@@ -80,6 +103,20 @@ class LiveSession:
         self.prev_partial: list[int] = []
         self.rms: list[float] = []  # per 10 ms of segment audio, for tight line times
         self.rms_rest = np.zeros(0, np.float32)
+        self._drop_speculation()
+
+    def _drop_speculation(self) -> None:
+        self.snap = None  # encoder state when exactly ``snap_end`` segment samples had been fed
+        self.snap_end = -1
+        self.spec: _Final | None = None  # the line decoded from ``snap`` (None: not yet / not speculating)
+        self.spec_shown = False  # its text went out as the partial
+
+    def _span_end(self, active: int | None = None) -> int:
+        """Segment samples a line ending by silence decodes: the last active hop (``active``, default the
+        segmenter's now) plus the tail pad, in whole encoder input frames."""
+        fl = self.m.cfg.encoder.frame_len
+        end = (self.seg.last_active if active is None else active) + int(self.opts.tail_pad * RATE) - self.seg_start
+        return -(-end // fl) * fl
 
     def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
         """Float32 16 kHz mono samples in; caption events out (commits in order, then the partial)."""
@@ -93,7 +130,15 @@ class LiveSession:
         self._flush_encoder()
         self.pending = audio[n * HOP :].copy()
         self.pos += len(pcm)
-        if self.open and self.partial_ms > 0:
+        if self.open and self.spec is not None:
+            # The line's final decode already ran: show it, and skip partials while it holds.
+            if not self.spec_shown:
+                self.spec_shown = True
+                self.last_partial_at = self.pos
+                ev = self._show(self.spec.ids)
+                if ev:
+                    events.append(ev)
+        elif self.open and self.partial_ms > 0:
             due = self.last_partial_at + max(self.partial_ms / 1000, self.partial_cost) * RATE
             if self.pos >= due:
                 ev = self._partial()
@@ -106,9 +151,10 @@ class LiveSession:
         events: list[CaptionEvent] = []
         if self.open:
             if len(self.pending):
-                self._feed_encoder(self.pending)
-            ev = self._commit(SegmentEvent("end", self.pos, (self.seg.first_speech, max(self.seg.last_speech,
-                                                                                          self.seg.first_speech))))
+                self._feed_encoder(self.pending, speculate=False)
+            g = self.seg
+            ev = self._commit(SegmentEvent("end", self.pos, (g.first_speech, max(g.last_speech, g.first_speech)),
+                                           active=g.last_active))
             events.append(ev)
             self.seg.reset()
             self.seg.floor = self.pos
@@ -133,17 +179,36 @@ class LiveSession:
                 self.ring.clear()
                 self.last_partial_at = start + HOP
             else:
-                self._flush_encoder()
+                self._flush_encoder(speculate=False)  # the close is now: decode in the commit
                 events.append(self._commit(se))
         return events
 
-    def _flush_encoder(self) -> None:
+    def _flush_encoder(self, speculate: bool = True) -> None:
         """Give the audio queued for the open segment to the encoder in one call (fewer, larger steps)."""
         if self.to_encode:
-            self._feed_encoder(np.concatenate(self.to_encode))
+            self._feed_encoder(np.concatenate(self.to_encode), speculate)
             self.to_encode = []
 
-    def _feed_encoder(self, pcm: np.ndarray) -> None:
+    def _feed_encoder(self, pcm: np.ndarray, speculate: bool = True) -> None:
+        """Encoder and memory for ``pcm``; keeps the state at the span end (splitting ``pcm`` there) and,
+        with ``speculate``, runs the final decode on it at once."""
+        if self.snap is not None and self.snap_end != self._span_end():
+            self._drop_speculation()  # activity moved the span end (the hop that did so is in ``pcm``)
+        if self.snap is None and self.open:
+            cut = self._span_end() - self.fed
+            if 0 <= cut <= len(pcm):
+                self._feed_audio(pcm[:cut])
+                self.snap, self.snap_end = self.state, self.fed
+                if speculate and self.speculate:
+                    g = self.seg
+                    self.spec = self._final_from(self.snap, self.snap_end, (g.first_speech, g.last_speech))
+                    self.hyp = self.spec.ids or self.hyp
+                pcm = pcm[cut:]
+        self._feed_audio(pcm)
+
+    def _feed_audio(self, pcm: np.ndarray) -> None:
+        if not len(pcm):
+            return
         a = np.concatenate([self.rms_rest, pcm])
         n = len(a) // WIN
         if n:
@@ -210,6 +275,10 @@ class LiveSession:
         ids = self._decode(n, token_cap(self.fed))
         self.hyp = ids
         self.partial_cost = time.perf_counter() - t0
+        return self._show(ids)
+
+    def _show(self, ids: list[int]) -> CaptionEvent | None:
+        """The partial event for ``ids`` (None when empty or unchanged)."""
         stable = _common_prefix(self.prev_partial, ids)
         self.prev_partial = ids
         text = self._text(ids)
@@ -226,20 +295,39 @@ class LiveSession:
     def _commit(self, se: SegmentEvent) -> CaptionEvent:
         """Finalise the open segment; returns the event (a committed line unless dropped)."""
         self.open = False
-        self.state, x = self.enc.advance(self.state, np.zeros(0, np.float32), final=True)
-        n = self.state.n_final
+        self.shown = None
+        fl = self.m.cfg.encoder.frame_len
+        if self.snap is not None and self.snap_end == self._span_end(se.active):
+            # Ended by silence past the span end: the line is the speculative decode (made now if needed).
+            if self.spec is not None and self.spec.speech == se.speech:
+                fin = self.spec
+                self.stats["speculative"] += 1
+            else:
+                fin = self._final_from(self.snap, self.snap_end, se.speech)
+        else:  # a length cut or finish() before the span end: everything fed so far
+            fin = self._final_from(self.state, self.fed - self.fed % fl, se.speech, live=True)
+        self._drop_speculation()
+        if fin.ids is None:
+            return CaptionEvent()
+        self.stats["commits"] += 1
+        line = Line(self._text(fin.ids), fin.first / RATE, fin.last / RATE, tuple(fin.ids),
+                    span=(self.seg_start / RATE, (self.seg_start + fin.fed) / RATE))
+        return CaptionEvent(committed=(line,) if line.text or fin.ids else ())
+
+    def _final_from(self, state, fed: int, speech: tuple[int, int], live: bool = False) -> _Final:
+        """The final decode of the segment's first ``fed`` samples, encoded into ``state``: finalises a copy
+        of the state (``live``: the session's own, then spent), writes its last memory rows past
+        ``state.n_final`` and decodes. ``ids`` None: too little speech (``speech``), the line is dropped."""
+        fin_state, x = self.enc.advance(state, np.zeros(0, np.float32), final=True)
+        if live:
+            self.state = fin_state
+        n = fin_state.n_final
         if x is not None:
             n = self._append_memory(x, n - x.shape[0])
-        first, last = self._refine(*se.speech)
-        self.shown = None
-        fed = self.fed - self.fed % self.m.cfg.encoder.frame_len
-        span = (self.seg_start / RATE, (self.seg_start + fed) / RATE)
+        first, last = self._refine(*speech)
         if (last - first) / RATE < self.opts.min_speech or n == 0:
-            return CaptionEvent()
-        ids = self._decode(n, token_cap(fed))
-        line = Line(self._text(ids), first / RATE, last / RATE, tuple(ids), span=span)
-        return CaptionEvent(committed=(line,) if line.text or ids else ())
-
+            return _Final(None, fed, first, last, speech)
+        return _Final(self._decode(n, token_cap(fed)), fed, first, last, speech)
 
     def _refine(self, first: int, last: int) -> tuple[int, int]:
         """Speech span tightened to the audio within 20 dB of the segment's speech level (the VAD's hops

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from engine.audio import read_audio
+from engine.models.moonshine.live import LiveSession
 from engine.models.moonshine.session import transcribe_segment
-from engine.vad import HOP
+from engine.vad import HOP, VadOptions
 from tests.conftest import FIXTURES
 from tests.engine.models.moonshine.test_model import model
 
@@ -124,6 +125,96 @@ def test_partial_reuses_the_previous_hypothesis():
     finally:
         del m.decode
     assert last[0] > 1 and len(last) < fresh / 2, (last, fresh)
+
+
+def _lines_key(lines):
+    return [(ln.tokens, ln.text, ln.start, ln.end, ln.span) for ln in lines]
+
+
+def _energy_vad():
+    return _Vad(lambda hop: 1.0 if np.sqrt(np.mean(hop * hop)) > 0.02 else 0.0)
+
+
+def test_speculative_commit_equals_the_decode_at_the_close():
+    """The line decoded during the hang-over is the line the close would decode: same ids, text, times and
+    span; the span ends at the tail pad after the last active hop, before the close; ids == offline greedy."""
+    audio, _ = two_utterances()
+    m = model("moon_tiny_like", "numpy")
+    spec = LiveSession(m, partial_ms=160, repetition_stop=0)
+    events = run(spec, audio, 1280)
+    lines = committed(events)
+    late = LiveSession(m, partial_ms=160, repetition_stop=0, speculate=False)
+    assert _lines_key(committed(run(late, audio, 1280))) == _lines_key(lines)
+    assert len(lines) == 2
+    assert spec.stats == {"commits": 2, "speculative": 2} and late.stats == {"commits": 2, "speculative": 0}
+    opts = VadOptions()
+    for ln in lines:
+        s0, s1 = (round(t * RATE) for t in ln.span)
+        assert list(ln.tokens) == transcribe_segment(m, audio[s0:s1])
+        # the decoded audio stops the pad after the last active hop, which trails the sound by a few hops
+        assert ln.end + opts.tail_pad - 0.01 <= ln.span[1] <= ln.end + opts.tail_pad + 0.2, (ln.end, ln.span)
+    # the speculative text went out as the partial before the line was committed
+    i = next(k for k, e in enumerate(events) if e.committed)
+    assert any(e.partial is not None and e.partial.text == lines[0].text for e in events[:i])
+
+
+def test_speech_resuming_in_the_hang_over_drops_the_speculation():
+    """A pause longer than the tail pad but shorter than the hang-over: the speculative decode runs, speech
+    resumes, it is dropped and the segment goes on; one line over both parts, equal to the offline decode."""
+    s = speech_clip()
+    a0, a1 = speech_extent(s)
+    part = s[int(a0 * RATE) : int(a1 * RATE)]
+    gap = np.zeros(RATE, np.float32)
+    pause = np.zeros(int(0.3 * RATE), np.float32)  # tail pad 0.2 s < pause < hang-over 0.35 s
+    audio = np.concatenate([gap, part, pause, part[::-1].copy(), gap])
+    m = model("moon_tiny_like", "numpy")
+    sess = LiveSession(m, partial_ms=160, repetition_stop=0, vad=VadOptions(min_speech=0.1), vad_model=_energy_vad())
+    made = []
+    orig = sess._final_from
+
+    def spy(*a, **k):
+        made.append(sess.pos)
+        return orig(*a, **k)
+
+    sess._final_from = spy
+    events = []
+    for i in range(0, len(audio), 1280):
+        events += sess.feed(audio[i : i + 1280])
+        if sess.spec is not None:
+            assert not committed(events)
+    events += sess.finish()
+    lines = committed(events)
+    assert len(lines) == 1
+    ln = lines[0]
+    assert ln.start < 1.1 and ln.end > 1.0 + 2 * len(part) / RATE + 0.2, (ln.start, ln.end)
+    s0, s1 = (round(t * RATE) for t in ln.span)
+    assert list(ln.tokens) == transcribe_segment(m, audio[s0:s1])
+    # one speculation in the pause (dropped), one after the second part (used)
+    pause_at = (len(gap) + len(part)) + np.array([0, len(pause)])
+    assert any(pause_at[0] < p <= pause_at[1] + 1280 for p in made), (made, pause_at)
+    assert sess.stats == {"commits": 1, "speculative": 1}
+    late = LiveSession(m, partial_ms=160, repetition_stop=0, vad=VadOptions(min_speech=0.1),
+                       vad_model=_energy_vad(), speculate=False)
+    assert _lines_key(committed(run(late, audio, 1280))) == _lines_key(lines)
+
+
+def test_length_cuts_and_finish_decode_all_audio_fed():
+    """Hard length cuts (speech going on) and finish() mid-speech commit everything fed; the ids are the
+    offline decode of the span and consecutive lines tile the audio."""
+    s = speech_clip()
+    audio = np.concatenate([s, s[::-1].copy(), s])
+    m = model("moon_tiny_like", "numpy")
+    sess = LiveSession(m, partial_ms=0, repetition_stop=0, vad=VadOptions(max_len=2.0, soft_max=10.0, min_speech=0.1),
+                       vad_model=_Vad(lambda hop: 1.0))
+    lines = committed(run(sess, audio, 1280))
+    assert len(lines) >= 3
+    assert sess.stats["speculative"] == 0
+    for a, b in zip(lines, lines[1:]):
+        assert abs(a.span[1] - b.span[0]) < 0.04, (a.span, b.span)  # the next segment starts at the cut hop
+    assert 0 <= len(audio) / RATE - lines[-1].span[1] < 80 / RATE  # finish(): all but the last partial frame
+    for ln in lines:
+        s0, s1 = (round(t * RATE) for t in ln.span)
+        assert list(ln.tokens) == transcribe_segment(m, audio[s0:s1])
 
 
 def test_long_session_memory_and_state_stay_flat():
