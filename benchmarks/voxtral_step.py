@@ -29,8 +29,12 @@ How each implementation is driven (exactly):
 - ours (``engine.load_model(folder, backend="numpy")`` float32; ``backend="mlx", dtype="bfloat16"`` and
   ``quantize=8|4``): encoder ``frames, state = m.conv_stem(mel8, state); enc = m.encoder(frames, 4p, ring);
   emb = m.project(enc)`` (+ ``mx.eval`` on MLX), ring from ``m.new_encoder_ring()``; decoder
-  ``np.argmax(m.decoder([tok], emb, p, dring, ada))``, ring from ``m.new_decoder_ring()``,
-  ``ada = m.ada_scales(6)``. Caches prefilled with ``ring.advance`` + ``ring.write``.
+  ``np.argmax(m.decoder([tok], emb, p, dring, ada))`` on NumPy, and on MLX as the session runs it (the id
+  sampled and fed back on the device: ``tok = B.argmax_dev(m.decoder(tok, emb, p, dring, ada,
+  host=False))``, ``mx.eval(tok)``), ring from ``m.new_decoder_ring()``, ``ada = m.ada_scales(6)``. Caches
+  prefilled with ``ring.advance`` + ``ring.write``. On MLX's CPU device our build runs quantized products
+  with float32 activations (MLX has no native bf16 quantized kernel there; ``MlxBackend.cpu_quantized_f32``)
+  and does not ``mx.compile`` (``LIVECAP_MLX_COMPILE=1`` forces it; on a GPU it is on by default).
 - transformers 5.24 ``VoxtralRealtimeForConditionalGeneration`` (torch CPU, float32 / bfloat16,
   ``from_pretrained(folder, dtype=...)``, default attention implementation), under ``torch.inference_mode``:
   encoder ``model.model.get_audio_features(input_features=mel8 [1, 128, 8], padding_cache=pc,
@@ -388,8 +392,15 @@ class EngineBench:
         import numpy as np
 
         self.phase = "dec"
-        logits = self.m.decoder([self.tok], emb, self.pos, self.dring, self.ada)
-        self.tok = int(np.argmax(logits))
+        if self.B.name == "mlx":  # as the session runs it: the id is sampled and fed back on the device
+            if not hasattr(self.tok, "shape"):
+                self.tok = self.B.asarray(np.array([self.tok], np.int32), "int32")
+            logits = self.m.decoder(self.tok, emb, self.pos, self.dring, self.ada, host=False)
+            self.tok = self.B.argmax_dev(logits)
+            self.B.eval(self.tok)
+        else:
+            logits = self.m.decoder([self.tok], emb, self.pos, self.dring, self.ada)
+            self.tok = int(np.argmax(logits))
         self.pos += 1
         return logits
 

@@ -49,6 +49,15 @@ def test_linear_and_bias(B):
     close(B, B.linear(B.asarray(x), B.prepare_linear(B.asarray(w))), ref - b)
 
 
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 33])
+def test_linear_few_rows_over_large_matrices(B, rows):
+    """Streaming shapes: a few rows (and leading axes) against matrices large enough for the blocked path,
+    row counts that do not divide the blocks."""
+    x, w, b = r(1, rows, 1001), r(1303, 1001), r(1303)
+    ref = x.astype(np.float64) @ w.astype(np.float64).T + b
+    close(B, B.linear(B.asarray(x), B.prepare_linear(B.asarray(w)), B.asarray(b)), ref)
+
+
 def test_layer_norm_and_rms_norm(B):
     x, w, b = r(4, 9) * 3 + 1, r(9), r(9)
     x64 = x.astype(np.float64)
