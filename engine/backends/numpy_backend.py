@@ -18,6 +18,7 @@ _ERF_Q = tuple(np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e
 _BLOCK = 16384
 _CHUNK_BYTES = 512 * 1024  # weight row blocks for few-row products (fit L2 with room for the packing)
 _CHUNK_ROWS_MAX = 4
+_SPLIT_BYTES = 4 << 20  # blocked products over matrices this large are split between two threads
 
 
 def _erf_block(t: np.ndarray, out: np.ndarray) -> None:
@@ -62,6 +63,7 @@ class NumpyBackend(Backend):
 
     def __init__(self):
         self.blas = BlasThreads()
+        self._pool = None
 
     def linear(self, x, w, b=None):
         rows = x.size // x.shape[-1]
@@ -79,13 +81,33 @@ class NumpyBackend(Backend):
         """``x [rows, in] @ w.T`` for 2-4 rows as products over ~512 KB row blocks of ``w``: OpenBLAS's
         few-column GEMM over a whole large matrix runs at a third of the memory bandwidth, over blocks that
         stay in L2 at nearly all of it (1.7-2.2x faster here; benchmarks/RESULTS.md)."""
-        out = np.empty((w.shape[0], x.shape[0]), np.float32)
+        n = w.shape[0]
+        out = np.empty((n, x.shape[0]), np.float32)
         xt = x.T
         step = max(8, _CHUNK_BYTES // (4 * w.shape[1]))
         self.blas.for_work(x.shape[0] * w.shape[1] * step, step * w.shape[1])
-        for a in range(0, w.shape[0], step):
-            np.matmul(w[a : a + step], xt, out=out[a : a + step])
+
+        def run(lo: int, hi: int) -> None:
+            for a in range(lo, hi, step):
+                np.matmul(w[a : min(a + step, hi)], xt, out=out[a : min(a + step, hi)])
+
+        if self.blas.full > 1 and w.nbytes >= _SPLIT_BYTES:
+            # the other half on a second thread (NumPy releases the GIL; an idle Python worker sleeps
+            # instead of spinning like a BLAS pool, so a busy CPU costs at most the one-thread time)
+            half = -(-n // (2 * step)) * step
+            job = self._worker().submit(run, half, n)
+            run(0, half)
+            job.result()
+        else:
+            run(0, n)
         return np.ascontiguousarray(out.T)
+
+    def _worker(self):
+        if self._pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="livecap-linear")
+        return self._pool
 
     def asarray(self, a, dtype=None):
         a = np.asarray(a)
