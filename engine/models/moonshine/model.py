@@ -27,9 +27,7 @@ ENC_BLOCK = 128  # queries per block in the windowed offline encoder
 class EncoderLayer:
     ln1: object
     ln2: object
-    q: object
-    k: object
-    v: object
+    qkv: object  # q, k, v projections stacked on the output axis (one product per layer)
     o: object
     fc1: object
     fc1_b: object
@@ -43,13 +41,10 @@ class DecoderLayer:
     ln_in: object
     ln_post: object
     ln_final: object
-    q: object
-    k: object
-    v: object
+    qkv: object  # self-attention q, k, v stacked on the output axis
     o: object
     xq: object
-    xk: object
-    xv: object
+    xkv: object  # cross-attention k, v stacked (both read the memory)
     xo: object
     fc1: object
     fc1_b: object
@@ -88,6 +83,11 @@ class MoonshineModel:
         def lin(name, shape):
             return B.prepare_linear(W(name, shape))
 
+        def stacked(names_shapes):
+            """Linears that read the same input, as one ``[sum of outs, in]`` matrix (fewer, larger products;
+            each output row is the same dot product as before)."""
+            return B.prepare_linear(B.concat([W(n, sh) for n, sh in names_shapes], axis=0))
+
         D, Hd, F = e.hidden_size, e.num_attention_heads * e.head_dim, e.intermediate_size
         pre = "model.encoder."
         self.log_k = float(store.numpy(pre + "embedder.comp.log_k", ()))
@@ -106,8 +106,8 @@ class MoonshineModel:
             self.enc_layers.append(EncoderLayer(
                 ln1=B.asarray(store.numpy(p + "input_layernorm.gamma", (D,)) + one, f32),
                 ln2=B.asarray(store.numpy(p + "post_attention_layernorm.gamma", (D,)) + one, f32),
-                q=lin(p + "self_attn.q_proj.weight", (Hd, D)), k=lin(p + "self_attn.k_proj.weight", (Hd, D)),
-                v=lin(p + "self_attn.v_proj.weight", (Hd, D)), o=lin(p + "self_attn.o_proj.weight", (D, Hd)),
+                qkv=stacked([(p + f"self_attn.{x}_proj.weight", (Hd, D)) for x in "qkv"]),
+                o=lin(p + "self_attn.o_proj.weight", (D, Hd)),
                 fc1=lin(p + "mlp.fc1.weight", (F, D)), fc1_b=W(p + "mlp.fc1.bias", (F,)),
                 fc2=lin(p + "mlp.fc2.weight", (D, F)), fc2_b=W(p + "mlp.fc2.bias", (D,)),
                 window=(L, R),
@@ -127,13 +127,13 @@ class MoonshineModel:
                 ln_in=W(p + "input_layernorm.weight", (Dd,), f32),
                 ln_post=W(p + "post_attention_layernorm.weight", (Dd,), f32),
                 ln_final=W(p + "final_layernorm.weight", (Dd,), f32),
-                q=lin(p + "self_attn.q_proj.weight", (Hq * hd, Dd)),
-                k=lin(p + "self_attn.k_proj.weight", (Hkv * hd, Dd)),
-                v=lin(p + "self_attn.v_proj.weight", (Hkv * hd, Dd)),
+                qkv=stacked([(p + "self_attn.q_proj.weight", (Hq * hd, Dd)),
+                             (p + "self_attn.k_proj.weight", (Hkv * hd, Dd)),
+                             (p + "self_attn.v_proj.weight", (Hkv * hd, Dd))]),
                 o=lin(p + "self_attn.o_proj.weight", (Dd, Hq * hd)),
                 xq=lin(p + "encoder_attn.q_proj.weight", (Hq * hd, Dd)),
-                xk=lin(p + "encoder_attn.k_proj.weight", (Hkv * hd, Dd)),
-                xv=lin(p + "encoder_attn.v_proj.weight", (Hkv * hd, Dd)),
+                xkv=stacked([(p + "encoder_attn.k_proj.weight", (Hkv * hd, Dd)),
+                             (p + "encoder_attn.v_proj.weight", (Hkv * hd, Dd))]),
                 xo=lin(p + "encoder_attn.o_proj.weight", (Dd, Hq * hd)),
                 fc1=lin(p + "mlp.fc1.weight", (2 * Fd, Dd)), fc1_b=W(p + "mlp.fc1.bias", (2 * Fd,)),
                 fc2=lin(p + "mlp.fc2.weight", (Dd, Fd)), fc2_b=W(p + "mlp.fc2.bias", (Dd,)),
@@ -141,6 +141,8 @@ class MoonshineModel:
         self.dec_norm = W(dp + "norm.weight", (Dd,), f32)
         self.proj_out = lin("proj_out.weight", (cfg.vocab_size, Dd))
         self.inv_freq = rope_inv_freq(cfg)
+        self._rope = (0, None, None)  # positions covered, cos and sin rows [P, F] (grown on demand)
+        self._tri = np.zeros((0, 0), dtype=bool)  # causal mask rows (grown on demand)
 
     # ---- sessions -----------------------------------------------------------------------------
     def start_session(self, vad: bool = True, partial_ms: float = 160.0, repetition_stop: int = 4,
@@ -225,12 +227,9 @@ class MoonshineModel:
         B, e = self.B, self.cfg.encoder
         h = B.layer_norm(x, None, None, 1e-5) * layer.ln1
         h = self._cast(h)
-        t = x.shape[0]
-
-        def heads(w):
-            return B.linear(h, w).reshape(t, e.num_attention_heads, e.head_dim).transpose(1, 0, 2)
-
-        return heads(layer.q), heads(layer.k), heads(layer.v)
+        t, H = x.shape[0], e.num_attention_heads
+        qkv = B.linear(h, layer.qkv).reshape(t, 3 * H, e.head_dim).transpose(1, 0, 2)
+        return qkv[:H], qkv[H : 2 * H], qkv[2 * H :]
 
     def enc_finish(self, layer: EncoderLayer, x, attn):
         """Residual + output projection + MLP for queries ``x [T, D]`` given their attention ``[H, T, hd]``."""
@@ -278,12 +277,11 @@ class MoonshineModel:
     def cross_kv(self, memory) -> list[tuple[object, object]]:
         """Cross-attention K/V heads ``[Hkv, T, hd]`` for every decoder layer (per frame; appendable)."""
         B, c = self.B, self.cfg
-        t = memory.shape[0]
+        t, hkv = memory.shape[0], c.num_key_value_heads
         out = []
         for layer in self.dec_layers:
-            k = B.linear(memory, layer.xk).reshape(t, c.num_key_value_heads, c.head_dim).transpose(1, 0, 2)
-            v = B.linear(memory, layer.xv).reshape(t, c.num_key_value_heads, c.head_dim).transpose(1, 0, 2)
-            out.append((k, v))
+            kv = B.linear(memory, layer.xkv).reshape(t, 2 * hkv, c.head_dim).transpose(1, 0, 2)
+            out.append((kv[:hkv], kv[hkv:]))
         return out
 
     def new_self_cache(self, capacity: int) -> list[list]:
@@ -292,6 +290,23 @@ class MoonshineModel:
         dt = self.dtype
         return [[B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
                  B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt)] for _ in self.dec_layers]
+
+    def rope_rows(self, start: int, n: int):
+        """cos and sin ``[n, F]`` of positions ``start ..`` (a table grown on demand, float64 angles)."""
+        have, cos, sin = self._rope
+        if start + n > have:
+            have = max(start + n, 2 * have, 256)
+            ang = np.arange(have, dtype=np.float64)[:, None] * self.inv_freq[None, :]
+            cos, sin = self.B.asarray(np.cos(ang), self.dtype), self.B.asarray(np.sin(ang), self.dtype)
+            self._rope = (have, cos, sin)
+        return cos[start : start + n], sin[start : start + n]
+
+    def causal(self, start: int, n: int):
+        """Boolean ``[n, start + n]``: token ``start + i`` sees keys ``0 .. start + i``."""
+        if start + n > self._tri.shape[0]:
+            size = max(start + n, 2 * self._tri.shape[0], 256)
+            self._tri = np.tril(np.ones((size, size), dtype=bool))
+        return self.B.asarray(self._tri[start : start + n, : start + n])
 
     def decode(self, tokens: list[int], start: int, cache: list[list], xkv, mem_valid: np.ndarray | None = None,
                all_logits: bool = False):
@@ -303,23 +318,20 @@ class MoonshineModel:
         n = len(tokens)
         hq, hkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         x = self.embed[B.xp.array(np.asarray(tokens, dtype=np.int32))]
-        ang = np.arange(start, start + n, dtype=np.float64)[:, None] * self.inv_freq[None, :]
-        cos, sin = B.asarray(np.cos(ang), self.dtype), B.asarray(np.sin(ang), self.dtype)
-        causal = None
-        if n > 1:
-            causal = B.asarray(np.arange(start + n)[None, :] <= np.arange(start, start + n)[:, None])
+        cos, sin = self.rope_rows(start, n)
+        causal = self.causal(start, n) if n > 1 else None
         xmask = None
         if mem_valid is not None and not mem_valid.all():
             xmask = B.asarray(np.broadcast_to(mem_valid, (n, len(mem_valid))))
         scale = hd ** -0.5
+        f = c.intermediate_size
         for layer, kv, (xk, xv) in zip(self.dec_layers, cache, xkv):
             h = self._cast(B.layer_norm(x, layer.ln_in, None, 1e-5))
-            q = B.rope(B.linear(h, layer.q).reshape(n, hq, hd).transpose(1, 0, 2), cos, sin, True)
-            k = B.rope(B.linear(h, layer.k).reshape(n, hkv, hd).transpose(1, 0, 2), cos, sin, True)
-            v = B.linear(h, layer.v).reshape(n, hkv, hd).transpose(1, 0, 2)
-            kv[0] = B.write(kv[0], (slice(None), slice(start, start + n)), k)
-            kv[1] = B.write(kv[1], (slice(None), slice(start, start + n)), v)
-            a = B.attention(q, kv[0][:, : start + n], kv[1][:, : start + n], scale, causal)
+            qkv = B.linear(h, layer.qkv).reshape(n, hq + 2 * hkv, hd).transpose(1, 0, 2)
+            qk = B.rope(qkv[: hq + hkv], cos, sin, True)  # q and k heads rotated in one call
+            kv[0] = B.write(kv[0], (slice(None), slice(start, start + n)), qk[hq:])
+            kv[1] = B.write(kv[1], (slice(None), slice(start, start + n)), qkv[hq + hkv :])
+            a = B.attention(qk[:hq], kv[0][:, : start + n], kv[1][:, : start + n], scale, causal)
             x = x + B.linear(a.transpose(1, 0, 2).reshape(n, hq * hd), layer.o)
             h = self._cast(B.layer_norm(x, layer.ln_post, None, 1e-5))
             q = B.linear(h, layer.xq).reshape(n, hq, hd).transpose(1, 0, 2)
@@ -327,7 +339,6 @@ class MoonshineModel:
             x = x + B.linear(a.transpose(1, 0, 2).reshape(n, hq * hd), layer.xo)
             h = self._cast(B.layer_norm(x, layer.ln_final, None, 1e-5))
             u = B.linear(h, layer.fc1, layer.fc1_b)
-            f = c.intermediate_size
             x = x + B.linear(B.silu(u[:, f:]) * u[:, :f], layer.fc2, layer.fc2_b)
         if not all_logits:
             x = x[n - 1 :]
