@@ -4,7 +4,8 @@ Per fed block: Silero VAD per 32 ms hop opens and closes segments (pre-roll, han
 length caps). Audio of an open segment goes straight into the exact incremental encoder; each newly final
 frame gets its memory row and its cross-attention K/V appended for every decoder layer (never recomputed).
 
-Partials (every ``partial_ms`` of audio, skipped while the previous one's cost says we are behind): the
+Partials (every ``partial_ms`` of audio, or less often when the last one's cost would not fit in the compute
+time the rest of the work leaves free, so that the session keeps up with real time): the
 provisional look-ahead tail is computed on the side and appended temporarily, then the open segment is
 decoded with prefix reuse: one teacher-forced pass over the previous hypothesis keeps the agreeing prefix,
 greedy decoding continues from the first disagreement. The stable prefix is what two consecutive partials
@@ -42,6 +43,7 @@ from .streaming import StreamingEncoder
 
 RATE = 16000
 WIN = 160  # 10 ms energy windows for line times
+LOAD_TAU = 2.0  # seconds of audio over which the compute load is averaged
 
 
 @dataclass(frozen=True)
@@ -89,7 +91,8 @@ class LiveSession:
         keep = -(-int(self.opts.preroll * RATE) // HOP) + self.opts.start_hops + 1
         self.ring: deque[tuple[int, np.ndarray]] = deque(maxlen=keep)  # recent hops while idle
         self.open = False
-        self.partial_cost = 0.0
+        self.partial_cost = 0.0  # seconds the last partial took
+        self.load = 0.0  # compute seconds per audio second of everything but partials (moving average)
         self.last_partial_at = 0
         self.shown: Line | None = None
         self.stats = {"commits": 0, "speculative": 0}  # committed lines; those served by a speculative decode
@@ -120,6 +123,7 @@ class LiveSession:
 
     def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
         """Float32 16 kHz mono samples in; caption events out (commits in order, then the partial)."""
+        t0 = time.perf_counter()
         pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
         audio = np.concatenate([self.pending, pcm]) if len(self.pending) else pcm
         events: list[CaptionEvent] = []
@@ -130,6 +134,9 @@ class LiveSession:
         self._flush_encoder()
         self.pending = audio[n * HOP :].copy()
         self.pos += len(pcm)
+        if len(pcm):
+            w = min(1.0, len(pcm) / (LOAD_TAU * RATE))
+            self.load += w * ((time.perf_counter() - t0) * RATE / len(pcm) - self.load)
         if self.open and self.spec is not None:
             # The line's final decode already ran: show it, and skip partials while it holds.
             if not self.spec_shown:
@@ -139,8 +146,13 @@ class LiveSession:
                 if ev:
                     events.append(ev)
         elif self.open and self.partial_ms > 0:
-            due = self.last_partial_at + max(self.partial_ms / 1000, self.partial_cost) * RATE
-            if self.pos >= due:
+            # Partials get the compute the rest leaves free, so the session keeps up with real time when
+            # it can (the cadence stretches on slow machines / large models instead of falling behind).
+            every = max(self.partial_ms / 1000, self.partial_cost / max(1.0 - self.load, 0.1)) * RATE
+            # In a quiet run with the span end due before the next partial: the speculative decode will
+            # show the whole line sooner than a partial would, and the partial's cost would delay it.
+            soon = self.seg.quiet > 0 and self._span_end() - self.fed <= every
+            if self.pos >= self.last_partial_at + every and not soon:
                 ev = self._partial()
                 if ev:
                     events.append(ev)
@@ -151,7 +163,8 @@ class LiveSession:
         events: list[CaptionEvent] = []
         if self.open:
             if len(self.pending):
-                self._feed_encoder(self.pending, speculate=False)
+                self.to_encode.append(self.pending)
+            self._flush_encoder(speculate=False)
             g = self.seg
             ev = self._commit(SegmentEvent("end", self.pos, (g.first_speech, max(g.last_speech, g.first_speech)),
                                            active=g.last_active))
@@ -184,10 +197,13 @@ class LiveSession:
         return events
 
     def _flush_encoder(self, speculate: bool = True) -> None:
-        """Give the audio queued for the open segment to the encoder in one call (fewer, larger steps)."""
-        if self.to_encode:
-            self._feed_encoder(np.concatenate(self.to_encode), speculate)
+        """Give the audio queued for the open segment to the encoder in one call (fewer, larger steps).
+        Past a speculation that still holds, the audio waits: the close will not need it, and activity
+        (which drops the speculation) feeds it all then."""
+        if self.to_encode and not (self.snap is not None and self.snap_end == self._span_end()):
+            pcm = np.concatenate(self.to_encode)
             self.to_encode = []
+            self._feed_encoder(pcm, speculate)
 
     def _feed_encoder(self, pcm: np.ndarray, speculate: bool = True) -> None:
         """Encoder and memory for ``pcm``; keeps the state at the span end (splitting ``pcm`` there) and,
@@ -203,7 +219,9 @@ class LiveSession:
                     g = self.seg
                     self.spec = self._final_from(self.snap, self.snap_end, (g.first_speech, g.last_speech))
                     self.hyp = self.spec.ids or self.hyp
-                pcm = pcm[cut:]
+                if cut < len(pcm):
+                    self.to_encode.append(pcm[cut:])  # waits (see _flush_encoder)
+                return
         self._feed_audio(pcm)
 
     def _feed_audio(self, pcm: np.ndarray) -> None:
@@ -296,6 +314,7 @@ class LiveSession:
         """Finalise the open segment; returns the event (a committed line unless dropped)."""
         self.open = False
         self.shown = None
+        self.to_encode = []  # audio past a speculation's span end (never encoded)
         fl = self.m.cfg.encoder.frame_len
         if self.snap is not None and self.snap_end == self._span_end(se.active):
             # Ended by silence past the span end: the line is the speculative decode (made now if needed).

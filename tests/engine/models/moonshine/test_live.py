@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import tracemalloc
 
 import numpy as np
@@ -177,11 +178,19 @@ def test_speech_resuming_in_the_hang_over_drops_the_speculation():
         return orig(*a, **k)
 
     sess._final_from = spy
+    partial = sess._partial
+
+    def no_partial_while_speculating():
+        assert sess.spec is None
+        return partial()
+
+    sess._partial = no_partial_while_speculating
     events = []
-    for i in range(0, len(audio), 1280):
-        events += sess.feed(audio[i : i + 1280])
+    for i in range(0, len(audio), HOP):  # one VAD hop per feed: several feeds between speculation and close
+        events += sess.feed(audio[i : i + HOP])
         if sess.spec is not None:
             assert not committed(events)
+            assert sess.fed == sess.snap_end  # audio past the span end waits while the speculation holds
     events += sess.finish()
     lines = committed(events)
     assert len(lines) == 1
@@ -215,6 +224,35 @@ def test_length_cuts_and_finish_decode_all_audio_fed():
     for ln in lines:
         s0, s1 = (round(t * RATE) for t in ln.span)
         assert list(ln.tokens) == transcribe_segment(m, audio[s0:s1])
+
+
+def _count_partials(m, audio, slow: float):
+    """Partial calls for ``audio`` when every encoder step also sleeps ``slow`` seconds; and the session."""
+    sess = LiveSession(m, partial_ms=80, repetition_stop=0, vad_model=_energy_vad())
+    advance, partial, calls = sess.enc.advance, sess._partial, []
+
+    def slow_advance(*a, **k):
+        time.sleep(slow)
+        return advance(*a, **k)
+
+    def counted():
+        calls.append(sess.pos)
+        return partial()
+
+    sess.enc.advance, sess._partial = slow_advance, counted
+    run(sess, audio, 1280)
+    return len(calls), sess
+
+
+def test_partials_stretch_to_the_compute_left_free():
+    """When the chunk work takes most of real time, partials come less often (the session keeps up)."""
+    s = speech_clip()
+    audio = np.concatenate([s, s])
+    m = model("moon_tiny_like", "numpy")
+    fast, _ = _count_partials(m, audio, 0.0)
+    slow, sess = _count_partials(m, audio, 0.07)  # 70 ms of an 80 ms chunk
+    assert sess.load > 0.5  # (it decays in the trailing silence, where nothing is encoded)
+    assert slow < fast / 3, (slow, fast)
 
 
 def test_long_session_memory_and_state_stay_flat():
