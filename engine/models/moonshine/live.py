@@ -139,7 +139,7 @@ class LiveSession:
             self.load += w * ((time.perf_counter() - t0) * RATE / len(pcm) - self.load)
         if self.open and self.spec is not None:
             # The line's final decode already ran: show it, and skip partials while it holds.
-            if not self.spec_shown:
+            if not self.spec_shown and self.spec.ids is not None:  # (None: too little speech, no line)
                 self.spec_shown = True
                 self.last_partial_at = self.pos
                 ev = self._show(self.spec.ids)
@@ -316,11 +316,11 @@ class LiveSession:
         self.shown = None
         self.to_encode = []  # audio past a speculation's span end (never encoded)
         fl = self.m.cfg.encoder.frame_len
+        served = False
         if self.snap is not None and self.snap_end == self._span_end(se.active):
             # Ended by silence past the span end: the line is the speculative decode (made now if needed).
             if self.spec is not None and self.spec.speech == se.speech:
-                fin = self.spec
-                self.stats["speculative"] += 1
+                fin, served = self.spec, True
             else:
                 fin = self._final_from(self.snap, self.snap_end, se.speech)
         else:  # a length cut or finish() before the span end: everything fed so far
@@ -329,6 +329,7 @@ class LiveSession:
         if fin.ids is None:
             return CaptionEvent()
         self.stats["commits"] += 1
+        self.stats["speculative"] += served
         line = Line(self._text(fin.ids), fin.first / RATE, fin.last / RATE, tuple(fin.ids),
                     span=(self.seg_start / RATE, (self.seg_start + fin.fed) / RATE))
         return CaptionEvent(committed=(line,) if line.text or fin.ids else ())

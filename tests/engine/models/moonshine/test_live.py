@@ -207,6 +207,22 @@ def test_speech_resuming_in_the_hang_over_drops_the_speculation():
     assert _lines_key(committed(run(late, audio, 1280))) == _lines_key(lines)
 
 
+def test_a_blip_shorter_than_min_speech_gives_no_line():
+    """A burst that opens a segment but holds less than ``min_speech`` of speech: dropped undecoded, also
+    when its speculation ran in the hang-over."""
+    rng = np.random.default_rng(0)
+    blip = 0.3 * rng.standard_normal(int(0.15 * RATE))
+    audio = np.concatenate([np.zeros(RATE), blip, np.zeros(RATE)]).astype(np.float32)
+    m = model("moon_tiny_like", "numpy")
+    sess = LiveSession(m, vad_model=_energy_vad())
+    decoded = []
+    decode = sess._decode
+    sess._decode = lambda *a: decoded.append(a) or decode(*a)
+    events = run(sess, audio, 1280)
+    assert committed(events) == [] and all(e.partial is None for e in events)
+    assert decoded == [] and sess.stats == {"commits": 0, "speculative": 0}
+
+
 def test_length_cuts_and_finish_decode_all_audio_fed():
     """Hard length cuts (speech going on) and finish() mid-speech commit everything fed; the ids are the
     offline decode of the span and consecutive lines tile the audio."""
