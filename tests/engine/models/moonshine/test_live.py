@@ -242,6 +242,28 @@ def test_length_cuts_and_finish_decode_all_audio_fed():
         assert list(ln.tokens) == transcribe_segment(m, audio[s0:s1])
 
 
+def test_soft_cuts_in_short_dips_decode_all_audio_fed():
+    """Past ``soft_max`` the first hop under the threshold closes the segment, before any hang-over: the line
+    is everything fed (no speculation) and equals the offline decode of its span."""
+    s = speech_clip()
+    a0, a1 = speech_extent(s)
+    part = s[int(a0 * RATE) : int(a1 * RATE)]
+    dip = np.zeros(HOP * 2, np.float32)
+    audio = np.concatenate([np.zeros(RATE // 2, np.float32), part, dip, part[::-1].copy(), dip, part,
+                            np.zeros(RATE, np.float32)])
+    m = model("moon_tiny_like", "numpy")
+    # probability 1 on loud hops, 0.4 (between release and threshold) on quiet ones: no quiet run ever
+    # starts inside the speech, only a soft cut can close it
+    vad = _Vad(lambda hop: 1.0 if np.sqrt(np.mean(hop * hop)) > 0.02 else 0.4)
+    sess = LiveSession(m, partial_ms=160, repetition_stop=0,
+                       vad=VadOptions(soft_max=len(part) / RATE, max_len=30.0, min_speech=0.1), vad_model=vad)
+    lines = committed(run(sess, audio, 1280))
+    assert len(lines) >= 2 and sess.stats["speculative"] == 0
+    for ln in lines:
+        s0, s1 = (round(t * RATE) for t in ln.span)
+        assert list(ln.tokens) == transcribe_segment(m, audio[s0:s1])
+
+
 def _count_partials(m, audio, slow: float):
     """Partial calls for ``audio`` when every encoder step also sleeps ``slow`` seconds; and the session."""
     sess = LiveSession(m, partial_ms=80, repetition_stop=0, vad_model=_energy_vad())
