@@ -16,9 +16,13 @@ _ERF_P = tuple(np.float32(c) for c in (-2.72614225801306e-10, 2.77068142495902e-
 _ERF_Q = tuple(np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                                         -7.37332916720468e-03, -1.42647390514189e-02))
 _BLOCK = 16384
-_CHUNK_BYTES = 512 * 1024  # weight row blocks for few-row products (fit L2 with room for the packing)
-_CHUNK_ROWS_MAX = 4
-_SPLIT_BYTES = 4 << 20  # blocked products over matrices this large are split between two threads
+
+
+def _block_bytes(rows: int) -> int:
+    """Weight block for a product of ``rows`` rows (0 = one product over the whole matrix). Measured on a
+    Xeon with 2 MB of L2 per core (benchmarks/RESULTS.md): 512 KB for 2-4 rows, 256 KB for 5-12; from 16
+    rows on, OpenBLAS's own blocking wins."""
+    return 512 * 1024 if 2 <= rows <= 4 else 256 * 1024 if 5 <= rows <= 12 else 0
 
 
 def _erf_block(t: np.ndarray, out: np.ndarray) -> None:
@@ -63,12 +67,12 @@ class NumpyBackend(Backend):
 
     def __init__(self):
         self.blas = BlasThreads()
-        self._pool = None
 
     def linear(self, x, w, b=None):
         rows = x.size // x.shape[-1]
-        if 2 <= rows <= _CHUNK_ROWS_MAX and w.nbytes >= 2 * _CHUNK_BYTES:
-            y = self._linear_chunked(x.reshape(rows, -1), w).reshape(*x.shape[:-1], w.shape[0])
+        block = _block_bytes(rows)
+        if block and w.nbytes >= 2 * block:
+            y = self._linear_chunked(x.reshape(rows, -1), w, block).reshape(*x.shape[:-1], w.shape[0])
         elif rows <= 32:  # few rows (streaming): W @ x^T runs ~2x faster in OpenBLAS than x @ W^T
             self.blas.for_work(x.size * w.shape[0], w.size)
             y = np.ascontiguousarray((w @ x.reshape(rows, -1).T).T).reshape(*x.shape[:-1], w.shape[0])
@@ -77,37 +81,18 @@ class NumpyBackend(Backend):
             y = x @ w.T
         return y if b is None else y + b
 
-    def _linear_chunked(self, x, w):
-        """``x [rows, in] @ w.T`` for 2-4 rows as products over ~512 KB row blocks of ``w``: OpenBLAS's
-        few-column GEMM over a whole large matrix runs at a third of the memory bandwidth, over blocks that
-        stay in L2 at nearly all of it (1.7-2.2x faster here; benchmarks/RESULTS.md)."""
+    def _linear_chunked(self, x, w, block: int):
+        """``x [rows, in] @ w.T`` for 2-12 rows as products over row blocks of ``w`` of ``block`` bytes:
+        OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the memory bandwidth, over
+        blocks that stay in L2 at nearly all of it (1.3-2x faster here; benchmarks/RESULTS.md)."""
         n = w.shape[0]
         out = np.empty((n, x.shape[0]), np.float32)
         xt = x.T
-        step = max(8, _CHUNK_BYTES // (4 * w.shape[1]))
+        step = max(8, block // (4 * w.shape[1]))
         self.blas.for_work(x.shape[0] * w.shape[1] * step, step * w.shape[1])
-
-        def run(lo: int, hi: int) -> None:
-            for a in range(lo, hi, step):
-                np.matmul(w[a : min(a + step, hi)], xt, out=out[a : min(a + step, hi)])
-
-        if self.blas.full > 1 and w.nbytes >= _SPLIT_BYTES:
-            # the other half on a second thread (NumPy releases the GIL; an idle Python worker sleeps
-            # instead of spinning like a BLAS pool, so a busy CPU costs at most the one-thread time)
-            half = -(-n // (2 * step)) * step
-            job = self._worker().submit(run, half, n)
-            run(0, half)
-            job.result()
-        else:
-            run(0, n)
+        for a in range(0, n, step):
+            np.matmul(w[a : a + step], xt, out=out[a : a + step])
         return np.ascontiguousarray(out.T)
-
-    def _worker(self):
-        if self._pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="livecap-linear")
-        return self._pool
 
     def asarray(self, a, dtype=None):
         a = np.asarray(a)

@@ -49,7 +49,7 @@ def test_linear_and_bias(B):
     close(B, B.linear(B.asarray(x), B.prepare_linear(B.asarray(w))), ref - b)
 
 
-@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 33])
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9, 12, 13, 33])
 def test_linear_few_rows_over_large_matrices(B, rows):
     """Streaming shapes: a few rows (and leading axes) against matrices large enough for the blocked path,
     row counts that do not divide the blocks."""
