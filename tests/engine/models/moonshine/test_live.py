@@ -265,25 +265,31 @@ def test_soft_cuts_in_short_dips_decode_all_audio_fed():
 
 
 def _count_partials(m, audio, slow: float):
-    """Partial calls for ``audio`` when every encoder step also sleeps ``slow`` seconds; and the session."""
+    """Partial calls for ``audio`` when every encoder step also sleeps ``slow`` seconds per 80 ms of audio it
+    is given and every decode ``slow`` seconds; and the session."""
     sess = LiveSession(m, partial_ms=80, repetition_stop=0, vad_model=_energy_vad())
-    advance, partial, calls = sess.enc.advance, sess._partial, []
+    advance, partial, decode, calls = sess.enc.advance, sess._partial, sess._decode, []
 
-    def slow_advance(*a, **k):
+    def slow_advance(state, pcm, *a, **k):
+        time.sleep(slow * len(pcm) / 1280)
+        return advance(state, pcm, *a, **k)
+
+    def slow_decode(*a, **k):
         time.sleep(slow)
-        return advance(*a, **k)
+        return decode(*a, **k)
 
     def counted():
         calls.append(sess.pos)
         return partial()
 
-    sess.enc.advance, sess._partial = slow_advance, counted
+    sess.enc.advance, sess._partial, sess._decode = slow_advance, counted, slow_decode
     run(sess, audio, 1280)
     return len(calls), sess
 
 
 def test_partials_stretch_to_the_compute_left_free():
-    """When the chunk work takes most of real time, partials come less often (the session keeps up)."""
+    """When the chunk work takes most of real time and a partial costs more than the time left between two,
+    partials come less often (the session keeps up)."""
     s = speech_clip()
     audio = np.concatenate([s, s])
     m = model("moon_tiny_like", "numpy")
