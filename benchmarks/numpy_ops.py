@@ -159,16 +159,16 @@ def encoder_attention(q, k, v, scale, left: int, right: int, block: int = 32):
 
 
 def conv1d_shifted(x, w, b, stride: int = 1):
-    """The backend's valid conv1d (weights as ``prepare_conv`` lays them out: ``[K * C_in, C_out]``) as a
+    """The backend's valid conv1d (weights as ``prepare_conv`` lays them out: ``[C_out, K * C_in]``) as a
     sum of K strided GEMMs, without building the im2col matrix."""
-    kc, c_out = w.shape
+    c_out, kc = w.shape
     c_in = x.shape[1]
     k = kc // c_in
     t_out = (x.shape[0] - k) // stride + 1
     span = stride * (t_out - 1) + 1
-    y = x[0:span:stride] @ w[0:c_in]
+    y = x[0:span:stride] @ w[:, 0:c_in].T
     for j in range(1, k):
-        y += x[j : j + span : stride] @ w[j * c_in : (j + 1) * c_in]
+        y += x[j : j + span : stride] @ w[:, j * c_in : (j + 1) * c_in].T
     return y if b is None else y + b
 
 

@@ -421,14 +421,13 @@ def patch_numpy_whatif(B) -> None:
     (a) BLAS threads chosen by the bytes a product reads, not its multiply-adds: a matvec over a >= 4 MiB
         weight streams memory and runs ~2x faster on the whole pool on an idle machine (the engine's
         policy puts every product under 64M multiply-adds, i.e. every decoder-layer matvec, on one thread);
-    (b) the conv stem as ``W @ cols^T`` (the orientation the engine now uses for few-row ``linear``);
+    (b) the conv stem as ``W @ cols^T`` (now in the engine: ``conv1d`` goes through ``linear``);
     (c) (in ``EngineBench.prefill``) the K rings stored transposed, ``[H, head_dim, capacity]``, exposed as
         the usual ``[H, capacity, head_dim]`` view, so ``q @ k^T`` reads a contiguous operand.
     """
     import numpy as np
 
     blas = getattr(B, "blas", None)
-    conv_t: dict[int, np.ndarray] = {}
 
     def threads(macs: int, nbytes: int) -> None:
         if blas is not None:
@@ -443,22 +442,7 @@ def patch_numpy_whatif(B) -> None:
             y = x @ w.T
         return y if b is None else y + b
 
-    def conv1d(x, w, b, stride=1):  # the engine's conv1d with (b) and (a)
-        kc, c_out = w.shape
-        k = kc // x.shape[1]
-        t_out = (x.shape[0] - k) // stride + 1
-        if t_out <= 0:
-            return np.zeros((0, c_out), dtype=np.float32)
-        span = stride * (t_out - 1) + 1
-        cols = np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1)
-        wt = conv_t.get(id(w))
-        if wt is None:
-            wt = conv_t[id(w)] = np.ascontiguousarray(w.T)  # [C_out, K * C_in]
-        threads(cols.size * c_out, w.nbytes)
-        y = (wt @ cols.T).T
-        return y if b is None else y + b
-
-    B.linear, B.conv1d = linear, conv1d
+    B.linear = linear  # (the engine's conv1d now goes through linear itself)
 
 
 def transpose_k_rings(*rings) -> None:

@@ -145,11 +145,12 @@ class NumpyBackend(Backend):
 
     def prepare_conv(self, w):
         c_out, c_in, k = w.shape
-        # [K * C_in, C_out] so that an im2col row (k-major, then channel) multiplies it directly.
-        return np.ascontiguousarray(np.asarray(w, dtype=np.float32).transpose(2, 1, 0).reshape(k * c_in, c_out))
+        # [C_out, K * C_in], a linear weight for im2col rows (k-major, then channel): streaming convs have
+        # few rows, and go through linear's fast paths for those.
+        return np.ascontiguousarray(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in))
 
     def conv1d(self, x, w, b, stride=1):
-        kc, c_out = w.shape
+        c_out, kc = w.shape
         c_in = x.shape[1]
         k = kc // c_in
         t_out = (x.shape[0] - k) // stride + 1
@@ -157,7 +158,5 @@ class NumpyBackend(Backend):
             return np.zeros((0, c_out), dtype=np.float32)
         span = stride * (t_out - 1) + 1
         cols = np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1)
-        self.blas.for_work(cols.size * c_out)
-        y = cols @ w
-        return y if b is None else y + b
+        return self.linear(cols, w, b)
 
