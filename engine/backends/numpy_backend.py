@@ -138,7 +138,11 @@ class NumpyBackend(Backend):
             out = self.attention(qg, k, v, scale, m)
             return out.reshape(hq, tq, out.shape[-1])
         self.blas.for_work(q.size * k.shape[1])
-        s = np.matmul(q * np.float32(scale), k.transpose(0, 2, 1))
+        if k.shape[1] >= 64:  # K @ q^T: NumPy's stacked matmul against a transposed K view runs 2-3x slower
+            s = np.matmul(k, np.ascontiguousarray((q * np.float32(scale)).transpose(0, 2, 1)))
+            s = np.ascontiguousarray(s.transpose(0, 2, 1))
+        else:
+            s = np.matmul(q * np.float32(scale), k.transpose(0, 2, 1))
         if mask is not None:
             s = np.where(mask, s, np.float32(-np.inf))
         return np.matmul(self.softmax(s, axis=-1), v)
