@@ -24,14 +24,18 @@ feed is timed; inside it, partial decodes, speculative final decodes and commits
 - chunk mean: feed cost per 80 ms chunk averaged over the file (encoder steps run every 160 ms, so the
   median chunk does no encoder work).
 
+Each file runs ``--runs`` times (default 3); every cell is the median over the runs of that statistic
+(spec/lines lists the lines served per run).
+
 Usage: python benchmarks/moonshine_stream.py [--variants tiny,small,medium] [--backends numpy,mlx]
-       [--files two_cities.wav,beckett.wav] [--partial-ms 160]
+       [--files two_cities.wav,beckett.wav] [--partial-ms 160] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -123,6 +127,7 @@ def main() -> int:
     p.add_argument("--files", default="two_cities.wav,beckett.wav")
     p.add_argument("--partial-ms", type=float, default=160.0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--runs", type=int, default=3, help="runs per file; every cell is the median over them")
     args = p.parse_args()
     C.set_threads(args.threads)
     from moonshine_offline import model_folder
@@ -138,15 +143,22 @@ def main() -> int:
             m.cfg.eos_token_id = -1  # hold decode lengths at 6.5 tokens/s (random weights)
             for f in args.files.split(","):
                 audio = read_audio(AUDIO / f)
-                r = run_file(m, audio, args.partial_ms)
-                mean = 1000 * sum(r["chunk"]) / max(len(r["chunk"]), 1)
-                rows.append([variant, backend, f, f"{r['served']}/{r['lines']}",
-                             C.fmt(mean), C.fmt(pct(r["chunk"], 95)),
-                             C.fmt(pct(r["partial"], 50)), C.fmt(pct(r["partial"], 95)), C.fmt(pct(r["spec"], 50)),
-                             C.fmt(pct(r["commit"], 50)), C.fmt(pct(r["commit"], 95)),
-                             C.fmt(pct(r["rt_end"], 50)), C.fmt(pct(r["rt_end"], 95)),
-                             C.fmt(pct(r["rt_text"], 50)), C.fmt(pct(r["rt_text"], 95)),
-                             C.fmt(pct(r["rt_speech"], 50)), f"{r['rtf']:.2f}"])
+                runs = [run_file(m, audio, args.partial_ms) for _ in range(args.runs)]
+
+                def med(fn, runs=runs):  # the median over the runs of one statistic
+                    return C.fmt(statistics.median(fn(r) for r in runs))
+
+                served = "/".join(f"{r['served']}" for r in runs)
+                rows.append([variant, backend, f, f"{served} of {runs[0]['lines']}",
+                             med(lambda r: 1000 * sum(r["chunk"]) / max(len(r["chunk"]), 1)),
+                             med(lambda r: pct(r["chunk"], 95)),
+                             med(lambda r: pct(r["partial"], 50)), med(lambda r: pct(r["partial"], 95)),
+                             med(lambda r: pct(r["spec"], 50)),
+                             med(lambda r: pct(r["commit"], 50)), med(lambda r: pct(r["commit"], 95)),
+                             med(lambda r: pct(r["rt_end"], 50)), med(lambda r: pct(r["rt_end"], 95)),
+                             med(lambda r: pct(r["rt_text"], 50)), med(lambda r: pct(r["rt_text"], 95)),
+                             med(lambda r: pct(r["rt_speech"], 50)),
+                             f"{statistics.median(r['rtf'] for r in runs):.2f}"])
                 print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
     print(C.markdown_table(["model", "backend", "file", "spec/lines", "chunk mean ms", "chunk p95 ms",
                             "partial p50 ms", "partial p95 ms", "spec p50 ms", "commit@end p50 ms",
