@@ -18,6 +18,7 @@ import numpy as np
 from ...backends import Backend, window_mask
 from ...errors import UsageError
 from ...weights import TensorStore
+from ..rope import RopeRows, inv_freq
 from .config import MoonshineConfig
 
 ENC_BLOCK = 128  # queries per block in the windowed offline encoder
@@ -54,8 +55,7 @@ class DecoderLayer:
 
 def rope_inv_freq(cfg: MoonshineConfig) -> np.ndarray:
     """Inverse frequencies of the partial interleaved RoPE, float64: ``theta^(-2i/rot)``, rot = int(hd*f)."""
-    rot = cfg.rotary_dim
-    return 1.0 / (cfg.rope_parameters["rope_theta"] ** (np.arange(0, rot, 2, dtype=np.float64) / rot))
+    return inv_freq(cfg.rotary_dim, cfg.rope_parameters["rope_theta"])
 
 
 def token_cap(n_samples: int, sample_rate: int = 16000) -> int:
@@ -141,7 +141,7 @@ class MoonshineModel:
         self.dec_norm = W(dp + "norm.weight", (Dd,), f32)
         self.proj_out = lin("proj_out.weight", (cfg.vocab_size, Dd))
         self.inv_freq = rope_inv_freq(cfg)
-        self._rope = (0, None, None)  # positions covered, cos and sin rows [P, F] (grown on demand)
+        self._rope = RopeRows(B, self.inv_freq, self.dtype)
         self._tri = np.zeros((0, 0), dtype=bool)  # causal mask rows (grown on demand)
 
     # ---- sessions -----------------------------------------------------------------------------
@@ -292,14 +292,8 @@ class MoonshineModel:
                  B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt)] for _ in self.dec_layers]
 
     def rope_rows(self, start: int, n: int):
-        """cos and sin ``[n, F]`` of positions ``start ..`` (a table grown on demand, float64 angles)."""
-        have, cos, sin = self._rope
-        if start + n > have:
-            have = max(start + n, 2 * have, 256)
-            ang = np.arange(have, dtype=np.float64)[:, None] * self.inv_freq[None, :]
-            cos, sin = self.B.asarray(np.cos(ang), self.dtype), self.B.asarray(np.sin(ang), self.dtype)
-            self._rope = (have, cos, sin)
-        return cos[start : start + n], sin[start : start + n]
+        """cos and sin ``[n, F]`` of positions ``start ..`` (float64 angles, rows cached on the backend)."""
+        return self._rope(start, n)
 
     def causal(self, start: int, n: int):
         """Boolean ``[n, start + n]``: token ``start + i`` sees keys ``0 .. start + i``."""

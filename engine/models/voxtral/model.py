@@ -16,6 +16,8 @@ import numpy as np
 from ...backends import Backend
 from ...backends.base import QuantizedWeight
 from ...errors import ModelError
+from ..rope import RopeRows, inv_freq
+from ..rope import rope_tables as _tables
 from .config import VoxtralConfig
 from .ring import KVRing
 
@@ -56,9 +58,7 @@ class DecLayer:
 
 def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
     """cos/sin ``[n, head_dim/2]`` of ``pos * theta^(-2i/hd)``, computed in float64."""
-    inv = 1.0 / (theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
-    ang = np.asarray(positions, dtype=np.float64)[:, None] * inv[None, :]
-    return np.cos(ang), np.sin(ang)
+    return _tables(positions, inv_freq(head_dim, theta))
 
 
 class LayerPiece:
@@ -101,29 +101,6 @@ def _unflatten(sig, leaves) -> dict:
         else:
             W[f], i = QuantizedWeight(leaves[i], leaves[i + 1], leaves[i + 2], group, bits), i + 3
     return W
-
-
-class RopeCache:
-    """Device-resident cos/sin rows for a run of positions, refilled (in float64 on the host) only when a
-    request leaves the rows held, i.e. once per ``CHUNK`` positions instead of once per step."""
-
-    CHUNK = 1024
-
-    def __init__(self, B, head_dim: int, theta: float, dtype: str):
-        self.B, self.head_dim, self.theta, self.dtype = B, head_dim, theta, dtype
-        self.base, self.size, self.cos, self.sin = 0, 0, None, None
-
-    def __call__(self, start: int, n: int):
-        """``(cos, sin)`` backend arrays ``[n, head_dim/2]`` for positions ``start .. start+n-1``."""
-        if self.cos is None or start < self.base or start + n > self.base + self.size:
-            self.size = max(self.CHUNK, n)
-            cos, sin = rope_tables(np.arange(start, start + self.size), self.head_dim, self.theta)
-            self.cos, self.sin = self.B.asarray(cos, self.dtype), self.B.asarray(sin, self.dtype)
-            self.base = start
-        o = start - self.base
-        if o == 0 and n == self.size:
-            return self.cos, self.sin
-        return self.cos[o : o + n], self.sin[o : o + n]
 
 
 def time_embedding(delay_tokens: int, dim: int) -> np.ndarray:
@@ -210,8 +187,8 @@ class VoxtralModel:
         self._enc_out = LayerPiece(B, self._enc_out_fn, ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
         self._dec_in = LayerPiece(B, self._dec_in_fn, ("attn_norm", "wq", "wk", "wv"))
         self._dec_out = LayerPiece(B, self._dec_out_fn, ("wo", "ffn_norm", "w1", "w3", "w2"))
-        self.enc_rope = RopeCache(B, e.head_dim, e.rope_theta, self.dtype)
-        self.dec_rope = RopeCache(B, d.head_dim, d.rope_theta, self.dtype)
+        self.enc_rope = RopeRows(B, inv_freq(e.head_dim, e.rope_theta), self.dtype)
+        self.dec_rope = RopeRows(B, inv_freq(d.head_dim, d.rope_theta), self.dtype)
 
     # ---- helpers ------------------------------------------------------------------------------
     @property

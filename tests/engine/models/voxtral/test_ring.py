@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from engine.backends import get_backend
-from engine.models.voxtral.model import RopeCache, rope_tables
+from engine.models.rope import RopeRows, inv_freq
+from engine.models.voxtral.model import rope_tables
 from engine.models.voxtral.ring import KVRing
 
 
@@ -59,7 +60,7 @@ def test_ring_refuses_positions_out_of_order():
 @pytest.mark.parametrize("backend", ["numpy", "mlx"])
 def test_rope_cache_rows_equal_the_float64_formula(backend):
     B = get_backend(backend)
-    rc = RopeCache(B, 64, 1e6, "float32")
+    rc = RopeRows(B, inv_freq(64, 1e6), "float32")
     for start, n in [(0, 1), (1, 4), (1020, 8), (2_000_000, 1), (2_000_001, 64), (5, 3000)]:
         cos, sin = rc(start, n)
         c, s = rope_tables(np.arange(start, start + n), 64, 1e6)
