@@ -15,6 +15,7 @@ import numpy as np
 
 from ...backends import Backend
 from ...backends.base import QuantizedWeight
+from ...backends.pieces import LayerPiece
 from ...errors import ModelError
 from ..rope import RopeRows, inv_freq
 from ..rope import rope_tables as _tables
@@ -59,48 +60,6 @@ class DecLayer:
 def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
     """cos/sin ``[n, head_dim/2]`` of ``pos * theta^(-2i/hd)``, computed in float64."""
     return _tables(positions, inv_freq(head_dim, theta))
-
-
-class LayerPiece:
-    """A pure piece of a layer, ``fn(weights: dict, *arrays)``, called as ``piece(layer, *arrays)``.
-
-    Where the backend compiles (MLX on a GPU), the layer's weights go in as inputs (quantized ones as their
-    three arrays), so one compiled graph per weight layout and input shape serves every layer.
-    """
-
-    def __init__(self, B: Backend, fn, fields: tuple[str, ...]):
-        self.B, self.fn, self.fields = B, fn, fields
-        self.compiled: dict = {}
-
-    def __call__(self, layer, *args):
-        W = {f: getattr(layer, f) for f in self.fields}
-        if not getattr(self.B, "compile_enabled", False):
-            return self.fn(W, *args)
-        sig, leaves = [], []
-        for f, w in W.items():
-            if isinstance(w, QuantizedWeight):
-                sig.append((f, w.group_size, w.bits))
-                leaves += [w.w, w.scales, w.biases]
-            else:
-                sig.append((f, None if w is None else 0, None))
-                leaves += [] if w is None else [w]
-        sig = tuple(sig)
-        run = self.compiled.get(sig)
-        if run is None:
-            run = self.compiled[sig] = self.B.compile(lambda leaves, *a: self.fn(_unflatten(sig, leaves), *a))
-        return run(leaves, *args)
-
-
-def _unflatten(sig, leaves) -> dict:
-    W, i = {}, 0
-    for f, group, bits in sig:
-        if group is None:
-            W[f] = None
-        elif bits is None:
-            W[f], i = leaves[i], i + 1
-        else:
-            W[f], i = QuantizedWeight(leaves[i], leaves[i + 1], leaves[i + 2], group, bits), i + 3
-    return W
 
 
 def time_embedding(delay_tokens: int, dim: int) -> np.ndarray:
