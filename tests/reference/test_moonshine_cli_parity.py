@@ -15,10 +15,6 @@ The MLX cases run on MLX's CPU backend on Linux and are skipped where MLX does n
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -27,13 +23,10 @@ pytest.importorskip("transformers")
 
 import make_fixtures as mf  # noqa: E402  (tests/fixtures is put on sys.path by conftest.py)
 
-REPO_ROOT = mf.FIXTURES_DIR.parents[1]
-
 #: Fresh seeds (not the committed ones) and the committed clip each one is decoded on. Chosen once so
 #: that every model has top-1/top-2 margins >= 0.05 on its clip (no near-ties between backends).
 PARITY_SEEDS: dict[int, str] = {21: "speech", 29: "tone_speechlike"}
 BACKENDS = ("numpy", "mlx")
-CLI_TIMEOUT_S = 300
 
 
 @pytest.fixture(scope="module")
@@ -50,34 +43,11 @@ def built_models(tmp_path_factory):
     return get
 
 
-def run_cli_tokens(clip_path, model_dir, backend: str) -> dict:
-    """Run the engine CLI with ``--tokens`` on one clip and return the parsed JSON it printed."""
-    cmd = [
-        sys.executable, "-m", "engine.cli", str(clip_path),
-        "--model", str(model_dir),
-        "--backend", backend,
-        "--dtype", "float32",
-        "--no-vad",
-        "--tokens",
-    ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
-    assert proc.returncode == 0, (
-        f"{' '.join(cmd)}\nexited {proc.returncode}\n"
-        f"stdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-4000:]}"
-    )
-    text = proc.stdout.strip()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        # Tolerate stray lines before the object, but the object itself must be the last line.
-        return json.loads(text.splitlines()[-1])
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", sorted(PARITY_SEEDS))
 @pytest.mark.parametrize("name", sorted(mf.MOONSHINE_CONFIGS))
-def test_cli_tokens_match_transformers_generate(name: str, seed: int, backend: str, built_models) -> None:
+def test_cli_tokens_match_transformers_generate(name: str, seed: int, backend: str, built_models,
+                                                cli_tokens) -> None:
     if backend == "mlx" and importlib.util.find_spec("mlx") is None:
         pytest.skip("mlx is not installed")
     clip = PARITY_SEEDS[seed]
@@ -86,7 +56,7 @@ def test_cli_tokens_match_transformers_generate(name: str, seed: int, backend: s
     model_dir = built_models(name, seed)
     want = mf.reference_greedy(model_dir, audio).tolist()
 
-    out = run_cli_tokens(clip_path, model_dir, backend)
+    out = cli_tokens(clip_path, model_dir, backend, "--no-vad")
 
     assert out.get("family") == "moonshine_streaming", out
     segments = out.get("segments")

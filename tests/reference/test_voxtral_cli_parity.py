@@ -18,10 +18,6 @@ import.
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -30,8 +26,6 @@ pytest.importorskip("transformers")
 
 import make_fixtures as mf  # noqa: E402  (tests/fixtures is put on sys.path by conftest.py)
 import make_voxtral as mv  # noqa: E402
-
-REPO_ROOT = mf.FIXTURES_DIR.parents[1]
 
 #: Fresh seeds (not the committed one) and the committed clip each one is decoded on. Chosen once so that the
 #: reference has top-1/top-2 margins >= 0.05 on every (clip, delay) below (no near-ties between backends).
@@ -51,19 +45,7 @@ CASES: list[tuple[int, str, int, float]] = [
     (41, "native", 480, 1000),
 ]
 BACKENDS = ("numpy", "mlx")
-CLI_TIMEOUT_S = 300
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """The tiny models gain nothing from threads, and on a busy 2-core machine OpenMP spinning makes the
-    reference ~8x slower; restored afterwards."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
@@ -94,34 +76,10 @@ def reference_ids():
     return get
 
 
-def run_cli_tokens(clip_path, model_dir, backend: str, delay_ms: int, chunk_ms: float) -> dict:
-    """Run the engine CLI with ``--tokens`` on one clip and return the parsed JSON it printed."""
-    cmd = [
-        sys.executable, "-m", "engine.cli", str(clip_path),
-        "--model", str(model_dir),
-        "--backend", backend,
-        "--dtype", "float32",
-        "--delay-ms", str(delay_ms),
-        "--chunk-ms", f"{chunk_ms:g}",
-        "--tokens",
-    ]  # fmt: skip
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
-    proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
-    assert proc.returncode == 0, (
-        f"{' '.join(cmd)}\nexited {proc.returncode}\n"
-        f"stdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-4000:]}"
-    )
-    text = proc.stdout.strip()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return json.loads(text.splitlines()[-1])  # tolerate stray lines before the object
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize(("seed", "dialect", "delay_ms", "chunk_ms"), CASES)
 def test_cli_tokens_match_transformers_generate(
-    seed: int, dialect: str, delay_ms: int, chunk_ms: float, backend: str, built_models, reference_ids
+    seed: int, dialect: str, delay_ms: int, chunk_ms: float, backend: str, built_models, reference_ids, cli_tokens
 ) -> None:
     if backend == "mlx" and importlib.util.find_spec("mlx") is None:
         pytest.skip("mlx is not installed")
@@ -130,7 +88,8 @@ def test_cli_tokens_match_transformers_generate(
     d = delay_ms // 80
     want = reference_ids(seed, clip, d, built_models(seed, "hf"))
 
-    out = run_cli_tokens(clip_path, built_models(seed, dialect), backend, delay_ms, chunk_ms)
+    out = cli_tokens(clip_path, built_models(seed, dialect), backend,
+                     "--delay-ms", str(delay_ms), "--chunk-ms", f"{chunk_ms:g}")
 
     assert out.get("family") == "voxtral_realtime", out
     assert out.get("delay_tokens") == d, out

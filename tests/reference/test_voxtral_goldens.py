@@ -24,18 +24,7 @@ import make_voxtral as mv  # noqa: E402
 MODELS_DIR = mf.FIXTURES_DIR / "models"
 GOLDENS = [(name, clip, d) for name, plan in mv.GOLDEN_PLAN.items() for clip, ds in plan.items() for d in ds]
 FLOAT_RTOL = 1e-5
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    """The tiny models gain nothing from threads, and on a busy 2-core machine OpenMP spinning makes the
-    reference ~8x slower; restored afterwards."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def _golden(name: str, clip: str, d: int) -> dict[str, np.ndarray]:
