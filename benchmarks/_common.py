@@ -14,7 +14,8 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                "NUMEXPR_NUM_THREADS")
@@ -24,6 +25,40 @@ def set_threads(n: int) -> None:
     """Ask every BLAS / OpenMP pool for ``n`` threads (call before importing numpy or torch)."""
     for var in THREAD_VARS:
         os.environ[var] = str(n)
+
+
+@contextmanager
+def timed_ops(B, names: tuple[str, ...], record: Callable[[str, tuple, float], None]) -> Iterator[None]:
+    """Wrap the backend instance's methods ``names`` with timers while the block runs: ``record(name, args,
+    seconds)`` gets every outermost call (an op called inside another, e.g. softmax inside attention, is
+    charged to the outer one). Methods already patched on the instance are put back afterwards."""
+    depth = [0]
+    own = {n: B.__dict__[n] for n in names if n in B.__dict__}
+    wrapped = [n for n in names if hasattr(B, n)]
+
+    def wrap(name, fn):
+        def timed(*args, **kwargs):
+            if depth[0]:
+                return fn(*args, **kwargs)
+            depth[0] += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                record(name, args, time.perf_counter() - t0)
+        return timed
+
+    for n in wrapped:
+        setattr(B, n, wrap(n, getattr(B, n)))
+    try:
+        yield
+    finally:
+        for n in wrapped:
+            if n in own:
+                setattr(B, n, own[n])
+            else:
+                delattr(B, n)
 
 
 def median_time(fn: Callable[[], object], runs: int, warmup: int = 1) -> tuple[float, list[float]]:

@@ -307,49 +307,24 @@ def op_profile(runner: EngineRunner, what: str, detail_linear: bool = True) -> l
     to the outermost, e.g. softmax inside attention goes to attention). ``linear`` is split by weight
     shape and by whether x has one row (a matrix-vector product) or many.
     """
-    B = runner.m.B
     acc: dict[str, float] = {}
-    depth = [0]
-    originals = {}
 
-    def wrap(name, fn):
-        def timed(*args, **kwargs):
-            if depth[0]:
-                return fn(*args, **kwargs)
-            depth[0] += 1
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                dt = time.perf_counter() - t0
-                depth[0] -= 1
-                key = name
-                if name == "linear" and detail_linear:
-                    x, w = args[0], args[1]
-                    key = f"linear {tuple(w.shape)} x{'1' if x.shape[0] == 1 else 'T'}"
-                    if len(args) > 2 and args[2] is not None:
-                        key += " +bias"
-                acc[key] = acc.get(key, 0.0) + dt
-        return timed
+    def record(name, args, dt):
+        key = name
+        if name == "linear" and detail_linear:
+            x, w = args[0], args[1]
+            key = f"linear {tuple(w.shape)} x{'1' if x.shape[0] == 1 else 'T'}"
+            if len(args) > 2 and args[2] is not None:
+                key += " +bias"
+        acc[key] = acc.get(key, 0.0) + dt
 
-    own = {name: B.__dict__[name] for name in _OPS if name in B.__dict__}  # e.g. --patch-numpy-ops
-    for name in _OPS:
-        if hasattr(B, name):
-            originals[name] = getattr(B, name)
-            setattr(B, name, wrap(name, originals[name]))
-    try:
+    with _common.timed_ops(runner.m.B, _OPS, record):
         t0 = time.perf_counter()
         if what == "encode":
             runner.encode()
         else:
             runner.decode()
         total = time.perf_counter() - t0
-    finally:
-        for name in originals:
-            if name in own:
-                setattr(B, name, own[name])
-            else:
-                delattr(B, name)
     rows = sorted(acc.items(), key=lambda kv: -kv[1])
     rows.append(("model glue (everything else)", total - sum(acc.values())))
     rows.append(("TOTAL", total))

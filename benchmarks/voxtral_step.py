@@ -459,44 +459,23 @@ def _op_profile(bench, runs: int) -> list[str]:
     matmuls, by weight shape; returns markdown lines with the achieved bandwidth of each matmul group."""
     import numpy as np
 
-    B = bench.B
     acc: dict[tuple[str, str], list[float]] = {}
-    depth = [0]
 
-    def wrap(name, fn):
-        def timed(*args, **kwargs):
-            if depth[0]:
-                return fn(*args, **kwargs)
-            depth[0] += 1
-            t0 = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                dt = time.perf_counter() - t0
-                depth[0] -= 1
-                key = name
-                if name in ("linear", "conv1d"):
-                    w = args[1]
-                    rows = args[0].shape[0] if args[0].ndim == 2 else 1
-                    key = f"{name} {'x'.join(map(str, w.shape))} ({rows} rows)"
-                    nbytes = w.nbytes
-                else:
-                    nbytes = 0
-                e = acc.setdefault((bench.phase, key), [0.0, 0, 0])
-                e[0] += dt
-                e[1] += 1
-                e[2] += nbytes
-        return timed
+    def record(name, args, dt):
+        key, nbytes = name, 0
+        if name in ("linear", "conv1d"):
+            w = args[1]
+            rows = args[0].shape[0] if args[0].ndim == 2 else 1
+            key = f"{name} {'x'.join(map(str, w.shape))} ({rows} rows)"
+            nbytes = w.nbytes
+        e = acc.setdefault((bench.phase, key), [0.0, 0, 0])
+        e[0] += dt
+        e[1] += 1
+        e[2] += nbytes
 
     names = ("linear", "attention", "conv1d", "rms_norm", "rope", "gelu", "silu", "embed")
-    saved = {n: getattr(B, n) for n in names}
-    for n in names:
-        setattr(B, n, wrap(n, saved[n]))
-    try:
+    with _common.timed_ops(bench.B, names, record):
         enc_t, dec_t = _timed_steps(bench, runs, 0)
-    finally:
-        for n in names:
-            setattr(B, n, saved[n])
     step = {"enc": 1000 * float(np.sum(enc_t)) / runs, "dec": 1000 * float(np.sum(dec_t)) / runs}
     out = ["NumPy step by op (backend methods timed; 'glue' = the rest of model.py / ring.py; matmul groups "
            f"with the weight bytes they read; {runs} steps):", "",
