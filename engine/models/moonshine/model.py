@@ -53,11 +53,6 @@ class DecoderLayer:
     fc2_b: object
 
 
-def rope_inv_freq(cfg: MoonshineConfig) -> np.ndarray:
-    """Inverse frequencies of the partial interleaved RoPE, float64: ``theta^(-2i/rot)``, rot = int(hd*f)."""
-    return inv_freq(cfg.rotary_dim, cfg.rope_parameters["rope_theta"])
-
-
 def token_cap(n_samples: int, sample_rate: int = 16000) -> int:
     """The decode cap: ceil(6.5 tokens per second of audio), computed exactly in integers."""
     return (13 * n_samples + 2 * sample_rate - 1) // (2 * sample_rate)
@@ -140,8 +135,8 @@ class MoonshineModel:
             ))
         self.dec_norm = W(dp + "norm.weight", (Dd,), f32)
         self.proj_out = lin("proj_out.weight", (cfg.vocab_size, Dd))
-        self.inv_freq = rope_inv_freq(cfg)
-        self._rope = RopeRows(B, self.inv_freq, self.dtype)
+        # partial interleaved RoPE over rot = int(head_dim * factor) channels, float64 angles
+        self.rope_rows = RopeRows(B, inv_freq(cfg.rotary_dim, cfg.rope_parameters["rope_theta"]), self.dtype)
         self._tri = np.zeros((0, 0), dtype=bool)  # causal mask rows (grown on demand)
 
     # ---- sessions -----------------------------------------------------------------------------
@@ -290,10 +285,6 @@ class MoonshineModel:
         dt = self.dtype
         return [[B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
                  B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt)] for _ in self.dec_layers]
-
-    def rope_rows(self, start: int, n: int):
-        """cos and sin ``[n, F]`` of positions ``start ..`` (float64 angles, rows cached on the backend)."""
-        return self._rope(start, n)
 
     def causal(self, start: int, n: int):
         """Boolean ``[n, start + n]``: token ``start + i`` sees keys ``0 .. start + i``."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -18,7 +19,6 @@ from ...backends.base import QuantizedWeight
 from ...backends.pieces import LayerPiece
 from ...errors import ModelError
 from ..rope import RopeRows, inv_freq
-from ..rope import rope_tables as _tables
 from .config import VoxtralConfig
 from .ring import KVRing
 
@@ -55,11 +55,6 @@ class DecLayer:
     w3: object
     ada_down: object
     ada_up: object
-
-
-def rope_tables(positions: np.ndarray, head_dim: int, theta: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos/sin ``[n, head_dim/2]`` of ``pos * theta^(-2i/hd)``, computed in float64."""
-    return _tables(positions, inv_freq(head_dim, theta))
 
 
 def time_embedding(delay_tokens: int, dim: int) -> np.ndarray:
@@ -142,10 +137,11 @@ class VoxtralModel:
             ada_up=B.prepare_linear(raw(f"dec.{i}.ada_up.weight", (D, d.ada_dim), f32)),
         ) for i in range(d.n_layers)]
         self.dec_norm = vec("dec_norm", D, f32)
-        self._enc_in = LayerPiece(B, self._enc_in_fn, ("attn_norm", "wq", "bq", "wk", "wv", "bv"))
-        self._enc_out = LayerPiece(B, self._enc_out_fn, ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
-        self._dec_in = LayerPiece(B, self._dec_in_fn, ("attn_norm", "wq", "wk", "wv"))
-        self._dec_out = LayerPiece(B, self._dec_out_fn, ("wo", "ffn_norm", "w1", "w3", "w2"))
+        self._enc_in = LayerPiece(B, partial(self._attn_in_fn, e, e.n_heads),
+                                  ("attn_norm", "wq", "bq", "wk", "wv", "bv"))
+        self._enc_out = LayerPiece(B, partial(self._attn_out_fn, e), ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
+        self._dec_in = LayerPiece(B, partial(self._attn_in_fn, d, d.n_kv_heads), ("attn_norm", "wq", "wk", "wv"))
+        self._dec_out = LayerPiece(B, partial(self._attn_out_fn, d), ("wo", "ffn_norm", "w1", "w3", "w2"))
         self.enc_rope = RopeRows(B, inv_freq(e.head_dim, e.rope_theta), self.dtype)
         self.dec_rope = RopeRows(B, inv_freq(d.head_dim, d.rope_theta), self.dtype)
 
@@ -185,38 +181,25 @@ class VoxtralModel:
     def _heads(self, y, n: int, h: int, hd: int):
         return y.reshape(n, h, hd).transpose(1, 0, 2)
 
-    def _enc_in_fn(self, W, x, cos, sin):
-        """Normed input -> rotated q, k and v heads ``[H, n, hd]`` of one encoder layer."""
-        B, e = self.B, self.cfg.encoder
+    def _attn_in_fn(self, c, n_kv: int, W, x, cos, sin):
+        """Normed input -> rotated q, k and v heads ``[H, n, hd]`` of one layer (``c``: the encoder's or the
+        decoder's config; q and v biases where the layer has them)."""
+        B = self.B
         n = x.shape[0]
-        h = self._cast(B.rms_norm(x, W["attn_norm"], e.norm_eps))
-        q = self._rope(self._heads(B.linear(h, W["wq"], W["bq"]), n, e.n_heads, e.head_dim), cos, sin)
-        k = self._rope(self._heads(B.linear(h, W["wk"]), n, e.n_heads, e.head_dim), cos, sin)
-        v = self._heads(B.linear(h, W["wv"], W["bv"]), n, e.n_heads, e.head_dim)
+        h = self._cast(B.rms_norm(x, W["attn_norm"], c.norm_eps))
+        q = self._rope(self._heads(B.linear(h, W["wq"], W.get("bq")), n, c.n_heads, c.head_dim), cos, sin)
+        k = self._rope(self._heads(B.linear(h, W["wk"]), n, n_kv, c.head_dim), cos, sin)
+        v = self._heads(B.linear(h, W["wv"], W.get("bv")), n, n_kv, c.head_dim)
         return q, k, v
 
-    def _enc_out_fn(self, W, x, a):
-        """Residual after attention ``a [H, n, hd]``, then the SwiGLU MLP block of one encoder layer."""
-        B, e = self.B, self.cfg.encoder
-        x = x + B.linear(a.transpose(1, 0, 2).reshape(x.shape[0], -1), W["wo"], W["bo"])
-        h = self._cast(B.rms_norm(x, W["ffn_norm"], e.norm_eps))
-        return x + B.linear(B.silu(B.linear(h, W["w1"])) * B.linear(h, W["w3"]), W["w2"], W["b2"])
-
-    def _dec_in_fn(self, W, x, cos, sin):
-        B, d = self.B, self.cfg.decoder
-        n = x.shape[0]
-        h = self._cast(B.rms_norm(x, W["attn_norm"], d.norm_eps))
-        q = self._rope(self._heads(B.linear(h, W["wq"]), n, d.n_heads, d.head_dim), cos, sin)
-        k = self._rope(self._heads(B.linear(h, W["wk"]), n, d.n_kv_heads, d.head_dim), cos, sin)
-        v = self._heads(B.linear(h, W["wv"]), n, d.n_kv_heads, d.head_dim)
-        return q, k, v
-
-    def _dec_out_fn(self, W, x, a, ada):
-        """As ``_enc_out_fn`` for a decoder layer, its MLP input scaled by the session's ``1 + s(D)``."""
-        B, d = self.B, self.cfg.decoder
-        x = x + B.linear(a.transpose(1, 0, 2).reshape(x.shape[0], -1), W["wo"])
-        h = self._cast(B.rms_norm(x, W["ffn_norm"], d.norm_eps) * ada)
-        return x + B.linear(B.silu(B.linear(h, W["w1"])) * B.linear(h, W["w3"]), W["w2"])
+    def _attn_out_fn(self, c, W, x, a, ada=None):
+        """Residual after attention ``a [H, n, hd]``, then the SwiGLU MLP block, its input scaled by ``ada``
+        (the decoder's per-session ``1 + s(D)``) where given."""
+        B = self.B
+        x = x + B.linear(a.transpose(1, 0, 2).reshape(x.shape[0], -1), W["wo"], W.get("bo"))
+        h = B.rms_norm(x, W["ffn_norm"], c.norm_eps)
+        h = self._cast(h if ada is None else h * ada)
+        return x + B.linear(B.silu(B.linear(h, W["w1"])) * B.linear(h, W["w3"]), W["w2"], W.get("b2"))
 
     def encoder(self, x, start: int, ring: KVRing):
         """Encoder layers + final norm on frames ``x [n, dim]`` at absolute frame positions ``start..``."""

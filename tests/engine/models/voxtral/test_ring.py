@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 
 from engine.backends import get_backend
-from engine.models.rope import RopeRows, inv_freq
-from engine.models.voxtral.model import rope_tables
+from engine.models.rope import RopeRows, inv_freq, rope_tables
 from engine.models.voxtral.ring import KVRing
 
 
@@ -63,5 +62,5 @@ def test_rope_cache_rows_equal_the_float64_formula(backend):
     rc = RopeRows(B, inv_freq(64, 1e6), "float32")
     for start, n in [(0, 1), (1, 4), (1020, 8), (2_000_000, 1), (2_000_001, 64), (5, 3000)]:
         cos, sin = rc(start, n)
-        c, s = rope_tables(np.arange(start, start + n), 64, 1e6)
+        c, s = rope_tables(np.arange(start, start + n), inv_freq(64, 1e6))
         assert np.abs(B.to_numpy(cos) - c).max() < 1e-6 and np.abs(B.to_numpy(sin) - s).max() < 1e-6

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from engine.errors import ModelError
+from engine.models.rope import inv_freq, rope_tables
 from engine.models.voxtral.mel import MelStream, log_mel, mel_filters
-from engine.models.voxtral.model import rope_tables, time_embedding
+from engine.models.voxtral.model import time_embedding
 from engine.models.voxtral.tekken import ByteText, Tekken
 
 
@@ -102,7 +103,7 @@ def test_mel_stream_equals_offline(chunk):
 
 def test_rope_tables_exact_at_hours_long_positions():
     pos = np.array([0, 1, 540_000, 1_000_003, 10_800_000])  # 3 h of 50 Hz encoder frames, and beyond
-    cos, sin = rope_tables(pos, 64, 1e6)
+    cos, sin = rope_tables(pos, inv_freq(64, 1e6))
     inv = [1e6 ** (-2 * i / 64) for i in range(32)]
     for r, p in enumerate(pos):
         for i in (0, 1, 7, 31):
