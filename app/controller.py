@@ -4,10 +4,15 @@
 through queued signals (``request_*``), and turns the worker's replies into what the windows need:
 committed lines (kept in ``lines``, journaled to disk and to the optional live SRT file as they
 arrive), the latest partial, health numbers, and one-sentence messages.
+
+Every session is kept in the session store (``app.session_store``): its journal is created when the
+session is asked for, optionally with its audio, closed with an end record when it ends (also on quit),
+and retention (``set_retention``) runs at start-up and after each session.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
@@ -17,6 +22,7 @@ from typing import Any
 from PySide6.QtCore import QEventLoop, QObject, QThread, QTimer, Signal, Slot
 
 from app import journal as journal_mod
+from app.session_store import Retention, SessionStore
 from app.worker import EngineWorker, ModelInfo, ModelLoader, SessionSpec, Stats, default_loader
 from engine.events import CaptionEvent, Line
 
@@ -52,6 +58,7 @@ class SessionController(QObject):
     silence_hint = Signal()
     device_lost = Signal(str)
     device_recovered = Signal(str)
+    session_saved = Signal(str)  # a session ended and is in the store: its id
 
     def __init__(
         self,
@@ -68,7 +75,13 @@ class SessionController(QObject):
         self.state = "no-model"
         self.last_stats: Stats | None = None
         self._journal_dir = Path(journal_dir) if journal_dir is not None else None
+        self.store = SessionStore(self._journal_dir) if self._journal_dir is not None else None
+        self.retention = Retention()
+        self.keep_audio = False  # keep each session's audio (for "Re-transcribe with...")
+        self.session_id: str | None = None  # the session in progress (its id in the store)
+        self.last_session_id: str | None = None
         self._journal: journal_mod.Journal | None = None
+        self._session_started = False
         self._live_srt_path: str | None = None
         self._live_srt: Any = None
         self._elapsed = 0.0
@@ -76,11 +89,8 @@ class SessionController(QObject):
         self._partial: CaptionEvent | None = None
         self._lost_text = ""
 
-        if self._journal_dir is not None:
-            try:
-                journal_mod.prune(self._journal_dir)
-            except OSError:
-                log.warning("could not prune old journals", exc_info=True)
+        if self.store is not None:
+            self.store.repair()
 
         self._thread = QThread()
         self._thread.setObjectName("engine-worker")
@@ -127,9 +137,10 @@ class SessionController(QObject):
         self.request_load.emit(source, backend)
 
     def start(self, spec: SessionSpec) -> None:
-        """Start a new session (the previous transcript is cleared from the views, not from disk)."""
+        """Start a new session. The previous one stays in the store; the views start empty."""
         if self.state not in ("idle",):
             return
+        spec = self._open_session(spec)
         self.lines = []
         self._partial = None
         self._elapsed = 0.0
@@ -167,6 +178,11 @@ class SessionController(QObject):
     def live_srt_path(self) -> str | None:
         return self._live_srt_path
 
+    def set_retention(self, policy: Retention) -> list[str]:
+        """Keep sessions by ``policy`` from now on, and apply it now; returns the deleted ids."""
+        self.retention = policy
+        return self._apply_retention()
+
     def pending_recovery(self) -> journal_mod.RecoveredSession | None:
         """The last session that did not end cleanly, if its journal holds any lines."""
         if self._journal_dir is None:
@@ -181,14 +197,19 @@ class SessionController(QObject):
         if self.state in ("running", "paused"):
             return
         journal_mod.mark_finished(recovered.path, "recovered")
+        if self.store is not None:
+            self.store.finish_audio(recovered.path.stem)
+        self.last_session_id = recovered.path.stem
         self.lines = list(recovered.lines)
         self._partial = None
         self.lines_reset.emit()  # the views read ``lines``
         self.partial_changed.emit(None)
 
     def discard_recovery(self, recovered: journal_mod.RecoveredSession) -> None:
-        """Do not offer ``recovered`` again (its journal file stays on disk)."""
+        """Do not offer ``recovered`` again (it stays in the store, like every session)."""
         journal_mod.mark_finished(recovered.path, "discarded")
+        if self.store is not None:
+            self.store.finish_audio(recovered.path.stem)
 
     def shutdown(self, timeout_ms: int = 15000) -> None:
         """End the session cleanly (its last lines are journaled), drop the model, stop the thread."""
@@ -241,22 +262,18 @@ class SessionController(QObject):
     def _on_session_started(self, description: str) -> None:
         self.input_description = description
         self.input_changed.emit(description)
-        if self._journal_dir is not None:
-            info = {"input": description}
-            if self.model is not None:
-                info |= {
-                    "model": self.model.source,
-                    "family": self.model.family,
-                    "backend": self.model.backend,
-                }
-            self._journal = journal_mod.Journal(self._journal_dir, info)
-            if self._journal.failed:
-                self.message.emit("warning", self._journal.failed)
+        self._session_started = True
+        if self._journal is not None:
+            self._journal.set_input(description)
         if self._live_srt_path:
             self._open_live_srt([])
 
     @Slot(str, int)
     def _on_session_failed(self, text: str, code: int) -> None:
+        if not self._session_started and self._journal is not None and self.store is not None:
+            self.store.discard(self._journal)  # nothing was captured: nothing to keep
+            self._journal = None
+            self.session_id = None
         self.message.emit("error", text)
         self.session_failed.emit(text, code)
 
@@ -283,6 +300,8 @@ class SessionController(QObject):
     def _on_device_recovered(self, description: str) -> None:
         self.input_description = description
         self.input_changed.emit(description)
+        if self._journal is not None:
+            self._journal.set_input(description)
         lost = self._lost_text
         self.message.emit(
             "warning", f"{lost} Now capturing from {description}; the transcript continues.".strip()
@@ -307,6 +326,40 @@ class SessionController(QObject):
         self.session_finished.emit(reason)
 
     # -- files ------------------------------------------------------------------------------------
+    def _open_session(self, spec: SessionSpec) -> SessionSpec:
+        """Create the session's journal (and recording path); returns ``spec`` with the audio path."""
+        self._session_started = False
+        if self.store is None:
+            return spec
+        info: dict[str, Any] = {"source": "file" if spec.input_file else "microphone"}
+        if self.model is not None:
+            info |= {"model": self.model.source, "family": self.model.family, "backend": self.model.backend}
+        if spec.input_file:
+            info["input"] = Path(spec.input_file).name
+        info["audio"] = self.keep_audio
+        journal = self.store.create(info)
+        if journal.failed:
+            self.message.emit("warning", journal.failed)
+            return spec
+        self._journal = journal
+        self.session_id = journal.session_id
+        if self.keep_audio:
+            try:
+                spec = dataclasses.replace(spec, audio_path=str(self.store.recording_path(journal.session_id)))
+            except OSError as exc:
+                self.message.emit("warning", f"The session audio cannot be kept ({exc.strerror or exc}).")
+        return spec
+
+    def _apply_retention(self) -> list[str]:
+        if self.store is None:
+            return []
+        protect = [i for i in (self.session_id,) if i]
+        try:
+            return self.store.apply_retention(self.retention, protect)
+        except Exception:  # retention must never stop the app
+            log.warning("retention failed", exc_info=True)
+            return []
+
     def _commit(self, line: Line) -> None:
         self.lines.append(line)
         if self._journal is not None:
@@ -348,6 +401,12 @@ class SessionController(QObject):
 
     def _close_session_files(self) -> None:
         if self._journal is not None:
-            self._journal.close()
+            audio_s = self.last_stats.audio_s if self.last_stats is not None else None
+            self._journal.close(**({"audio_s": round(audio_s, 3)} if audio_s is not None else {}))
             self._journal = None
         self._close_live_srt()
+        finished, self.session_id = self.session_id, None
+        if finished is not None:
+            self.last_session_id = finished
+            self._apply_retention()
+            self.session_saved.emit(finished)

@@ -1,18 +1,24 @@
 """The session journal: committed lines written to disk as they arrive, so a crash loses nothing.
 
-One JSONL file per session in the platformdirs user data folder (``sessions/``). The first record is
-``{"type": "start", ...}``, then one ``{"type": "line", "text", "start", "end"}`` per committed line (each
-flushed and fsync'd), and ``{"type": "end"}`` when the session ends cleanly. A journal without the end
-record is an unfinished session: ``find_unfinished`` offers it for recovery on the next start.
+One JSONL file per session (``<id>.jsonl`` in the sessions folder, see ``app.session_store``). The first
+record is ``{"type": "start", ...}``, then one ``{"type": "line", "text", "start", "end"}`` per committed
+line (each flushed and fsync'd), ``{"type": "input", "input": ...}`` when the audio input is known or
+changes, and ``{"type": "end"}`` when the session ends cleanly. A journal without the end record is an
+unfinished session: ``find_unfinished`` offers it for recovery on the next start.
+
+Reading never trusts the file: a torn last line, binary garbage, JSON that is not an object, fields of
+the wrong type, non-finite times, an over-long line, an unreadable file or a folder in its place are
+skipped and counted (``JournalData.unreadable``); what can be read is kept and nothing raises.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -20,17 +26,33 @@ from engine.events import Line
 
 log = logging.getLogger(__name__)
 
-KEEP_JOURNALS = 50
+MAX_RECORD_BYTES = 1 << 20  # a committed line is a few KB at most; longer records are damage
+
+
+@dataclass(frozen=True)
+class JournalData:
+    """What could be read from a journal: the start record (``info``, with the latest ``input``
+    merged in), the lines, whether it ended cleanly, the end record, and how many records were
+    unreadable (skipped)."""
+
+    info: dict[str, Any] = field(default_factory=dict)
+    lines: tuple[Line, ...] = ()
+    finished: bool = False
+    end: dict[str, Any] = field(default_factory=dict)
+    unreadable: int = 0
+    error: str | None = None  # the file itself could not be read (one sentence)
 
 
 @dataclass(frozen=True)
 class RecoveredSession:
-    """An unfinished journal: where it is, when it started, and the lines it holds."""
+    """An unfinished journal: where it is, when it started, the lines it holds, and how many records
+    could not be read."""
 
     path: Path
     started: str  # ISO 8601 local time
     lines: tuple[Line, ...]
     info: dict[str, Any]
+    unreadable: int = 0
 
 
 class Journal:
@@ -43,7 +65,7 @@ class Journal:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         path = folder / f"{stamp}.jsonl"
         n = 1
-        while path.exists():
+        while path.exists() or path.with_suffix("").exists():
             n += 1
             path = folder / f"{stamp}-{n}.jsonl"
         self.path = path
@@ -57,20 +79,46 @@ class Journal:
             return
         self._write({"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **(info or {})})
 
+    @property
+    def session_id(self) -> str:
+        """The session's id in the store: the file name without ``.jsonl``."""
+        return self.path.stem
+
+    @property
+    def is_open(self) -> bool:
+        return self._file is not None
+
     def add(self, line: Line) -> None:
         """Record one committed line (flushed and fsync'd before returning)."""
         self._write({"type": "line", "text": line.text, "start": line.start, "end": line.end})
 
-    def close(self) -> None:
-        """Write the end record and close; the session then counts as finished."""
+    def set_input(self, description: str) -> None:
+        """Record the audio input's description (when it becomes known, or changes mid-session)."""
+        self._write({"type": "input", "input": description})
+
+    def close(self, **extra: Any) -> None:
+        """Write the end record (with ``extra`` fields) and close; the session then counts as finished."""
         if self._file is None:
             return
-        self._write({"type": "end", "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        self._write({"type": "end", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra})
         try:
             self._file.close()
         except OSError:
             pass
         self._file = None
+
+    def abandon(self) -> None:
+        """Close without an end record and delete the file (a session that never started)."""
+        if self._file is not None:
+            try:
+                self._file.close()
+            except OSError:
+                pass
+            self._file = None
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
 
     def _write(self, record: dict[str, Any]) -> None:
         if self._file is None:
@@ -79,13 +127,14 @@ class Journal:
             self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
             self._file.flush()
             os.fsync(self._file.fileno())
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             self._fail(exc)
 
-    def _fail(self, exc: OSError) -> None:
+    def _fail(self, exc: Exception) -> None:
         log.error("journal write failed: %s", exc)
         if self.failed is None:
-            self.failed = f"The session backup could not be written ({exc.strerror or exc})."
+            reason = getattr(exc, "strerror", None) or exc
+            self.failed = f"The session backup could not be written ({reason})."
         if self._file is not None:
             try:
                 self._file.close()
@@ -94,44 +143,119 @@ class Journal:
             self._file = None
 
 
-def read_journal(path: str | Path) -> tuple[dict[str, Any], list[Line], bool]:
-    """Parse a journal: (start record, lines, finished). A torn last line (crash mid-write) is ignored."""
+def _time(value: Any) -> float | None:
+    """A finite number of seconds, or None (bools, strings, NaN and infinities are damage)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _clean_text(value: str) -> str:
+    """``value`` without lone surrogates (JSON can carry them; UTF-8 files cannot)."""
+    return value.encode("utf-8", "replace").decode("utf-8")
+
+
+def _records(f: Any) -> Any:
+    """Yield each raw record (bytes) of a binary file, or None for one longer than MAX_RECORD_BYTES."""
+    while True:
+        raw = f.readline(MAX_RECORD_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_RECORD_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):  # skip the rest of the over-long record
+                raw = f.readline(MAX_RECORD_BYTES)
+            yield None
+            continue
+        yield raw
+
+
+def read_journal_data(path: str | Path) -> JournalData:
+    """Read a journal, keeping what can be read (see the module docstring). Never raises."""
     info: dict[str, Any] = {}
     lines: list[Line] = []
+    end: dict[str, Any] = {}
     finished = False
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for raw in f:
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError:
-                continue
-            kind = record.get("type")
-            if kind == "start":
-                info = record
-            elif kind == "line":
-                try:
-                    lines.append(Line(str(record["text"]), float(record["start"]), float(record["end"])))
-                except (KeyError, TypeError, ValueError):
+    unreadable = 0
+    inputs: list[str] = []
+    path = Path(path)
+    try:
+        if not path.is_file():  # a folder, a pipe or a device where the journal should be
+            raise IsADirectoryError(21, "not a regular file")
+        with open(path, "rb") as f:
+            for raw in _records(f):
+                if raw is None:
+                    unreadable += 1
                     continue
-            elif kind == "end":
-                finished = True
-    return info, lines, finished
+                if not raw.strip():
+                    continue
+                try:
+                    record = json.loads(raw.decode("utf-8", errors="replace"))
+                except (ValueError, RecursionError):
+                    unreadable += 1
+                    continue
+                kind = record.get("type") if isinstance(record, dict) else None
+                if not isinstance(kind, str):
+                    unreadable += 1
+                elif kind == "line":
+                    text, start, stop = record.get("text"), _time(record.get("start")), _time(record.get("end"))
+                    if not isinstance(text, str) or start is None or stop is None:
+                        unreadable += 1
+                        continue
+                    lines.append(Line(_clean_text(text), start, max(stop, start)))
+                elif kind == "start" and not info:
+                    info = record
+                elif kind == "input" and isinstance(record.get("input"), str):
+                    inputs.append(record["input"])
+                elif kind == "end":
+                    finished, end = True, record
+    except OSError as exc:
+        log.warning("journal %s unreadable: %s", path, exc)
+        error = f"The session file {path.name} could not be read ({exc.strerror or exc})."
+        return JournalData(info, tuple(lines), finished, end, unreadable, error)
+    if inputs:
+        info = {**info, "input": inputs[-1]}
+    return JournalData(info, tuple(lines), finished, end, unreadable)
+
+
+def read_journal(path: str | Path) -> tuple[dict[str, Any], list[Line], bool]:
+    """(start record, lines, finished): ``read_journal_data`` in short. Raises OSError when the file
+    cannot be read at all."""
+    data = read_journal_data(path)
+    if data.error is not None:
+        raise OSError(data.error)
+    return data.info, list(data.lines), data.finished
+
+
+def _newest_first(folder: Path) -> list[Path]:
+    def mtime(path: Path) -> float:
+        try:
+            return path.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    try:
+        paths = list(folder.glob("*.jsonl"))
+    except OSError:
+        return []
+    return sorted(paths, key=mtime, reverse=True)
 
 
 def find_unfinished(folder: str | Path) -> RecoveredSession | None:
-    """The most recent journal in ``folder`` without an end record that holds at least one line."""
+    """The most recent journal in ``folder`` without an end record that holds at least one line.
+    Unreadable journals are skipped; never raises."""
     folder = Path(folder)
     if not folder.is_dir():
         return None
-    for path in sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True):
-        try:
-            info, lines, finished = read_journal(path)
-        except OSError:
+    for path in _newest_first(folder):
+        data = read_journal_data(path)
+        if data.finished or data.error is not None:
             continue
-        if finished:
-            continue
-        if lines:
-            return RecoveredSession(path, str(info.get("time", "")), tuple(lines), info)
+        if data.lines:
+            started = data.info.get("time")
+            return RecoveredSession(
+                path, started if isinstance(started, str) else "", data.lines, data.info, data.unreadable
+            )
         mark_finished(path, "empty")
     return None
 
@@ -150,15 +274,3 @@ def mark_finished(path: str | Path, reason: str) -> None:
             os.fsync(f.fileno())
     except OSError:
         log.warning("could not mark %s finished", path, exc_info=True)
-
-
-def prune(folder: str | Path, keep: int = KEEP_JOURNALS) -> None:
-    """Delete all but the ``keep`` newest finished journals."""
-    folder = Path(folder)
-    paths = sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in paths[keep:]:
-        try:
-            if read_journal(path)[2]:
-                path.unlink()
-        except OSError:
-            continue

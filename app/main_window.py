@@ -428,10 +428,12 @@ class MainWindow(QMainWindow):
             return None
         n = len(recovered.lines)
         when = recovered.started.replace("T", " ") or "an earlier session"
+        skipped = recovered.unreadable
+        note = f" ({skipped} unreadable line{'s were' if skipped != 1 else ' was'} skipped)" if skipped else ""
         self.banner.show_message(
             "warning",
             f"livecap did not close cleanly last time; {n} line{'s' if n != 1 else ''} from {when} "
-            "were saved.",
+            f"were saved{note}.",
             [
                 ("Recover", lambda: self._recover(recovered)),
                 ("Discard", lambda: self.controller.discard_recovery(recovered)),
@@ -573,7 +575,7 @@ class MainWindow(QMainWindow):
     def _recover(self, recovered: RecoveredSession) -> None:
         self.controller.recover(recovered)
         self.status.showMessage(
-            f"Recovered {len(recovered.lines)} line(s); export them before starting a new session.", 10000
+            f"Recovered {len(recovered.lines)} line(s); they stay in Sessions (File \u25b8 Sessions).", 10000
         )
 
     def _refresh_icons(self) -> None:

@@ -27,6 +27,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.capture import TARGET_RATE, Block, MicSource, refresh_devices, resolve_device
 from app.file_source import FileSource
+from app.session_audio import AudioRecorder
 from engine.errors import AudioError, LivecapError
 
 log = logging.getLogger(__name__)
@@ -62,12 +63,14 @@ class ModelInfo:
 @dataclass(frozen=True)
 class SessionSpec:
     """How to start a session: replay ``input_file`` at ``speed``, or capture the device named
-    ``device`` ("" or None: the system default). ``options`` go to ``model.start_session``."""
+    ``device`` ("" or None: the system default). ``options`` go to ``model.start_session``. With
+    ``audio_path`` the audio the engine is fed is kept there (``app.session_audio``)."""
 
     input_file: str | None = None
     speed: float = 1.0
     device: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    audio_path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,7 @@ class EngineWorker(QObject):
         self._resampler: Any = None
         self._resampler_key: tuple[int, int] | None = None
         self._timer: QTimer | None = None
+        self._recorder: AudioRecorder | None = None
         self._state = "idle"
         self._reset_counters()
 
@@ -179,6 +183,7 @@ class EngineWorker(QObject):
             self.session_failed.emit(user_message(exc, "The session could not start"), exit_code(exc, 1))
             return
         self._source, self._session = source, session
+        self._recorder = AudioRecorder(spec.audio_path) if spec.audio_path else None
         self._reset_counters()
         self._ensure_timer().start()
         self.session_started.emit(source.description)
@@ -304,6 +309,7 @@ class EngineWorker(QObject):
             self._arrivals.append((self._fed, block.time))
             self._track_level(block.samples)
         pcm = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        self._record(pcm)
         try:
             events = self._session.feed(pcm) if len(pcm) else []
         except Exception as exc:  # the engine failed: keep the text, end cleanly
@@ -422,6 +428,7 @@ class EngineWorker(QObject):
             return
         try:
             tail = self._flush_resampler()
+            self._record(tail)
             if len(tail):
                 events += session.feed(tail)
             events += session.finish()
@@ -439,7 +446,17 @@ class EngineWorker(QObject):
             self._source.close()
         self._end("error")
 
+    def _record(self, pcm: np.ndarray) -> None:
+        recorder = self._recorder
+        if recorder is not None and recorder.failed is None:
+            recorder.write(pcm)
+            if recorder.failed is not None:
+                self.notice.emit(recorder.failed)
+
     def _end(self, reason: str) -> None:
+        if self._recorder is not None:
+            self._recorder.close()  # compresses to FLAC before the session counts as ended
+            self._recorder = None
         self._session = self._source = None
         self._resampler = self._resampler_key = None
         if self._timer is not None:

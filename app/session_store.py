@@ -1,0 +1,456 @@
+"""The session store: every captioning session kept on disk, listed, searched, renamed, exported, deleted.
+
+No Qt here: the GUI (``app.sessions_view``) and the headless commands (``app.sessions_cli``) share it.
+
+Layout of the sessions folder (``app.paths.journal_dir()``)::
+
+    <id>.jsonl          the session's journal (``app.journal``): version 1, the live transcript
+    <id>/meta.json      what the user changed: {"title": ...} (written atomically)
+    <id>/audio.flac     the audio the engine was fed (16 kHz mono), when "keep audio" was on
+    <id>/audio.pcm      the same while recording (raw s16le; compressed to FLAC when the session ends)
+    <id>/v<N>.jsonl     version N >= 2: a re-transcription of the audio with another model
+
+The id is the journal's file name without ``.jsonl`` (its start time, ``YYYYmmdd-HHMMSS[-n]``). Every
+change is atomic: meta and versions are written to a temporary file and moved into place; a delete first
+renames the journal out of sight (one ``rename``), then removes the rest. Leftovers of an interrupted
+change are cleaned by ``repair()``. Reading tolerates any damage (``app.journal.read_journal_data``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app import session_audio
+from app.journal import Journal, JournalData, read_journal_data
+from engine.errors import ExportError, UsageError
+from engine.events import Line
+
+log = logging.getLogger(__name__)
+
+SESSION_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")  # never a path: no dots, no separators
+VERSION_FILE = re.compile(r"^v([0-9]{1,4})\.jsonl$")
+DELETED_SUFFIX = ".deleted"
+FIRST_WORDS = 80
+
+
+class SessionNotFound(UsageError):
+    """No session with that id (one sentence)."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """One transcript of a session: 1 is the live one, 2.. re-transcriptions of its audio."""
+
+    number: int
+    path: Path
+    model: str  # the model source ("" when unknown)
+    created: str  # ISO 8601 local time
+    lines: int
+    unreadable: int = 0
+
+
+@dataclass(frozen=True)
+class SessionSummary:
+    """What the sessions list shows about one session. ``model`` and ``lines`` describe the latest
+    version (the one exported by default)."""
+
+    id: str
+    path: Path
+    title: str
+    started: str  # ISO 8601 local time ("" when unknown)
+    duration: float  # seconds of audio
+    source: str  # "microphone" | "file" | "system audio" | "unknown"
+    input: str  # the input's description
+    model: str
+    lines: int
+    first_words: str
+    finished: bool
+    unreadable: int  # records of the journal that could not be read (skipped)
+    versions: tuple[Version, ...]
+    audio: Path | None
+
+    @property
+    def name(self) -> str:
+        """The title, else the start time."""
+        return self.title or self.started.replace("T", " ") or self.id
+
+    @property
+    def latest(self) -> Version:
+        return self.versions[-1]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON object ``livecap --sessions`` prints for this session."""
+        return {
+            "id": self.id,
+            "start": self.started,
+            "duration": round(self.duration, 3),
+            "source": self.source,
+            "input": self.input,
+            "model": self.model,
+            "lines": self.lines,
+            "title": self.title,
+            "first_words": self.first_words,
+            "finished": self.finished,
+            "unreadable": self.unreadable,
+            "audio": self.audio is not None,
+            "versions": [{"version": v.number, "model": v.model, "lines": v.lines} for v in self.versions],
+        }
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long sessions are kept: ``mode`` "all", "days" (the last ``n`` days) or "sessions" (the ``n``
+    newest). Stored as a string: "all", "days:30", "sessions:50"."""
+
+    mode: str = "all"
+    n: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Retention:
+        """The policy ``text`` names; anything unreadable keeps everything (the safe choice)."""
+        mode, _, n = str(text).partition(":")
+        if mode in ("days", "sessions") and n.isdigit() and int(n) > 0:
+            return cls(mode, int(n))
+        return cls()
+
+    def __str__(self) -> str:
+        return "all" if self.mode == "all" else f"{self.mode}:{self.n}"
+
+
+def _started(data: JournalData, session_id: str) -> str:
+    value = data.info.get("time")
+    if isinstance(value, str) and value:
+        return value
+    m = re.match(r"^(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})", session_id)
+    return f"{m[1]}-{m[2]}-{m[3]}T{m[4]}:{m[5]}:{m[6]}" if m else ""
+
+
+def _text(info: dict[str, Any], key: str) -> str:
+    value = info.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _source(info: dict[str, Any]) -> str:
+    kind = _text(info, "source")
+    if kind:
+        return kind
+    if not info:
+        return "unknown"
+    return "file" if "(replay" in _text(info, "input") else "microphone"
+
+
+def _first_words(lines: Sequence[Line]) -> str:
+    text = " ".join(" ".join(line.text.split()) for line in lines[:6]).strip()
+    return text if len(text) <= FIRST_WORDS else text[: FIRST_WORDS - 1].rstrip() + "\u2026"
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Replace ``path`` with ``obj`` as JSON: temporary file beside it, fsync, rename."""
+    write_bytes_atomic(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (raises OSError; no temporary file is left)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix="." + path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class SessionStore:
+    """The sessions in ``folder``. Methods never raise on a damaged file (they skip or report it);
+    changes raise ``SessionNotFound`` for an unknown id and ``ExportError`` (one sentence) when the disk
+    refuses. Not thread-safe: one thread at a time (the GUI thread in the app)."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self._cache: dict[Path, tuple[tuple[int, int], JournalData]] = {}
+
+    # -- reading -----------------------------------------------------------------------------------
+    def ids(self) -> list[str]:
+        """Every session id, newest first."""
+        try:
+            names = [p.name for p in self.folder.iterdir()]
+        except OSError:
+            return []
+        ids = [n[: -len(".jsonl")] for n in names if n.endswith(".jsonl")]
+        return sorted((i for i in ids if SESSION_ID.match(i)), reverse=True)
+
+    def list(self) -> list[SessionSummary]:
+        """A summary of every session, newest first (a damaged one is listed with what could be read)."""
+        out = []
+        for session_id in self.ids():
+            try:
+                out.append(self.summary(session_id))
+            except SessionNotFound:  # deleted meanwhile
+                continue
+        return out
+
+    def summary(self, session_id: str) -> SessionSummary:
+        """One session's summary (``SessionNotFound`` when there is none)."""
+        path = self.journal_path(session_id)
+        data = self._read(path)
+        meta = self._meta(session_id)
+        versions = [Version(1, path, _text(data.info, "model"), _started(data, session_id), len(data.lines),
+                            data.unreadable)]
+        latest_lines = data.lines
+        for number, vpath in self._version_paths(session_id):
+            vdata = self._read(vpath)
+            versions.append(
+                Version(number, vpath, _text(vdata.info, "model"), _text(vdata.info, "time"), len(vdata.lines),
+                        vdata.unreadable)
+            )
+            latest_lines = vdata.lines
+        audio_s = data.end.get("audio_s")
+        if isinstance(audio_s, (int, float)) and not isinstance(audio_s, bool) and audio_s >= 0:
+            duration = float(audio_s)
+        else:
+            duration = max((line.end for line in data.lines), default=0.0)
+        title = meta.get("title")
+        return SessionSummary(
+            id=session_id,
+            path=path,
+            title=title if isinstance(title, str) else "",
+            started=_started(data, session_id),
+            duration=duration,
+            source=_source(data.info),
+            input=_text(data.info, "input"),
+            model=versions[-1].model,
+            lines=versions[-1].lines,
+            first_words=_first_words(latest_lines),
+            finished=data.finished,
+            unreadable=data.unreadable,
+            versions=tuple(versions),
+            audio=self.audio_file(session_id),
+        )
+
+    def lines(self, session_id: str, version: int | None = None) -> tuple[Line, ...]:
+        """The lines of ``version`` (default: the latest) of a session."""
+        summary = self.summary(session_id)
+        if version is None:
+            return self._read(summary.latest.path).lines
+        for v in summary.versions:
+            if v.number == version:
+                return self._read(v.path).lines
+        raise SessionNotFound(f"The session {session_id} has no version {version}.")
+
+    def search(self, text: str) -> dict[str, int]:
+        """For each session whose latest version contains ``text`` (case-insensitive): the number of
+        matching lines. An empty ``text`` matches nothing."""
+        needle = text.strip().casefold()
+        if not needle:
+            return {}
+        hits: dict[str, int] = {}
+        for session_id in self.ids():
+            n = sum(needle in line.text.casefold() for line in self.lines(session_id))
+            if n:
+                hits[session_id] = n
+        return hits
+
+    def journal_path(self, session_id: str) -> Path:
+        """The journal of ``session_id`` (``SessionNotFound`` when the id is malformed or unknown)."""
+        if not SESSION_ID.match(session_id or ""):
+            raise SessionNotFound(f"There is no session called '{session_id}'.")
+        path = self.folder / f"{session_id}.jsonl"
+        if not path.exists():
+            raise SessionNotFound(f"There is no session called '{session_id}' (livecap --sessions lists them).")
+        return path
+
+    def audio_file(self, session_id: str) -> Path | None:
+        """The session's kept audio (FLAC, or raw while or after recording), if any."""
+        for name in (session_audio.FLAC_NAME, session_audio.RAW_NAME):
+            path = self.folder / session_id / name
+            if path.is_file():
+                return path
+        return None
+
+    # -- writing -----------------------------------------------------------------------------------
+    def create(self, info: dict[str, Any]) -> Journal:
+        """Start a new session: its journal, open for lines (check ``journal.failed``)."""
+        return Journal(self.folder, info)
+
+    def discard(self, journal: Journal) -> None:
+        """Remove a session that never started (its journal holds no line). Never raises."""
+        journal.abandon()
+        folder = self.folder / journal.session_id
+        if folder.is_dir() and not folder.is_symlink():
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def recording_path(self, session_id: str) -> Path:
+        """Where the audio of a running session is recorded (the folder is created)."""
+        folder = self.folder / session_id
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / session_audio.RAW_NAME
+
+    def rename(self, session_id: str, title: str) -> None:
+        """Give a session a title ("" restores the default name)."""
+        self.journal_path(session_id)
+        meta = self._meta(session_id)
+        meta["title"] = " ".join(str(title).split())[:200]
+        folder = self.folder / session_id
+        try:
+            folder.mkdir(exist_ok=True)
+            write_json_atomic(folder / "meta.json", meta)
+        except OSError as exc:
+            raise ExportError(f"The session could not be renamed ({exc.strerror or exc}).") from None
+
+    def delete(self, session_id: str) -> None:
+        """Remove a session with its versions and audio. Atomic: after a crash it is gone or intact."""
+        path = self.journal_path(session_id)
+        hidden = path.with_name(path.name + DELETED_SUFFIX)
+        try:
+            os.replace(path, hidden)
+        except OSError as exc:
+            raise ExportError(f"The session could not be deleted ({exc.strerror or exc}).") from None
+        self._cache.pop(path, None)
+        self._remove_leftovers(session_id, hidden)
+
+    def add_version(self, session_id: str, lines: Iterable[Line], info: dict[str, Any]) -> int:
+        """Store ``lines`` as the session's next version (a complete journal, written atomically)."""
+        self.journal_path(session_id)
+        numbers = [n for n, _ in self._version_paths(session_id)]
+        number = max(numbers, default=1) + 1
+        records = [{"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "version": number, **info}]
+        records += [{"type": "line", "text": ln.text, "start": ln.start, "end": ln.end} for ln in lines]
+        records.append({"type": "end", "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+        folder = self.folder / session_id
+        try:
+            folder.mkdir(exist_ok=True)
+            write_bytes_atomic(folder / f"v{number}.jsonl", data)
+        except OSError as exc:
+            raise ExportError(f"The new version could not be saved ({exc.strerror or exc}).") from None
+        return number
+
+    def export(self, session_id: str, path: str | os.PathLike[str], fmt: str | None = None,
+               version: int | None = None, **options: Any) -> None:
+        """Write a version (default: the latest) to ``path`` (format by extension when ``fmt`` is None)."""
+        from engine.transcript import write_transcript
+
+        write_transcript(self.lines(session_id, version), path, fmt, **options)
+
+    def apply_retention(self, policy: Retention, protect: Iterable[str] = (), now: float | None = None) -> list[str]:
+        """Delete the finished sessions ``policy`` no longer keeps; never one in ``protect`` (the session in
+        progress) nor an unfinished one (it may be in progress elsewhere or not yet offered for recovery).
+        Returns the deleted ids."""
+        if policy.mode == "all":
+            return []
+        keep = set(protect)
+        ids = self.ids()
+        if policy.mode == "sessions":
+            doomed = ids[policy.n :]
+        else:
+            limit = (time.time() if now is None else now) - policy.n * 86400
+            doomed = [i for i in ids if self._start_epoch(i) < limit]
+        deleted = []
+        for session_id in doomed:
+            if session_id in keep:
+                continue
+            data = self._read(self.folder / f"{session_id}.jsonl")
+            if not data.finished or data.error is not None:
+                continue
+            try:
+                self.delete(session_id)
+            except (SessionNotFound, ExportError):
+                log.warning("retention could not delete %s", session_id, exc_info=True)
+                continue
+            deleted.append(session_id)
+        return deleted
+
+    def repair(self, protect: Iterable[str] = ()) -> None:
+        """Finish what an interrupted change left: deletions, temporary files, raw audio of finished
+        sessions (compressed to FLAC). Never raises."""
+        keep = set(protect)
+        try:
+            entries = list(self.folder.iterdir())
+        except OSError:
+            return
+        ids = set(self.ids())
+        for entry in entries:
+            name = entry.name
+            try:
+                if name.endswith(".jsonl" + DELETED_SUFFIX):
+                    self._remove_leftovers(name[: -len(".jsonl" + DELETED_SUFFIX)], entry)
+                elif entry.is_dir() and SESSION_ID.match(name) and name not in ids:
+                    shutil.rmtree(entry)  # the rest of a session whose journal was deleted
+                elif entry.is_dir() and name in ids and name not in keep:
+                    self._repair_folder(name, entry)
+            except OSError:
+                log.warning("could not tidy %s", entry, exc_info=True)
+
+    def finish_audio(self, session_id: str) -> None:
+        """Compress the session's raw audio to FLAC, if it is still raw. Never raises."""
+        raw = self.folder / session_id / session_audio.RAW_NAME
+        if raw.is_file():
+            session_audio.compress(raw)
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _read(self, path: Path) -> JournalData:
+        try:
+            st = path.stat()
+            key = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            return read_journal_data(path)
+        cached = self._cache.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        data = read_journal_data(path)
+        self._cache[path] = (key, data)
+        return data
+
+    def _meta(self, session_id: str) -> dict[str, Any]:
+        try:
+            with open(self.folder / session_id / "meta.json", encoding="utf-8", errors="replace") as f:
+                meta = json.load(f)
+        except (OSError, ValueError, RecursionError):
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def _version_paths(self, session_id: str) -> list[tuple[int, Path]]:
+        try:
+            names = [p.name for p in (self.folder / session_id).iterdir()]
+        except OSError:
+            return []
+        found = [(int(m[1]), self.folder / session_id / n) for n in names if (m := VERSION_FILE.match(n))]
+        return sorted((n, p) for n, p in found if n >= 2)
+
+    def _start_epoch(self, session_id: str) -> float:
+        started = _started(self._read(self.folder / f"{session_id}.jsonl"), session_id)
+        try:
+            return time.mktime(time.strptime(started[:19], "%Y-%m-%dT%H:%M:%S"))
+        except (ValueError, OverflowError):
+            return float("inf")  # unknown age: never too old
+
+    def _remove_leftovers(self, session_id: str, hidden: Path) -> None:
+        folder = self.folder / session_id
+        try:
+            if folder.is_dir() and not folder.is_symlink():
+                shutil.rmtree(folder)
+            hidden.unlink()
+        except OSError:
+            log.warning("could not remove the rest of session %s", session_id, exc_info=True)
+
+    def _repair_folder(self, session_id: str, folder: Path) -> None:
+        for entry in folder.iterdir():
+            if entry.name.startswith(".") and entry.name.endswith(".tmp"):
+                entry.unlink()
+        if (folder / session_audio.RAW_NAME).is_file() and self._read(self.folder / f"{session_id}.jsonl").finished:
+            self.finish_audio(session_id)
