@@ -3,6 +3,8 @@
     livecap [--model SOURCE] [--backend auto|numpy|mlx]
             [--input FILE [--speed X] [--save-transcript PATH] [--quit-at-end]]
     livecap --self-test       check this installation offscreen and exit 0/1 (app/selftest.py)
+    livecap --sessions | --export-session ID ... | --retranscribe ID --model SOURCE
+                              the kept sessions, headless (app/sessions_cli.py)
 
 With ``--input`` the file is replayed in real time instead of the microphone. With ``--quit-at-end``
 and ``--save-transcript`` (.txt/.srt/.vtt/.json by extension) the whole GUI path runs unattended and
@@ -43,6 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--self-test", action="store_true", help="check this installation offscreen (bundled model and clip) and exit"
     )
     p.add_argument("--self-test-dir", metavar="DIR", help=argparse.SUPPRESS)  # tests: other self-test data
+    s = p.add_argument_group("sessions (headless)")
+    s.add_argument("--sessions", action="store_true", help="print the kept sessions as JSON lines and exit")
+    s.add_argument("--export-session", metavar="ID", help="export a kept session and exit")
+    s.add_argument("--format", choices=("srt", "vtt", "txt", "json"), help="--export-session: the format")
+    s.add_argument("-o", "--output", metavar="OUT", help="--export-session: the file (default: stdout)")
+    s.add_argument("--version", type=int, metavar="N", help="--export-session: this version (default: the latest)")
+    s.add_argument("--retranscribe", metavar="ID", help="re-transcribe a kept session with --model (new version)")
+    p.add_argument("--sessions-dir", metavar="DIR", help=argparse.SUPPRESS)  # tests and portable use
     p.add_argument("--settings", metavar="INI", help=argparse.SUPPRESS)  # tests and portable use
     p.add_argument("--engine-factory", metavar="MODULE:CALLABLE", help=argparse.SUPPRESS)  # tests
     return p
@@ -72,6 +82,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.selftest import run as run_self_test  # sets QT_QPA_PLATFORM=offscreen before Qt starts
 
         return run_self_test(args.self_test_dir)
+    from app import sessions_cli
+
+    if sessions_cli.wanted(args):
+        try:
+            loader = load_factory(args.engine_factory) if args.engine_factory else None
+        except (ImportError, AttributeError, ValueError, OSError) as exc:
+            print(f"livecap: the engine factory could not be loaded ({exc}).", file=sys.stderr)
+            return 2
+        return sessions_cli.run(args, loader)
     if args.speed <= 0:
         print("livecap: --speed must be positive.", file=sys.stderr)
         return 2
@@ -106,8 +125,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from PySide6.QtGui import QIcon
 
         app.setWindowIcon(QIcon(str(icon)))
-    controller = SessionController(loader=loader, journal_dir=paths.journal_dir())
+    controller = SessionController(loader=loader, journal_dir=args.sessions_dir or paths.journal_dir())
     window = MainWindow(controller, settings)
+    if args.engine_factory:
+        window.sessions_child_args = ["--engine-factory", args.engine_factory]
     install_excepthook(window.notify_error)
     window.show()
 

@@ -9,6 +9,7 @@ in ``Settings`` as soon as it changes.
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from app.journal import RecoveredSession
 from app.level_meter import LevelMeter
 from app.overlay_manager import OverlayManager
 from app.paths import documents_dir
+from app.sessions_view import SessionsWindow, apply_session_settings
 from app.settings import BACKENDS, DELAY_CHOICES_MS, THEMES, Key, Settings, Shortcut
 from app.status_bar import SessionStatusBar
 from app.theme import apply_theme, tail_color
@@ -78,6 +80,8 @@ class MainWindow(QMainWindow):
         self._notifier = _Notifier(self)
         self._notifier.message.connect(lambda text: self.banner.show_message("error", text))
         self._input_file: str | None = None
+        self.sessions_window: SessionsWindow | None = None
+        self.sessions_child_args: list[str] = []  # extra arguments for re-transcription processes (tests)
 
         self._build_widgets()
         self._build_actions()
@@ -85,6 +89,8 @@ class MainWindow(QMainWindow):
         self._build_menus()
         self._connect()
         self._restore()
+        if controller.store is not None:
+            apply_session_settings(controller, settings)
         self.refresh_devices(rescan=False)
         self._on_state(controller.state)
 
@@ -175,7 +181,11 @@ class MainWindow(QMainWindow):
         self.live_srt_action.setToolTip("Keep an SRT file growing while captioning (for OBS and the like)")
         self.copy_all_action = self._action("Copy transcript", Shortcut.COPY_ALL)
         self.find_action = self._action("Search history", Shortcut.FIND)
+        self.sessions_action = self._action("Sessions\u2026", Shortcut.SESSIONS, sp.SP_FileDialogDetailedView)
+        self.sessions_action.setIconText("Sessions")
+        self.sessions_action.setEnabled(self.controller.store is not None)
         self.quit_action = self._action("Quit", Shortcut.QUIT)
+        self.quit_action.setToolTip("Quit (a session in progress ends and is kept in Sessions)")
         self.overlays.toggle_action.setIconText("Overlay")
         self.overlays.toggle_action.setShortcut(QKeySequence(self.settings.shortcut(Shortcut.OVERLAY)))
         self.overlays.presentation_action.setShortcut(
@@ -205,12 +215,14 @@ class MainWindow(QMainWindow):
         bar.addSeparator()
         bar.addAction(self.overlays.toggle_action)
         bar.addAction(self.export_action)
+        bar.addAction(self.sessions_action)
         self.toolbar = bar
         self.addToolBar(bar)
 
     def _build_menus(self) -> None:
         menus = self.menuBar()
         file_menu = menus.addMenu("&File")
+        file_menu.addAction(self.sessions_action)
         file_menu.addAction(self.replay_action)
         file_menu.addSeparator()
         file_menu.addAction(self.export_action)
@@ -271,6 +283,7 @@ class MainWindow(QMainWindow):
         self.copy_all_action.triggered.connect(self._copy_all)
         self.find_action.triggered.connect(self.history.focus_search)
         self.quit_action.triggered.connect(self.close)
+        self.sessions_action.triggered.connect(self.show_sessions)
         self.device_combo.activated.connect(self._device_chosen)
         self.delay_combo.activated.connect(
             lambda: self.settings.set_value(Key.DELAY_MS, int(self.delay_combo.currentData()))
@@ -378,6 +391,20 @@ class MainWindow(QMainWindow):
             self.settings.set_value(Key.EXPORT_FORMAT, dialog.format.key)
             self.status.showMessage(f"Saved the transcript to {dialog.saved_path}.", 8000)
         return dialog
+
+    def show_sessions(self) -> SessionsWindow | None:
+        """Show the sessions library (every kept session), created on first use."""
+        if self.controller.store is None:
+            return None
+        if self.sessions_window is None:
+            self.sessions_window = SessionsWindow(
+                self.controller.store, self.settings, self.controller, child_args=self.sessions_child_args
+            )
+        self.sessions_window.refresh()
+        self.sessions_window.show()
+        self.sessions_window.raise_()
+        self.sessions_window.activateWindow()
+        return self.sessions_window
 
     def refresh_devices(self, rescan: bool = True) -> None:
         """Fill the device picker (``rescan``: make PortAudio look for new devices; only while idle)."""
@@ -533,10 +560,11 @@ class MainWindow(QMainWindow):
     def _on_session_finished(self, reason: str) -> None:
         self.caption_view.flush()
         n = len(self.controller.lines)
+        kept = " Kept in Sessions." if self.controller.store is not None else ""
         if reason == "input ended":
-            self.status.showMessage(f"The file ended; {n} line(s) transcribed.", 8000)
+            self.status.showMessage(f"The file ended; {n} line(s) transcribed.{kept}", 8000)
         elif reason == "stopped":
-            self.status.showMessage(f"Stopped; {n} line(s) in the transcript.", 8000)
+            self.status.showMessage(f"Stopped; {n} line(s) in the transcript.{kept}", 8000)
 
     def _device_chosen(self) -> None:
         self.settings.set_value(Key.DEVICE, str(self.device_combo.currentData() or ""))
@@ -607,7 +635,15 @@ class MainWindow(QMainWindow):
         s.set_value(Key.WINDOW_GEOMETRY, bytes(self.saveGeometry().data()))
         s.set_value(Key.SPLITTER_STATE, bytes(self.splitter.saveState().data()))
         self.overlays.close()
+        if self.sessions_window is not None:
+            self.sessions_window.cancel_retranscribe()
+            self.sessions_window.close()
+        running = self.controller.state in ("running", "paused")
         self.controller.shutdown()
+        if running and self.controller.last_session_id and self.controller.store is not None:
+            where = self.controller.store.folder / f"{self.controller.last_session_id}.jsonl"
+            log.info("the session in progress ended on quit; it is kept in Sessions (%s)", where)
+            print(f"livecap: the session in progress ended and is kept in Sessions ({where}).", file=sys.stderr)
         s.sync()
         super().closeEvent(event)
 

@@ -128,6 +128,12 @@ class Retention:
         return "all" if self.mode == "all" else f"{self.mode}:{self.n}"
 
 
+def _order(session_id: str) -> tuple[str, int]:
+    """Sort key: the time stamp, then the number a second session in the same second gets (``-2``...)."""
+    base, _, n = session_id.rpartition("-")
+    return (base, int(n)) if base.count("-") == 1 and n.isdigit() and len(n) < 6 else (session_id, 1)
+
+
 def _started(data: JournalData, session_id: str) -> str:
     value = data.info.get("time")
     if isinstance(value, str) and value:
@@ -192,7 +198,7 @@ class SessionStore:
         except OSError:
             return []
         ids = [n[: -len(".jsonl")] for n in names if n.endswith(".jsonl")]
-        return sorted((i for i in ids if SESSION_ID.match(i)), reverse=True)
+        return sorted((i for i in ids if SESSION_ID.match(i)), key=_order, reverse=True)
 
     def list(self) -> list[SessionSummary]:
         """A summary of every session, newest first (a damaged one is listed with what could be read)."""

@@ -43,6 +43,9 @@ class Key(enum.Enum):
     EXPORT_FOLDER = ("export/folder", "")
     EXPORT_FORMAT = ("export/format", "srt")
     LIVE_SRT_PATH = ("export/live-srt-path", "")  # "" = off
+    SESSIONS_RETENTION = ("sessions/retention", "all")  # "all" | "days:N" | "sessions:N" (app.session_store)
+    SESSIONS_KEEP_AUDIO = ("sessions/keep-audio", False)  # keep each session's audio for re-transcription
+    SESSIONS_GEOMETRY = ("sessions/geometry", b"")
 
     @property
     def key(self) -> str:
@@ -65,6 +68,7 @@ class Shortcut(enum.Enum):
     EXPORT = ("export", "Ctrl+E", "Export the transcript")
     COPY_ALL = ("copy-all", "Ctrl+Shift+C", "Copy the whole transcript")
     FIND = ("find", "Ctrl+F", "Search the history")
+    SESSIONS = ("sessions", "Ctrl+Shift+S", "Show the sessions library")
     OVERLAY = ("overlay", "Ctrl+Shift+O", "Show or hide the caption overlay")
     PRESENTATION = ("presentation", "F11", "Full-screen presentation mode")
     QUIT = ("quit", "Ctrl+Q", "Quit")

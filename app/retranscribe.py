@@ -1,0 +1,70 @@
+"""Re-transcribe a kept session: run a model over the session's stored audio at full speed (no real-time
+pacing) through the engine's normal session API, and store the result as a new version of the session.
+
+No Qt: ``livecap --retranscribe ID --model SOURCE`` runs it in a child process of the app (the GUI starts
+that process, shows its progress, and can cancel it), so the model loads and runs outside the GUI and
+the engine worker, and its memory is returned when it ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.session_audio import RATE, audio_seconds, iter_audio
+from app.session_store import SessionStore
+from engine.errors import UsageError
+from engine.events import Line
+
+FEED_SECONDS = 10  # audio per feed call: long enough to run at full speed, short enough for progress
+
+Progress = Callable[[float, float], None]  # (seconds done, seconds in all)
+
+
+def _default_loader(source: str, *, backend: str = "auto") -> Any:
+    from engine import load_model
+
+    return load_model(source, backend=backend)
+
+
+def retranscribe(
+    store: SessionStore,
+    session_id: str,
+    source: str,
+    *,
+    backend: str = "auto",
+    loader: Callable[..., Any] | None = None,
+    options: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+) -> int:
+    """Transcribe the kept audio of ``session_id`` with the model ``source`` and store it as the
+    session's next version; returns its number. Raises ``engine.errors.LivecapError`` (one sentence)
+    when the session has no audio, the model cannot load or the audio cannot be read; nothing is
+    stored then."""
+    summary = store.summary(session_id)
+    if summary.audio is None:
+        raise UsageError(
+            f"The session {session_id} has no kept audio; turn on \u201cKeep audio\u201d before recording."
+        )
+    if not summary.finished:
+        raise UsageError(f"The session {session_id} is still being recorded; re-transcribe it when it has ended.")
+    total = audio_seconds(summary.audio)
+    model = (loader or _default_loader)(source, backend=backend)
+    session = model.start_session(**(options or {}))
+    lines: list[Line] = []
+    done = 0
+    for block in iter_audio(summary.audio, block=RATE * FEED_SECONDS):
+        for event in session.feed(block):
+            lines.extend(event.committed)
+        done += len(block)
+        if progress is not None:
+            progress(done / RATE, total)
+    for event in session.finish():
+        lines.extend(event.committed)
+    info = {
+        "model": source,
+        "family": str(getattr(model, "family", "")),
+        "backend": str(getattr(model, "backend_name", backend)),
+        "from": "audio",
+    }
+    return store.add_version(session_id, lines, info)

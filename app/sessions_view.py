@@ -1,0 +1,592 @@
+"""The Sessions window: every kept session listed, searched, opened, exported, renamed, deleted and
+re-transcribed. GUI thread only; the files are the store's (``app.session_store``).
+
+Left: a search across all sessions and the list (date or title, duration, source, model, lines, first
+words), with the retention and "keep audio" settings below. Right: the open session with its versions,
+its lines (``HistoryPane``: search and copy) and the actions. "Re-transcribe with" runs
+``livecap --retranscribe`` in a child process (``QProcess``): the model loads and runs outside the GUI
+and the engine worker, its progress comes back as JSON lines, and Cancel kills it (nothing is stored
+then: a version is written only when complete).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import QProcess, Qt, Signal
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QInputDialog,
+    QLabel,
+    QLineEdit,
+    QMenu,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QToolButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.export_dialog import ExportDialog
+from app.history import HistoryPane
+from app.paths import documents_dir
+from app.session_store import Retention, SessionNotFound, SessionStore, SessionSummary
+from app.settings import Key, Settings
+from engine.errors import LivecapError
+
+log = logging.getLogger(__name__)
+
+ID_ROLE = Qt.ItemDataRole.UserRole
+RETENTION_CHOICES: tuple[tuple[str, str], ...] = (
+    ("all", "All sessions"),
+    ("days:7", "The last 7 days"),
+    ("days:30", "The last 30 days"),
+    ("days:90", "The last 90 days"),
+    ("days:365", "The last year"),
+    ("sessions:10", "The last 10 sessions"),
+    ("sessions:50", "The last 50 sessions"),
+    ("sessions:200", "The last 200 sessions"),
+)
+COLUMNS = ("Session", "Duration", "Source", "Model", "Lines", "First words")
+
+
+def apply_session_settings(controller: Any, settings: Settings) -> None:
+    """Give the controller the saved retention and keep-audio choices (retention runs now)."""
+    controller.keep_audio = bool(settings.value(Key.SESSIONS_KEEP_AUDIO))
+    controller.set_retention(Retention.parse(settings.value(Key.SESSIONS_RETENTION)))
+
+
+def duration_text(seconds: float) -> str:
+    """``1:02:03`` or ``2:03`` for a duration."""
+    total = max(int(round(seconds)), 0)
+    h, rest = divmod(total, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def model_name(source: str) -> str:
+    """The last component of a model folder or hub id ("" stays "")."""
+    return source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def retranscribe_command(store: SessionStore, session_id: str, source: str, backend: str,
+                         extra: Sequence[str] = ()) -> tuple[str, list[str]]:
+    """The program and arguments of the child process that re-transcribes ``session_id``."""
+    args = ["--retranscribe", session_id, "--model", source, "--backend", backend,
+            "--sessions-dir", str(store.folder), *extra]
+    if getattr(sys, "frozen", False):  # the bundled app: its executable is livecap itself
+        return sys.executable, args
+    return sys.executable, ["-m", "app.main", *args]
+
+
+class SessionsWindow(QWidget):
+    """The sessions library. ``controller`` (optional) tells which session is in progress and when one
+    was saved; ``child_args`` are extra arguments for the re-transcription process (tests pass
+    ``--engine-factory``)."""
+
+    retranscribed = Signal(str, int)  # session id, new version
+    retranscribe_failed = Signal(str)  # one sentence
+
+    def __init__(
+        self,
+        store: SessionStore,
+        settings: Settings,
+        controller: Any = None,
+        *,
+        child_args: Sequence[str] = (),
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent, Qt.WindowType.Window)
+        self.setObjectName("sessionsWindow")
+        self.setWindowTitle("Sessions \u2014 livecap")
+        self.store = store
+        self.settings = settings
+        self.controller = controller
+        self.child_args = list(child_args)
+        self.process: QProcess | None = None
+        self._process_session: str | None = None
+        self._process_out = b""
+        self._hits: dict[str, int] = {}
+        self._build()
+        if settings.value(Key.SESSIONS_GEOMETRY):
+            self.restoreGeometry(settings.value(Key.SESSIONS_GEOMETRY))
+        else:
+            self.resize(1100, 620)
+        if controller is not None:
+            controller.session_saved.connect(lambda _id: self.refresh())
+            controller.state_changed.connect(lambda _state: self._update_actions())
+        self.refresh()
+
+    # -- construction ----------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.search = QLineEdit(self)
+        self.search.setObjectName("sessionsSearch")
+        self.search.setPlaceholderText("Search all sessions")
+        self.search.setClearButtonEnabled(True)
+        self.search.setAccessibleName("Search all sessions")
+        self.search.textChanged.connect(lambda _text: self.refresh())
+        self.count_label = QLabel(self)
+        self.count_label.setObjectName("sessionsCount")
+        self.table = QTreeWidget(self)
+        self.table.setObjectName("sessionsList")
+        self.table.setAccessibleName("Sessions")
+        self.table.setHeaderLabels(list(COLUMNS))
+        self.table.setRootIsDecorated(False)
+        self.table.setUniformRowHeights(True)
+        self.table.setAlternatingRowColors(True)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        header = self.table.header()
+        header.setStretchLastSection(True)
+        for col in range(len(COLUMNS) - 1):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.currentItemChanged.connect(lambda *_: self._open_current())
+
+        self.retention_combo = QComboBox(self)
+        self.retention_combo.setObjectName("sessionsRetention")
+        self.retention_combo.setAccessibleName("Keep sessions")
+        current = str(Retention.parse(self.settings.value(Key.SESSIONS_RETENTION)))
+        for key, label in RETENTION_CHOICES:
+            self.retention_combo.addItem(label, key)
+        if self.retention_combo.findData(current) < 0:
+            self.retention_combo.addItem(current, current)
+        self.retention_combo.setCurrentIndex(self.retention_combo.findData(current))
+        self.retention_combo.activated.connect(lambda _i: self.set_retention(self.retention_combo.currentData()))
+        self.keep_audio_box = QCheckBox("Keep audio (to re-transcribe later)", self)
+        self.keep_audio_box.setObjectName("sessionsKeepAudio")
+        self.keep_audio_box.setToolTip(
+            "Keep each new session's audio as FLAC (about 30 MB an hour), so it can be transcribed again "
+            "with another model"
+        )
+        self.keep_audio_box.setChecked(bool(self.settings.value(Key.SESSIONS_KEEP_AUDIO)))
+        self.keep_audio_box.toggled.connect(self.set_keep_audio)
+
+        left = QWidget(self)
+        lv = QVBoxLayout(left)
+        lv.setContentsMargins(8, 8, 4, 8)
+        top = QHBoxLayout()
+        top.addWidget(self.search, 1)
+        top.addWidget(self.count_label)
+        lv.addLayout(top)
+        lv.addWidget(self.table, 1)
+        bottom = QHBoxLayout()
+        keep_label = QLabel("Keep:", self)
+        keep_label.setBuddy(self.retention_combo)
+        bottom.addWidget(keep_label)
+        bottom.addWidget(self.retention_combo)
+        bottom.addSpacing(12)
+        bottom.addWidget(self.keep_audio_box)
+        bottom.addStretch(1)
+        lv.addLayout(bottom)
+
+        self.title_label = QLabel(self)
+        self.title_label.setObjectName("sessionTitle")
+        font = self.title_label.font()
+        font.setPointSizeF(font.pointSizeF() * 1.25)
+        font.setBold(True)
+        self.title_label.setFont(font)
+        self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.details_label = QLabel(self)
+        self.details_label.setObjectName("sessionDetails")
+        self.details_label.setWordWrap(True)
+        self.version_combo = QComboBox(self)
+        self.version_combo.setObjectName("sessionVersion")
+        self.version_combo.setAccessibleName("Version")
+        self.version_combo.activated.connect(lambda _i: self._show_lines())
+        self.history = HistoryPane(self)
+        self.history.search.setPlaceholderText("Search this session")
+
+        self.export_button = QPushButton("Export\u2026", self)
+        self.export_button.clicked.connect(self.export_dialog)
+        self.rename_button = QPushButton("Rename\u2026", self)
+        self.rename_button.clicked.connect(self._rename_clicked)
+        self.delete_button = QPushButton("Delete", self)
+        self.delete_button.clicked.connect(self._delete_clicked)
+        self.retranscribe_button = QToolButton(self)
+        self.retranscribe_button.setText("Re-transcribe with\u2026")
+        self.retranscribe_button.setToolTip("Transcribe the kept audio again with another model, as a new version")
+        self.retranscribe_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.retranscribe_menu = QMenu(self.retranscribe_button)
+        self.retranscribe_menu.aboutToShow.connect(self._fill_retranscribe_menu)
+        self.retranscribe_button.setMenu(self.retranscribe_menu)
+        self.progress = QProgressBar(self)
+        self.progress.setObjectName("retranscribeProgress")
+        self.progress.setRange(0, 1000)
+        self.progress.setTextVisible(True)
+        self.progress.hide()
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.clicked.connect(self.cancel_retranscribe)
+        self.cancel_button.hide()
+        self.error_label = QLabel(self)
+        self.error_label.setObjectName("sessionsError")
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet("color: #c0392b;")
+        self.error_label.hide()
+
+        right = QWidget(self)
+        rv = QVBoxLayout(right)
+        rv.setContentsMargins(4, 8, 8, 8)
+        rv.addWidget(self.title_label)
+        rv.addWidget(self.details_label)
+        versions = QHBoxLayout()
+        version_label = QLabel("Version:", self)
+        version_label.setBuddy(self.version_combo)
+        versions.addWidget(version_label)
+        versions.addWidget(self.version_combo, 1)
+        rv.addLayout(versions)
+        rv.addWidget(self.history, 1)
+        actions = QHBoxLayout()
+        for widget in (self.export_button, self.rename_button, self.delete_button, self.retranscribe_button):
+            actions.addWidget(widget)
+        actions.addStretch(1)
+        rv.addLayout(actions)
+        busy = QHBoxLayout()
+        busy.addWidget(self.progress, 1)
+        busy.addWidget(self.cancel_button)
+        rv.addLayout(busy)
+        rv.addWidget(self.error_label)
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(right)
+        self.splitter.setStretchFactor(0, 3)
+        self.splitter.setStretchFactor(1, 2)
+        self.splitter.setChildrenCollapsible(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.splitter)
+
+        find = QAction("Search all sessions", self)
+        find.setShortcut(QKeySequence.StandardKey.Find)
+        find.triggered.connect(lambda: (self.search.setFocus(), self.search.selectAll()))
+        self.addAction(find)
+
+    # -- public ------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        """Re-read the store; keeps the open session open when it still exists."""
+        keep = self.current_id()
+        needle = self.search.text().strip()
+        self._hits = self.store.search(needle) if needle else {}
+        summaries = [s for s in self.store.list() if not needle or s.id in self._hits]
+        self.table.blockSignals(True)
+        self.table.clear()
+        recording = self._recording_id()
+        for s in summaries:
+            item = QTreeWidgetItem(self._row(s, recording))
+            item.setData(0, ID_ROLE, s.id)
+            item.setToolTip(0, f"{s.started.replace('T', ' ')}\n{s.input}".strip())
+            item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            item.setTextAlignment(4, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            self.table.addTopLevelItem(item)
+        self.table.blockSignals(False)
+        n = len(summaries)
+        if needle:
+            self.count_label.setText(f"{n} session{'s' if n != 1 else ''} match")
+        else:
+            self.count_label.setText(f"{n} session{'s' if n != 1 else ''}")
+        self.select(keep if keep in {s.id for s in summaries} else (summaries[0].id if summaries else None))
+
+    def current_id(self) -> str | None:
+        item = self.table.currentItem()
+        return item.data(0, ID_ROLE) if item is not None else None
+
+    def ids(self) -> list[str]:
+        """The listed session ids, in order."""
+        return [self.table.topLevelItem(i).data(0, ID_ROLE) for i in range(self.table.topLevelItemCount())]
+
+    def select(self, session_id: str | None) -> None:
+        """Open ``session_id`` (None: nothing)."""
+        for i in range(self.table.topLevelItemCount()):
+            item = self.table.topLevelItem(i)
+            if item.data(0, ID_ROLE) == session_id:
+                self.table.setCurrentItem(item)
+                self._open_current()
+                return
+        self.table.setCurrentItem(None)
+        self._open_current()
+
+    def selected_version(self) -> int | None:
+        data = self.version_combo.currentData()
+        return int(data) if data is not None else None
+
+    def export_to(self, path: str | Path, fmt: str | None = None) -> None:
+        """Export the open session's shown version to ``path`` (raises ExportError/UsageError)."""
+        session_id = self.current_id()
+        if session_id is None:
+            return
+        self.store.export(session_id, path, fmt, self.selected_version())
+
+    def export_dialog(self) -> ExportDialog | None:
+        """Open the export dialog for the shown version (modal); returns it after it closed."""
+        if self.current_id() is None:
+            return None
+        folder = self.settings.value(Key.EXPORT_FOLDER) or str(documents_dir())
+        dialog = ExportDialog(self.history.lines(), folder=folder, fmt_key=self.settings.value(Key.EXPORT_FORMAT),
+                              parent=self)
+        if dialog.exec() and dialog.saved_path is not None:
+            self.settings.set_value(Key.EXPORT_FOLDER, str(dialog.saved_path.parent))
+            self.settings.set_value(Key.EXPORT_FORMAT, dialog.format.key)
+        return dialog
+
+    def rename(self, title: str) -> None:
+        """Give the open session ``title``."""
+        session_id = self.current_id()
+        if session_id is None:
+            return
+        self._guard(lambda: self.store.rename(session_id, title))
+        self.refresh()
+
+    def delete_current(self) -> None:
+        """Delete the open session (never the one being recorded)."""
+        session_id = self.current_id()
+        if session_id is None or session_id == self._recording_id():
+            return
+        self._guard(lambda: self.store.delete(session_id))
+        self.refresh()
+
+    def set_retention(self, text: str) -> None:
+        """Keep sessions by the policy ``text`` ("all", "days:N", "sessions:N"); applied now."""
+        policy = Retention.parse(text)
+        self.settings.set_value(Key.SESSIONS_RETENTION, str(policy))
+        if self.controller is not None:
+            self.controller.set_retention(policy)
+        else:
+            self.store.apply_retention(policy)
+        self.refresh()
+
+    def set_keep_audio(self, on: bool) -> None:
+        """Keep the audio of new sessions (or not)."""
+        self.settings.set_value(Key.SESSIONS_KEEP_AUDIO, bool(on))
+        if self.controller is not None:
+            self.controller.keep_audio = bool(on)
+        if self.keep_audio_box.isChecked() != bool(on):
+            self.keep_audio_box.setChecked(bool(on))
+
+    def retranscribe(self, source: str, backend: str | None = None) -> None:
+        """Start re-transcribing the open session with the model ``source`` (a child process)."""
+        session_id = self.current_id()
+        if session_id is None or self.process is not None:
+            return
+        backend = backend or self.settings.value(Key.BACKEND)
+        program, args = retranscribe_command(self.store, session_id, source, backend, self.child_args)
+        self.error_label.hide()
+        process = QProcess(self)
+        process.setProgram(program)
+        process.setArguments(args)
+        process.setWorkingDirectory(str(Path(__file__).resolve().parent.parent))
+        process.readyReadStandardOutput.connect(self._on_process_output)
+        process.finished.connect(self._on_process_finished)
+        process.errorOccurred.connect(self._on_process_error)
+        self.process, self._process_session, self._process_out = process, session_id, b""
+        self.progress.setValue(0)
+        self.progress.setFormat(f"Loading {model_name(source)}\u2026")
+        self.progress.show()
+        self.cancel_button.show()
+        self._update_actions()
+        process.start()
+
+    def cancel_retranscribe(self) -> None:
+        """Stop a running re-transcription (nothing is stored)."""
+        process = self.process
+        if process is not None:
+            process.kill()
+            process.waitForFinished(5000)
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _row(self, s: SessionSummary, recording: str | None) -> list[str]:
+        source = s.source + (" \u00b7 recording" if s.id == recording else "")
+        if not s.finished and s.id != recording:
+            source += " \u00b7 unfinished"
+        lines = str(s.lines)
+        if s.id in self._hits:
+            lines = f"{self._hits[s.id]} / {s.lines}"
+        name = s.title or s.started.replace("T", " ")[:16] or s.id
+        model = model_name(s.model) + (f" (v{s.latest.number})" if len(s.versions) > 1 else "")
+        return [name, duration_text(s.duration), source, model, lines, s.first_words]
+
+    def _recording_id(self) -> str | None:
+        return getattr(self.controller, "session_id", None) if self.controller is not None else None
+
+    def _open_current(self) -> None:
+        session_id = self.current_id()
+        self.version_combo.clear()
+        if session_id is None:
+            self.title_label.setText("No session" if not self.table.topLevelItemCount() else "")
+            self.details_label.setText(
+                "Every captioning session is kept here." if not self.table.topLevelItemCount() else ""
+            )
+            self.history.clear()
+            self._update_actions()
+            return
+        try:
+            s = self.store.summary(session_id)
+        except SessionNotFound:
+            self.refresh()
+            return
+        self.title_label.setText(s.name)
+        parts = [s.started.replace("T", " "), duration_text(s.duration), s.input or s.source]
+        if s.unreadable:
+            parts.append(f"{s.unreadable} unreadable line{'s' if s.unreadable != 1 else ''} skipped")
+        if s.audio is not None:
+            parts.append("audio kept")
+        self.details_label.setText(" \u00b7 ".join(p for p in parts if p))
+        for v in s.versions:
+            label = f"{v.number}: {'live' if v.number == 1 else 're-transcribed'}"
+            label += f" \u2014 {model_name(v.model) or 'unknown model'}, {v.lines} line{'s' if v.lines != 1 else ''}"
+            self.version_combo.addItem(label, v.number)
+        self.version_combo.setCurrentIndex(self.version_combo.count() - 1)
+        self.version_combo.setEnabled(len(s.versions) > 1)
+        self._show_lines()
+        needle = self.search.text().strip()
+        if needle:
+            self.history.search.setText(needle)
+        self._update_actions()
+
+    def _show_lines(self) -> None:
+        session_id = self.current_id()
+        if session_id is None:
+            return
+        try:
+            self.history.set_lines(list(self.store.lines(session_id, self.selected_version())))
+        except SessionNotFound:
+            self.history.clear()
+
+    def _update_actions(self) -> None:
+        session_id = self.current_id()
+        has = session_id is not None
+        recording = has and session_id == self._recording_id()
+        self.export_button.setEnabled(has)
+        self.rename_button.setEnabled(has)
+        self.delete_button.setEnabled(has and not recording)
+        has_audio = False
+        if has and not recording:
+            try:
+                has_audio = self.store.summary(session_id).audio is not None
+            except SessionNotFound:
+                has_audio = False
+        self.retranscribe_button.setEnabled(has_audio and self.process is None)
+        self.retranscribe_button.setToolTip(
+            "Transcribe the kept audio again with another model, as a new version"
+            if has_audio
+            else "Only sessions recorded with \u201cKeep audio\u201d on can be re-transcribed"
+        )
+
+    def _guard(self, action: Callable[[], None]) -> bool:
+        try:
+            action()
+        except LivecapError as exc:
+            self._show_error(str(exc))
+            return False
+        return True
+
+    def _show_error(self, text: str) -> None:
+        self.error_label.setText(text)
+        self.error_label.show()
+
+    def _rename_clicked(self) -> None:
+        session_id = self.current_id()
+        if session_id is None:
+            return
+        title, ok = QInputDialog.getText(self, "Rename session", "Name:", text=self.store.summary(session_id).title)
+        if ok:
+            self.rename(title)
+
+    def _delete_clicked(self) -> None:
+        session_id = self.current_id()
+        if session_id is None:
+            return
+        name = self.store.summary(session_id).name
+        answer = QMessageBox.question(
+            self, "Delete session", f"Delete \u201c{name}\u201d with all its versions and audio?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No,
+        )
+        if answer == QMessageBox.StandardButton.Yes:
+            self.delete_current()
+
+    def _fill_retranscribe_menu(self) -> None:
+        menu = self.retranscribe_menu
+        menu.clear()
+        current = self.settings.value(Key.MODEL_SOURCE)
+        if current:
+            menu.addAction(f"{model_name(current)} (the current model)").triggered.connect(
+                lambda: self.retranscribe(current)
+            )
+            menu.addSeparator()
+        menu.addAction("Another model\u2026").triggered.connect(self._choose_model)
+        menu.addAction("A model folder\u2026").triggered.connect(self._choose_folder)
+
+    def _choose_model(self) -> None:
+        from app.model_dialog import choose_model
+
+        current = self.settings.value(Key.MODEL_SOURCE)
+        source = choose_model(self, self.settings)
+        self.settings.set_value(Key.MODEL_SOURCE, current)  # choosing here does not change the live model
+        if source:
+            self.retranscribe(source)
+
+    def _choose_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Choose a model folder", str(Path.home()))
+        if folder:
+            self.retranscribe(folder)
+
+    def _on_process_output(self) -> None:
+        process = self.process
+        if process is None:
+            return
+        self._process_out += bytes(process.readAllStandardOutput().data())
+        *rows, self._process_out = self._process_out.split(b"\n")
+        for row in rows:
+            try:
+                record = json.loads(row)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and "progress" in record:
+                total = float(record.get("total") or 0) or 1.0
+                self.progress.setValue(int(1000 * min(float(record["progress"]) / total, 1.0)))
+                self.progress.setFormat(f"Re-transcribing\u2026 {duration_text(record['progress'])} of "
+                                        f"{duration_text(total)}")
+
+    def _on_process_finished(self, code: int, status: QProcess.ExitStatus) -> None:
+        process, session_id = self.process, self._process_session
+        if process is None:
+            return
+        self._on_process_output()
+        err = bytes(process.readAllStandardError().data()).decode("utf-8", "replace")
+        self.process, self._process_session = None, None
+        process.deleteLater()
+        self.progress.hide()
+        self.cancel_button.hide()
+        if status == QProcess.ExitStatus.NormalExit and code == 0 and session_id is not None:
+            self.refresh()
+            self.select(session_id)
+            version = self.selected_version() or 0
+            self.retranscribed.emit(session_id, version)
+        else:
+            sentence = next((ln[len("livecap: "):] for ln in err.splitlines() if ln.startswith("livecap: ")), "")
+            text = sentence or ("Re-transcription cancelled." if status != QProcess.ExitStatus.NormalExit
+                                else f"The re-transcription failed (exit code {code}).")
+            self._show_error(text)
+            self.retranscribe_failed.emit(text)
+        self._update_actions()
+
+    def _on_process_error(self, error: QProcess.ProcessError) -> None:
+        if error == QProcess.ProcessError.FailedToStart and self.process is not None:
+            self._on_process_finished(-1, QProcess.ExitStatus.CrashExit)
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.settings.set_value(Key.SESSIONS_GEOMETRY, bytes(self.saveGeometry().data()))
+        super().closeEvent(event)

@@ -1,0 +1,155 @@
+"""SessionStore: listing, versions, rename, delete, search, export, retention, repair (no Qt)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+import srt
+
+from app.journal import Journal
+from app.session_store import Retention, SessionNotFound, SessionStore
+from engine.errors import ExportError
+from engine.events import Line
+
+
+@pytest.fixture
+def folder(tmp_path):
+    path = tmp_path / "sessions"
+    path.mkdir()
+    return path
+
+
+LINES = [Line("Good morning everyone", 0.5, 2.0), Line("the budget is approved", 2.5, 4.0)]
+
+
+def make_session(folder, lines=LINES, finished=True, **info):
+    j = Journal(folder, {"source": "microphone", "input": "Fake Mic", "model": "/models/moon-tiny", **info})
+    for line in lines:
+        j.add(line)
+    if finished:
+        j.close(audio_s=5.25)
+    return j
+
+
+def test_listing_shows_what_the_sessions_view_needs(folder, tmp_path):
+    store = SessionStore(folder)
+    first = make_session(folder)
+    second = make_session(folder, [Line("another talk", 0.0, 1.0)], source="file", input="talk.wav (replay)")
+    summaries = store.list()
+    assert [s.id for s in summaries] == [second.session_id, first.session_id]  # newest first
+    s = summaries[1]
+    assert s.duration == 5.25 and s.source == "microphone" and s.input == "Fake Mic"
+    assert s.model == "/models/moon-tiny" and s.lines == 2 and s.finished and s.unreadable == 0
+    assert s.first_words == "Good morning everyone the budget is approved"
+    assert s.started == time.strftime("%Y-%m-%dT") + s.started[11:] and s.name == s.started.replace("T", " ")
+    assert summaries[0].source == "file"
+    assert store.lines(first.session_id) == tuple(LINES)
+    out = s.to_json()
+    assert {"id", "start", "duration", "source", "model", "lines"} <= set(out) and json.dumps(out)
+
+
+def test_rename_is_kept_and_atomic(folder, tmp_path):
+    store = SessionStore(folder)
+    sid = make_session(folder).session_id
+    store.rename(sid, "  Board   meeting ")
+    assert store.summary(sid).title == "Board meeting" and store.summary(sid).name == "Board meeting"
+    assert not [p for p in (folder / sid).iterdir() if p.name.endswith(".tmp")]
+    (folder / sid / "meta.json").write_text("[1]")  # damaged meta: the default name, no exception
+    assert store.summary(sid).title == ""
+    with pytest.raises(SessionNotFound):
+        store.rename("../etc", "x")
+
+
+def test_delete_removes_everything_and_survives_an_interruption(folder, tmp_path):
+    store = SessionStore(folder)
+    keep, gone = make_session(folder).session_id, make_session(folder).session_id
+    store.rename(gone, "to delete")
+    store.delete(gone)
+    assert [s.id for s in store.list()] == [keep]
+    assert sorted(p.name for p in folder.iterdir()) == [f"{keep}.jsonl"]
+    with pytest.raises(SessionNotFound):
+        store.delete(gone)
+    # a delete interrupted after its first step (journal renamed away): gone from the list, tidied later
+    third = make_session(folder).session_id
+    store.rename(third, "x")
+    os.replace(folder / f"{third}.jsonl", folder / f"{third}.jsonl.deleted")
+    assert [s.id for s in store.list()] == [keep]
+    store.repair()
+    assert sorted(p.name for p in folder.iterdir()) == [f"{keep}.jsonl"]
+
+
+def test_search_across_sessions(folder, tmp_path):
+    store = SessionStore(folder)
+    a = make_session(folder).session_id
+    b = make_session(folder, [Line("BUDGET cuts", 0, 1), Line("no budget", 1, 2), Line("x", 2, 3)]).session_id
+    assert store.search("budget") == {a: 1, b: 2}
+    assert store.search("morning") == {a: 1}
+    assert store.search("  ") == {} and store.search("zebra") == {}
+
+
+def test_export_every_format_and_version(folder, tmp_path):
+    store = SessionStore(folder)
+    sid = make_session(folder).session_id
+    store.export(sid, tmp_path / "a.srt")
+    subs = list(srt.parse((tmp_path / "a.srt").read_text(encoding="utf-8")))
+    assert " ".join(s.content for s in subs) == "Good morning everyone the budget is approved"
+    store.export(sid, tmp_path / "a.json")
+    assert [d["text"] for d in json.loads((tmp_path / "a.json").read_text())] == [ln.text for ln in LINES]
+    store.export(sid, tmp_path / "a.vtt")
+    assert (tmp_path / "a.vtt").read_text().startswith("WEBVTT")
+    store.export(sid, tmp_path / "a.txt")
+    assert (tmp_path / "a.txt").read_text() == "Good morning everyone\nthe budget is approved\n"
+    with pytest.raises(ExportError):
+        store.export(sid, tmp_path / "missing" / "a.txt")
+
+
+def test_versions(folder, tmp_path):
+    store = SessionStore(folder)
+    sid = make_session(folder).session_id
+    n = store.add_version(sid, [Line("better text", 0.5, 4.0)], {"model": "/models/moon-small"})
+    assert n == 2
+    s = store.summary(sid)
+    assert [v.number for v in s.versions] == [1, 2] and s.model == "/models/moon-small" and s.lines == 1
+    assert s.first_words == "better text"
+    assert store.lines(sid) == (Line("better text", 0.5, 4.0),)
+    assert store.lines(sid, 1) == tuple(LINES)
+    assert store.add_version(sid, [], {"model": "m3"}) == 3
+    with pytest.raises(SessionNotFound):
+        store.lines(sid, 7)
+
+
+def test_retention_by_count_and_days_keeps_protected_and_unfinished(folder, tmp_path):
+    store = SessionStore(folder)
+    old_unfinished = make_session(folder, finished=False).session_id
+    finished = [make_session(folder).session_id for _ in range(3)]
+    newest = finished[-1]
+    assert store.apply_retention(Retention()) == []
+    deleted = store.apply_retention(Retention("sessions", 1), protect=[finished[1]])
+    assert deleted == [finished[0]]
+    assert set(store.ids()) == {old_unfinished, finished[1], newest}
+    assert store.apply_retention(Retention("days", 1)) == []
+    assert store.apply_retention(Retention("days", 1), now=time.time() + 3 * 86400) == sorted(
+        [finished[1], newest], reverse=True
+    )
+    assert store.ids() == [old_unfinished]
+
+
+def test_retention_parse():
+    assert Retention.parse("days:30") == Retention("days", 30)
+    assert Retention.parse("sessions:5") == Retention("sessions", 5)
+    for bad in ("", "forever", "days:0", "days:-3", "sessions:x"):
+        assert Retention.parse(bad) == Retention()
+    assert str(Retention("days", 30)) == "days:30" and str(Retention()) == "all"
+
+
+def test_unknown_and_malformed_ids(folder, tmp_path):
+    store = SessionStore(folder)
+    (folder / "notes.txt").write_text("x")
+    (folder / "..jsonl").write_text("x")
+    assert store.list() == []
+    for bad in ("nope", "../x", "", "a/b"):
+        with pytest.raises(SessionNotFound):
+            store.summary(bad)
