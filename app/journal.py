@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,8 +64,8 @@ class Journal:
     def __init__(self, folder: str | Path, info: dict[str, Any] | None = None) -> None:
         folder = Path(folder)
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        path = folder / f"{stamp}.jsonl"
-        n = 1
+        n = _next_number(folder, stamp)  # ids only grow, so they sort in start order
+        path = folder / (f"{stamp}-{n}.jsonl" if n > 1 else f"{stamp}.jsonl")
         while path.exists() or path.with_suffix("").exists():
             n += 1
             path = folder / f"{stamp}-{n}.jsonl"
@@ -141,6 +142,16 @@ class Journal:
             except OSError:
                 pass
             self._file = None
+
+
+def _next_number(folder: Path, stamp: str) -> int:
+    """1 + the highest ``-n`` of the sessions (and their leftovers) that started in the second ``stamp``."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 1
+    taken = re.compile(re.escape(stamp) + r"(?:-([0-9]{1,5}))?(?:\.|$)")
+    return max((int(m[1] or 1) for name in names if (m := taken.match(name))), default=0) + 1
 
 
 def _time(value: Any) -> float | None:

@@ -1,0 +1,139 @@
+"""Headless session commands: ``livecap --sessions``, ``--export-session``, ``--retranscribe`` after real
+replays through the whole GUI path (subprocesses with private folders)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import srt
+
+from app.session_audio import iter_audio
+from engine.events import Line
+from engine.transcript import format_json, format_srt, format_txt
+from tests.app import fake_engine
+from tests.app.conftest import REPO
+from tests.app.test_main import run_livecap
+
+MODELS = REPO / "tests" / "fixtures" / "models"
+SPEECH = REPO / "tests" / "fixtures" / "audio" / "speech.wav"
+
+
+def replay(tmp_path, wav, *extra: str, factory: str | None = "tests.app.fake_engine:load_model", model="fake"):
+    out = tmp_path / "replay.txt"
+    proc = run_livecap(tmp_path, "--input", str(wav), "--model", str(model), "--speed", "8", "--quit-at-end",
+                       "--save-transcript", str(out), *extra, factory=factory)
+    assert proc.returncode == 0, proc.stderr
+    return out.read_text(encoding="utf-8")
+
+
+def sessions(tmp_path) -> list[dict]:
+    proc = run_livecap(tmp_path, "--sessions", factory=None)
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(row) for row in proc.stdout.splitlines()]
+
+
+def keep_audio(tmp_path) -> None:
+    (tmp_path / "s.ini").write_text("[sessions]\nkeep-audio=true\n")
+
+
+def test_two_replays_leave_two_sessions_listed_and_exportable(tmp_path):
+    a = fake_engine.speechlike([(0.8, 0.5), (1.0, 0.5)])
+    b = fake_engine.speechlike([(0.5, 0.5)])
+    first = replay(tmp_path, fake_engine.write_wav(tmp_path / "first.wav", a))
+    second = replay(tmp_path, fake_engine.write_wav(tmp_path / "second.wav", b))
+    listed = sessions(tmp_path)
+    assert len(listed) == 2
+    newest, oldest = listed
+    assert newest["input"].startswith("second.wav") and oldest["input"].startswith("first.wav")
+    for row in listed:
+        assert row["source"] == "file" and row["model"] == "fake" and row["finished"]
+        assert set(row) >= {"id", "start", "duration", "source", "model", "lines"}
+    assert oldest["lines"] == len(first.splitlines()) == 2 and newest["lines"] == len(second.splitlines()) == 1
+    assert oldest["duration"] == pytest.approx(len(a) / 16000, abs=0.01)
+
+    for row, text in ((oldest, first), (newest, second)):
+        out = tmp_path / f"{row['id']}.srt"
+        proc = run_livecap(tmp_path, "--export-session", row["id"], "--format", "srt", "-o", str(out), factory=None)
+        assert proc.returncode == 0, proc.stderr
+        subs = list(srt.parse(out.read_text(encoding="utf-8")))
+        assert [s.content for s in subs] == text.splitlines()
+    for fmt in ("txt", "vtt", "json"):
+        proc = run_livecap(tmp_path, "--export-session", oldest["id"], "--format", fmt, factory=None)
+        assert proc.returncode == 0 and proc.stdout, proc.stderr
+    assert run_livecap(tmp_path, "--export-session", oldest["id"], "--format", "txt", factory=None).stdout == first
+
+
+def test_session_commands_fail_with_one_sentence(tmp_path):
+    replay(tmp_path, fake_engine.write_wav(tmp_path / "a.wav", fake_engine.speechlike([(0.5, 0.5)])))
+    sid = sessions(tmp_path)[0]["id"]
+    cases = [
+        (("--export-session", "nope", "--format", "txt"), 2, "There is no session called 'nope'"),
+        (("--export-session", sid), 2, "Say the format with --format"),
+        (("--export-session", sid, "-o", str(tmp_path / "x.docx")), 2, "Cannot tell the transcript format"),
+        (("--export-session", sid, "-o", str(tmp_path / "no" / "x.srt")), 1, "Cannot write the transcript"),
+        (("--export-session", sid, "--format", "txt", "--version", "3"), 2, "has no version 3"),
+        (("--retranscribe", sid, "--model", "fake"), 2, "has no kept audio"),
+        (("--retranscribe", sid), 2, "Say which model"),
+    ]
+    for args, code, sentence in cases:
+        proc = run_livecap(tmp_path, *args, factory=None)
+        assert proc.returncode == code, (args, proc.stderr)
+        assert sentence in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+
+
+def test_sessions_need_no_qapplication(tmp_path):
+    code = (
+        "import sys\n"
+        "from app.main import main\n"
+        f"rc = main(['--sessions', '--sessions-dir', {str(tmp_path)!r}])\n"
+        "assert rc == 0 and 'PySide6.QtWidgets' not in sys.modules and 'PySide6.QtGui' not in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def _transcribe(model: str, audio: np.ndarray):
+    import engine
+
+    session = engine.load_model(str(MODELS / model), backend="numpy").start_session()
+    events = session.feed(audio) + session.finish()
+    return [line for event in events for line in event.committed]
+
+
+def test_session_with_audio_retranscribes_with_a_second_fixture_model(tmp_path):
+    """Live with moon_tiny_like (the real engine), kept audio, then re-transcribed with moon_small_like:
+    the new version equals moon_small_like on the kept audio fed in one go, and version 1 stays."""
+    if not (MODELS / "moon_small_like" / "config.json").exists():
+        pytest.skip("the Moonshine fixture models are missing (make fixtures)")
+    keep_audio(tmp_path)
+    live = replay(tmp_path, SPEECH, "--backend", "numpy", factory=None, model=MODELS / "moon_tiny_like")
+    (row,) = sessions(tmp_path)
+    sid = row["id"]
+    assert row["audio"] and row["model"].endswith("moon_tiny_like")
+    kept = tmp_path / "data" / "livecap" / "sessions" / sid / "audio.flac"
+    audio = np.concatenate(list(iter_audio(kept)))
+    from engine.audio import read_audio
+
+    fed = read_audio(SPEECH)
+    assert len(audio) == len(fed) and np.max(np.abs(audio - fed)) <= 0.5 / 32768 + 1e-7  # what the engine was fed
+
+    proc = run_livecap(tmp_path, "--retranscribe", sid, "--model", str(MODELS / "moon_small_like"),
+                       "--backend", "numpy", factory=None)
+    assert proc.returncode == 0, proc.stderr
+    rows = [json.loads(r) for r in proc.stdout.splitlines()]
+    assert rows[-1]["version"] == 2 and rows[-2]["progress"] == pytest.approx(len(fed) / 16000, abs=1e-3)
+
+    expected = [Line(ln.text, ln.start, ln.end) for ln in _transcribe("moon_small_like", audio)]  # no tokens kept
+    assert expected and format_txt(expected) != live
+    out = run_livecap(tmp_path, "--export-session", sid, "--format", "json", factory=None)
+    assert out.stdout == format_json(expected)
+    v1 = run_livecap(tmp_path, "--export-session", sid, "--format", "txt", "--version", "1", factory=None)
+    assert v1.stdout == live
+    (row,) = sessions(tmp_path)
+    assert [v["version"] for v in row["versions"]] == [1, 2] and row["model"].endswith("moon_small_like")
+    srt_out = run_livecap(tmp_path, "--export-session", sid, "--format", "srt", factory=None)
+    assert srt_out.stdout == format_srt(expected)

@@ -1,0 +1,175 @@
+"""The Sessions window driven like a user would: replays kept as sessions, listed, opened, searched,
+exported, renamed, deleted, re-transcribed (a child process with the fake engine), retention, and
+Quit during a session."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import srt
+
+from app.journal import read_journal_data
+from app.main_window import MainWindow
+from app.session_audio import iter_audio
+from app.settings import Key
+from tests.app import fake_engine
+
+FACTORY = ["--engine-factory", "tests.app.fake_engine:load_model"]
+
+
+@pytest.fixture
+def window(qtbot, controller, settings, fake_sd):
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    w.sessions_child_args = FACTORY
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    with qtbot.waitSignal(controller.model_changed, timeout=5000):
+        w.load_model("fake-moonshine")
+    return w
+
+
+def replay(qtbot, window, path):
+    with qtbot.waitSignal(window.controller.session_saved, timeout=15000):
+        window.start_file(str(path), speed=8)
+    return list(window.controller.lines)
+
+
+def test_two_replays_in_a_row_leave_two_sessions(qtbot, window, tmp_path):
+    a = fake_engine.write_wav(tmp_path / "a.wav", fake_engine.speechlike([(0.8, 0.5), (1.0, 0.5)]))
+    b = fake_engine.write_wav(tmp_path / "b.wav", fake_engine.speechlike([(0.5, 0.5)]))
+    first = replay(qtbot, window, a)
+    second = replay(qtbot, window, b)  # starting anew does not destroy the first
+    assert len(first) == 2 and len(second) == 1
+    view = window.show_sessions()
+    qtbot.waitExposed(view)
+    assert view.table.topLevelItemCount() == 2 and view.count_label.text() == "2 sessions"
+    newest, oldest = view.ids()
+    row = view.table.topLevelItem(1)
+    assert row.text(2) == "file" and row.text(3) == "fake-moonshine" and row.text(4) == "2"
+    assert row.text(5) == " ".join(line.text for line in first)
+    assert view.current_id() == newest and view.history.lines() == second
+
+    view.select(oldest)  # open it: read, search, copy, export
+    assert view.history.lines() == first
+    assert "a.wav" in view.details_label.text()
+    view.history.search.setText(first[1].text)
+    assert view.history.matches.text() == "1 match"
+    assert view.history.copy_text() == "\n".join(line.text for line in first)
+    view.export_to(tmp_path / "first.srt")
+    subs = list(srt.parse((tmp_path / "first.srt").read_text(encoding="utf-8")))
+    assert [s.content for s in subs] == [line.text for line in first]
+    view.select(newest)
+    view.export_to(tmp_path / "second.json")
+    assert [d["text"] for d in json.loads((tmp_path / "second.json").read_text())] == [second[0].text]
+
+    view.search.setText(first[1].text)  # across all sessions
+    assert view.ids() == [oldest] and view.count_label.text() == "1 session match"
+    assert view.table.topLevelItem(0).text(4) == "1 / 2"
+    assert view.history.search.text() == first[1].text
+    view.search.clear()
+
+    view.select(oldest)
+    view.rename("Morning stand-up")
+    assert view.table.topLevelItem(1).text(0) == "Morning stand-up" and view.title_label.text() == "Morning stand-up"
+    view.delete_current()
+    assert view.ids() == [newest]
+    assert window.controller.store.ids() == [newest]
+
+
+def test_session_in_progress_is_listed_but_not_deletable(qtbot, window, speech):
+    c = window.controller
+    with qtbot.waitSignal(c.state_changed, timeout=3000):
+        window.start_action.trigger()
+    qtbot.waitUntil(lambda: len(c.lines) >= 1, timeout=8000)
+    view = window.show_sessions()
+    assert view.ids() == [c.session_id] and "recording" in view.table.topLevelItem(0).text(2)
+    assert not view.delete_button.isEnabled() and not view.retranscribe_button.isEnabled()
+    view.delete_current()
+    assert c.store.ids() == [c.session_id]
+    with qtbot.waitSignal(c.session_finished, timeout=5000):
+        c.stop()
+    qtbot.waitUntil(lambda: "recording" not in view.table.topLevelItem(0).text(2), timeout=2000)
+    assert view.delete_button.isEnabled()
+
+
+def test_kept_audio_retranscribes_into_a_new_version(qtbot, window, tmp_path):
+    view = window.show_sessions()
+    view.keep_audio_box.setChecked(True)  # the user's choice, saved
+    assert window.settings.value(Key.SESSIONS_KEEP_AUDIO) and window.controller.keep_audio
+    wav = fake_engine.write_wav(tmp_path / "talk.wav", fake_engine.speechlike([(0.8, 0.5), (1.0, 0.5)]))
+    live = replay(qtbot, window, wav)
+    sid = view.current_id()
+    summary = window.controller.store.summary(sid)
+    assert summary.audio is not None and summary.audio.name == "audio.flac"
+    kept = np.concatenate(list(iter_audio(summary.audio)))
+    from engine.audio import read_audio
+
+    assert np.array_equal(kept, read_audio(wav))  # 16-bit source: exactly what the engine was fed
+    assert view.retranscribe_button.isEnabled()
+
+    with qtbot.waitSignal(view.retranscribed, timeout=30000) as signal:
+        view.retranscribe("fake-second-model")
+        assert view.progress.isVisible() and not view.retranscribe_button.isEnabled()
+    assert signal.args == [sid, 2]
+    assert view.version_combo.count() == 2 and view.selected_version() == 2
+    assert "fake-second-model" in view.version_combo.currentText()
+    expected = fake_engine.transcribe(kept)
+    assert view.history.lines() == expected
+    view.version_combo.setCurrentIndex(0)
+    view.version_combo.activated.emit(0)
+    assert view.history.lines() == live
+    assert not view.progress.isVisible()
+
+
+def test_cancelled_retranscription_stores_nothing(qtbot, window, tmp_path):
+    view = window.show_sessions()
+    view.set_keep_audio(True)
+    replay(qtbot, window, fake_engine.write_wav(tmp_path / "t.wav", fake_engine.speechlike([(1.0, 1.0)] * 6)))
+    sid = view.current_id()
+    with qtbot.waitSignal(view.retranscribe_failed, timeout=30000) as signal:
+        view.retranscribe("fake-slow-model")  # the fake sleeps half a second per second of audio
+        qtbot.waitUntil(lambda: view.progress.value() > 0 or view.process is None, timeout=20000)
+        view.cancel_retranscribe()
+    assert signal.args == ["Re-transcription cancelled."]
+    assert [v.number for v in window.controller.store.summary(sid).versions] == [1]
+
+
+def test_failed_retranscription_shows_one_sentence(qtbot, window, tmp_path):
+    view = window.show_sessions()
+    view.set_keep_audio(True)
+    replay(qtbot, window, fake_engine.write_wav(tmp_path / "t.wav", fake_engine.speechlike([(0.8, 0.5)])))
+    with qtbot.waitSignal(view.retranscribe_failed, timeout=30000) as signal:
+        view.retranscribe("broken-model")
+    assert signal.args[0].startswith("No model found in broken-model")
+    assert view.error_label.isVisibleTo(view) and view.error_label.text() == signal.args[0]
+
+
+def test_retention_setting_applies_now_and_after_each_session(qtbot, window, tmp_path):
+    wav = fake_engine.write_wav(tmp_path / "t.wav", fake_engine.speechlike([(0.5, 0.5)]))
+    for _ in range(3):
+        replay(qtbot, window, wav)
+    view = window.show_sessions()
+    assert len(view.ids()) == 3
+    newest = view.ids()[0]
+    view.retention_combo.setCurrentIndex(view.retention_combo.findData("sessions:10"))
+    view.set_retention("sessions:1")
+    assert window.settings.value(Key.SESSIONS_RETENTION) == "sessions:1"
+    assert view.ids() == [newest]
+    replay(qtbot, window, wav)
+    assert len(view.ids()) == 1 and view.ids()[0] != newest
+
+
+def test_quit_during_a_session_keeps_it_in_the_store(qtbot, window, capfd):
+    c = window.controller
+    with qtbot.waitSignal(c.state_changed, timeout=3000):
+        window.start_action.trigger()
+    qtbot.waitUntil(lambda: len(c.lines) >= 2, timeout=8000)
+    sid = c.session_id
+    window.close()
+    data = read_journal_data(c.store.journal_path(sid))
+    assert data.finished and len(data.lines) >= 2 and data.end.get("audio_s", 0) > 0
+    err = capfd.readouterr().err
+    assert "kept in Sessions" in err and f"{sid}.jsonl" in err
