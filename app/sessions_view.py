@@ -150,10 +150,15 @@ class SessionsWindow(QWidget):
         self.table.setUniformRowHeights(True)
         self.table.setAlternatingRowColors(True)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         header = self.table.header()
         header.setStretchLastSection(True)
         for col in range(len(COLUMNS) - 1):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        for col, width in ((0, 150), (3, 170)):  # titles and model names can be long: elided, resizable
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(col, width)
         self.table.currentItemChanged.connect(lambda *_: self._open_current())
 
         self.retention_combo = QComboBox(self)
@@ -288,7 +293,9 @@ class SessionsWindow(QWidget):
         for s in summaries:
             item = QTreeWidgetItem(self._row(s, recording))
             item.setData(0, ID_ROLE, s.id)
-            item.setToolTip(0, f"{s.started.replace('T', ' ')}\n{s.input}".strip())
+            item.setToolTip(0, f"{s.name}\n{s.started.replace('T', ' ')}\n{s.input}".strip())
+            item.setToolTip(3, s.model)
+            item.setToolTip(5, s.first_words)
             item.setTextAlignment(1, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             item.setTextAlignment(4, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
             self.table.addTopLevelItem(item)
@@ -415,7 +422,7 @@ class SessionsWindow(QWidget):
         if s.id in self._hits:
             lines = f"{self._hits[s.id]} / {s.lines}"
         name = s.title or s.started.replace("T", " ")[:16] or s.id
-        model = model_name(s.model) + (f" (v{s.latest.number})" if len(s.versions) > 1 else "")
+        model = (f"v{s.latest.number} \u00b7 " if len(s.versions) > 1 else "") + model_name(s.model)
         return [name, duration_text(s.duration), source, model, lines, s.first_words]
 
     def _recording_id(self) -> str | None:

@@ -22,6 +22,8 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from app.controller import SessionController  # noqa: E402
 from app.export_dialog import ExportDialog  # noqa: E402
 from app.main_window import MainWindow  # noqa: E402
+from app.session_store import SessionStore  # noqa: E402
+from app.sessions_view import SessionsWindow  # noqa: E402
 from app.settings import Key, Settings  # noqa: E402
 from app.theme import apply_theme  # noqa: E402
 from app.worker import ModelInfo, Stats  # noqa: E402
@@ -123,6 +125,53 @@ def _desktop_backdrop(width: int, height: int) -> QPixmap:
     return pix
 
 
+SESSIONS = [  # id, source, input, model, lines (text, start, end), title, audio seconds
+    ("20250312-091502", "microphone", "Built-in Microphone (48 kHz)", "moonshine-streaming-small", LINES,
+     "Quarterly planning", 1834.2),
+    ("20250311-140010", "file", "interview-ep12.wav (replay)", "Voxtral-Mini-4B-Realtime-2602",
+     [Line("Thanks for having me. It's been a busy year for the lab.", 0.4, 3.8),
+      Line("We started with a question about how bees find their way home.", 4.1, 8.0)], "", 2710.0),
+    ("20250310-101544", "microphone", "USB Headset (16 kHz)", "moonshine-streaming-tiny",
+     [Line("Okay, can everyone hear me? Great, let's get going.", 0.2, 3.1)], "", 612.5),
+    ("20250307-163020", "microphone", "Built-in Microphone (48 kHz)", "moonshine-streaming-small",
+     [Line("Welcome to week three of the course on signal processing.", 0.6, 4.0)], "Lecture 3: filters", 3020.8),
+]
+
+
+def _write_sessions(folder: Path) -> SessionStore:
+    """Sessions as the app keeps them (journal files), one re-transcribed with a second model."""
+    import json
+
+    folder.mkdir(parents=True, exist_ok=True)
+    store = SessionStore(folder)
+    for sid, source, input_, model, lines, title, audio_s in SESSIONS:
+        when = f"{sid[:4]}-{sid[4:6]}-{sid[6:8]}T{sid[9:11]}:{sid[11:13]}:{sid[13:15]}"
+        records = [{"type": "start", "time": when, "source": source, "input": input_, "model": model}]
+        records += [{"type": "line", "text": ln.text, "start": ln.start, "end": ln.end} for ln in lines]
+        records.append({"type": "end", "audio_s": audio_s})
+        (folder / f"{sid}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        if title:
+            store.rename(sid, title)
+    better = [Line(ln.text.replace("It's", "It has"), ln.start, ln.end) for ln in SESSIONS[1][4]]
+    store.add_version(SESSIONS[1][0], better, {"model": "Voxtral-Mini-4B-Realtime-2602 (2400 ms)"})
+    return store
+
+
+def _sessions_window(app: QApplication, tmp: Path) -> SessionsWindow:
+    settings = Settings(tmp / "sessions.ini")
+    settings.set_value(Key.SESSIONS_RETENTION, "days:90")
+    settings.set_value(Key.SESSIONS_KEEP_AUDIO, True)
+    apply_theme(app, "light")
+    view = SessionsWindow(_write_sessions(tmp / "store"), settings)
+    view.resize(1180, 560)
+    view.splitter.setSizes([690, 490])
+    view.show()
+    view.select(SESSIONS[0][0])
+    view.history.search.clear()
+    _settle(app)
+    return view
+
+
 def main() -> int:
     app = QApplication.instance() or QApplication(sys.argv)
     app.setFont(QFont("DejaVu Sans", 10))
@@ -170,6 +219,10 @@ def main() -> int:
     _settle(app)
     contrast.grab().save(str(out / "main_window_high_contrast.png"))
     contrast.close()
+
+    sessions = _sessions_window(app, tmp)
+    sessions.grab().save(str(out / "sessions.png"))
+    sessions.close()
     print("wrote", ", ".join(sorted(p.name for p in out.glob("*.png"))))
     return 0
 
