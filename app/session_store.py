@@ -450,7 +450,10 @@ class SessionStore:
         try:
             if folder.is_dir() and not folder.is_symlink():
                 shutil.rmtree(folder)
-            hidden.unlink()
+            if hidden.is_dir() and not hidden.is_symlink():  # a folder stood where the journal should be
+                shutil.rmtree(hidden)
+            else:
+                hidden.unlink()
         except OSError:
             log.warning("could not remove the rest of session %s", session_id, exc_info=True)
 

@@ -173,3 +173,21 @@ def test_quit_during_a_session_keeps_it_in_the_store(qtbot, window, capfd):
     assert data.finished and len(data.lines) >= 2 and data.end.get("audio_s", 0) > 0
     err = capfd.readouterr().err
     assert "kept in Sessions" in err and f"{sid}.jsonl" in err
+
+
+def test_a_session_that_cannot_start_leaves_nothing(qtbot, window, tmp_path):
+    with qtbot.waitSignal(window.controller.session_failed, timeout=5000):
+        window.start_file(str(tmp_path / "missing.wav"))
+    assert window.controller.store.ids() == [] and window.controller.session_id is None
+    assert [p.name for p in window.controller.store.folder.iterdir()] == []
+
+
+def test_a_damaged_session_opens_with_what_could_be_read(qtbot, window, journal_dir):
+    (journal_dir / "20240501-100000.jsonl").write_bytes(
+        b'{"type": "start", "time": "2024-05-01T10:00:00", "source": "microphone"}\n[1]\n\x00\xff\n'
+        b'{"type": "line", "text": "still here", "start": 1, "end": 2}\n{"type": "end"}\n'
+    )
+    view = window.show_sessions()
+    assert view.ids() == ["20240501-100000"]
+    assert [line.text for line in view.history.lines()] == ["still here"]
+    assert "2 unreadable lines skipped" in view.details_label.text()

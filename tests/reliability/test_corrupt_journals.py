@@ -220,3 +220,23 @@ def test_recovery_banner_says_how_many_lines_were_unreadable(qtbot, tmp_path, mo
         assert "2 lines" in text and "2 unreadable lines were skipped" in text
     finally:
         controller.shutdown(3000)
+
+
+@pytest.mark.parametrize("shape", ["list", "binary garbage", "huge line", "folder"])
+def test_rename_export_search_delete_a_damaged_session(tmp_path, shape):
+    sid = "20240501-100000"
+    path = tmp_path / f"{sid}.jsonl"
+    if shape == "folder":
+        path.mkdir()
+    else:
+        path.write_bytes(SHAPES[shape][0] + b'{"type": "end"}\n')
+    store = SessionStore(tmp_path)
+    store.rename(sid, "Damaged")
+    assert store.summary(sid).title == "Damaged"
+    assert store.search("kept line") == ({} if shape == "folder" else {sid: 2})
+    store.export(sid, tmp_path / "out.txt")
+    expected = "" if shape == "folder" else "first kept line\nsecond kept line\n"
+    assert (tmp_path / "out.txt").read_text() == expected
+    store.delete(sid)
+    store.repair()
+    assert store.ids() == [] and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
