@@ -130,6 +130,7 @@ class SessionsWindow(QWidget):
         if controller is not None:
             controller.session_saved.connect(lambda _id: self.refresh())
             controller.state_changed.connect(lambda _state: self._update_actions())
+            controller.line_committed.connect(self._on_live_line)
         self.refresh()
 
     # -- construction ----------------------------------------------------------------------------
@@ -424,6 +425,12 @@ class SessionsWindow(QWidget):
         name = s.title or s.started.replace("T", " ")[:16] or s.id
         model = (f"v{s.latest.number} \u00b7 " if len(s.versions) > 1 else "") + model_name(s.model)
         return [name, duration_text(s.duration), source, model, lines, s.first_words]
+
+    def _on_live_line(self, line: Any) -> None:
+        """The open session is the one in progress: show its new line as it commits."""
+        session_id = self.current_id()
+        if session_id is not None and session_id == self._recording_id() and self.isVisible():
+            self.history.add_line(line)
 
     def _recording_id(self) -> str | None:
         return getattr(self.controller, "session_id", None) if self.controller is not None else None

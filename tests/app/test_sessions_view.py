@@ -87,6 +87,8 @@ def test_session_in_progress_is_listed_but_not_deletable(qtbot, window, speech):
     view = window.show_sessions()
     assert view.ids() == [c.session_id] and "recording" in view.table.topLevelItem(0).text(2)
     assert not view.delete_button.isEnabled() and not view.retranscribe_button.isEnabled()
+    qtbot.waitUntil(lambda: len(c.lines) >= 3, timeout=8000)
+    assert view.history.lines() == c.lines  # the open session in progress grows as lines commit
     view.delete_current()
     assert c.store.ids() == [c.session_id]
     with qtbot.waitSignal(c.session_finished, timeout=5000):
