@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--export-session", metavar="ID", help="export a kept session and exit")
     s.add_argument("--format", choices=("srt", "vtt", "txt", "json"), help="--export-session: the format")
     s.add_argument("-o", "--output", metavar="OUT", help="--export-session: the file (default: stdout)")
-    s.add_argument("--version", type=int, metavar="N", help="--export-session: this version (default: the latest)")
+    s.add_argument("--session-version", type=int, metavar="N", help="--export-session: this version (default: latest)")
     s.add_argument("--retranscribe", metavar="ID", help="re-transcribe a kept session with --model (new version)")
     p.add_argument("--sessions-dir", metavar="DIR", help=argparse.SUPPRESS)  # tests and portable use
     p.add_argument("--settings", metavar="INI", help=argparse.SUPPRESS)  # tests and portable use

@@ -1,12 +1,12 @@
 """The headless session commands of ``livecap`` (no window, no QApplication):
 
     livecap --sessions                              one JSON object per session and line, newest first
-    livecap --export-session ID [--format srt|vtt|txt|json] [-o OUT] [--version N]
+    livecap --export-session ID [--format srt|vtt|txt|json] [-o OUT] [--session-version N]
     livecap --retranscribe ID --model SOURCE [--backend B]
                                                     progress as JSON lines, then the new version
 
 ``--export-session`` takes the format from ``OUT``'s extension when ``--format`` is not given, writes
-``OUT`` atomically, or stdout without ``-o``; it exports the latest version unless ``--version`` says.
+``OUT`` atomically, or stdout without ``-o``; it exports the latest version unless ``--session-version`` says.
 Exit codes: 0 ok, 1 the file could not be written, 2 usage (an unknown session), 3 model, 4 audio.
 """
 
@@ -57,9 +57,9 @@ def _export(store: Any, args: Namespace, out: TextIO) -> int:
     if fmt is None:
         raise UsageError("Say the format with --format srt|vtt|txt|json (or give -o a file name with that extension).")
     if args.output and args.output != "-":
-        store.export(args.export_session, args.output, fmt, args.version)
+        store.export(args.export_session, args.output, fmt, args.session_version)
     else:
-        out.write(format_transcript(store.lines(args.export_session, args.version), fmt))
+        out.write(format_transcript(store.lines(args.export_session, args.session_version), fmt))
     return 0
 
 

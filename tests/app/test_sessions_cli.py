@@ -75,7 +75,7 @@ def test_session_commands_fail_with_one_sentence(tmp_path):
         (("--export-session", sid), 2, "Say the format with --format"),
         (("--export-session", sid, "-o", str(tmp_path / "x.docx")), 2, "Cannot tell the transcript format"),
         (("--export-session", sid, "-o", str(tmp_path / "no" / "x.srt")), 1, "Cannot write the transcript"),
-        (("--export-session", sid, "--format", "txt", "--version", "3"), 2, "has no version 3"),
+        (("--export-session", sid, "--format", "txt", "--session-version", "3"), 2, "has no version 3"),
         (("--retranscribe", sid, "--model", "fake"), 2, "has no kept audio"),
         (("--retranscribe", sid), 2, "Say which model"),
     ]
@@ -131,7 +131,7 @@ def test_session_with_audio_retranscribes_with_a_second_fixture_model(tmp_path):
     assert expected and format_txt(expected) != live
     out = run_livecap(tmp_path, "--export-session", sid, "--format", "json", factory=None)
     assert out.stdout == format_json(expected)
-    v1 = run_livecap(tmp_path, "--export-session", sid, "--format", "txt", "--version", "1", factory=None)
+    v1 = run_livecap(tmp_path, "--export-session", sid, "--format", "txt", "--session-version", "1", factory=None)
     assert v1.stdout == live
     (row,) = sessions(tmp_path)
     assert [v["version"] for v in row["versions"]] == [1, 2] and row["model"].endswith("moon_small_like")
