@@ -59,6 +59,7 @@ class SessionController(QObject):
         loader: ModelLoader = default_loader,
         sounddevice: Any = None,
         journal_dir: str | Path | None = None,
+        audio: Any = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -84,7 +85,7 @@ class SessionController(QObject):
 
         self._thread = QThread()
         self._thread.setObjectName("engine-worker")
-        self._worker = EngineWorker(loader, sounddevice)
+        self._worker = EngineWorker(loader, sounddevice, audio)  # audio: app.sources.AudioSystem or None
         self._worker.moveToThread(self._thread)
         w = self._worker
         self.request_load.connect(w.load_model)
@@ -276,7 +277,7 @@ class SessionController(QObject):
     @Slot(str)
     def _on_device_lost(self, text: str) -> None:
         self._lost_text = text
-        self.message.emit("warning", text + " Switching to the default microphone\u2026")
+        self.message.emit("warning", text + " Switching to the default device\u2026")
         self.device_lost.emit(text)
 
     @Slot(str)

@@ -33,6 +33,13 @@ def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return home
 
 
+@pytest.fixture(autouse=True)
+def no_sound_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches a sound server by accident: PulseAudio clients look for one at a path that does not
+    exist (the private-server fixtures in test_capture_pulse.py point them at theirs)."""
+    monkeypatch.setenv("PULSE_SERVER", f"unix:{tmp_path / 'no-pulse-server'}")
+
+
 @pytest.fixture
 def settings(tmp_path: Path):
     from app.settings import Settings
