@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 import app  # noqa: E402,F401 - pins None/True/False on an affected PySide6 build before any Qt use
 from tests.app import fake_engine  # noqa: E402
 from tests.app.fake_sounddevice import FakeSoundDevice, make_device  # noqa: E402
+from tests.app.pulse_fixture import pulse_mic, pulse_server  # noqa: E402,F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[2]
 
