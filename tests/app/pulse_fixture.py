@@ -107,27 +107,36 @@ def pulse_mic(pulse_server):
 
 class FifoWriter(threading.Thread):
     """Feeds the virtual microphone at real-time pace: ``lead`` s of zeros, ``audio``, then zeros until
-    stopped (PulseAudio only produces what is written)."""
+    stopped (PulseAudio only produces what is written). With ``wait=True`` it writes zeros until ``go`` is
+    set before the lead starts."""
 
-    def __init__(self, fifo: Path, audio: np.ndarray, lead: float = 0.3) -> None:
+    def __init__(self, fifo: Path, audio: np.ndarray, lead: float = 0.3, wait: bool = False) -> None:
         super().__init__(daemon=True, name="fifo-writer")
         self.fifo, self.audio, self.lead = fifo, audio, lead
         self.stop = threading.Event()
         self.done = threading.Event()
+        self.go = threading.Event()
+        if not wait:
+            self.go.set()
 
     def run(self) -> None:
         chunk = RATE // 50  # 20 ms
         signal = np.concatenate([np.zeros(int(self.lead * RATE), np.float32), self.audio.astype(np.float32)])
         fd = os.open(self.fifo, os.O_WRONLY)
         try:
-            t0, pos = time.monotonic(), 0
+            t0, pos, waited = time.monotonic(), 0, 0
             while not self.stop.is_set():
+                if not self.go.is_set():
+                    os.write(fd, np.zeros(chunk, "<f4").tobytes())
+                    waited += chunk
+                    time.sleep(max(0.0, t0 + waited / RATE - time.monotonic()))
+                    continue
                 block = signal[pos : pos + chunk]
                 if len(block) < chunk:
                     self.done.set()
                     block = np.concatenate([block, np.zeros(chunk - len(block), np.float32)])
                 os.write(fd, block.astype("<f4").tobytes())
                 pos += chunk
-                time.sleep(max(0.0, t0 + pos / RATE - time.monotonic()))
+                time.sleep(max(0.0, t0 + (waited + pos) / RATE - time.monotonic()))
         finally:
             os.close(fd)
