@@ -35,34 +35,44 @@ HEADPHONES_HINT = (
 )
 
 
-def max_normalized_correlation(frame: np.ndarray, ref: np.ndarray) -> float:
-    """The largest |normalized cross-correlation| of ``frame`` against every same-length window of ``ref``."""
+def best_correlation(frame: np.ndarray, ref: np.ndarray) -> tuple[float, int]:
+    """``(c, k)``: the largest |normalized cross-correlation| ``c`` of ``frame`` against the same-length
+    windows of ``ref``, and the offset ``k`` of that window. Near-silent windows are skipped."""
     frame = np.asarray(frame, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     n_frame, n_ref = len(frame), len(ref)
     if n_frame == 0 or n_ref < n_frame:
-        return 0.0
+        return 0.0, 0
     e_frame = float(np.dot(frame, frame))
     if e_frame <= 0:
-        return 0.0
+        return 0.0, 0
     size = 1 << (n_ref + n_frame - 1).bit_length()
     num = np.fft.irfft(np.fft.rfft(ref, size) * np.conj(np.fft.rfft(frame, size)), size)[: n_ref - n_frame + 1]
     sq = np.concatenate([[0.0], np.cumsum(ref * ref)])
     e_ref = sq[n_frame:] - sq[:-n_frame]
-    denom = np.sqrt(np.maximum(e_ref, 0.0) * e_frame)
-    ok = denom > 1e-9 * max(e_frame, 1e-12)
+    ok = e_ref > max(1e-4 * float(e_ref.max()), 1e-10 * n_frame)  # windows of (near) silence say nothing
     if not np.any(ok):
-        return 0.0
-    return float(np.max(np.abs(num[ok]) / denom[ok]))
+        return 0.0, 0
+    c = np.zeros(len(e_ref))
+    c[ok] = np.abs(num[ok]) / np.sqrt(e_ref[ok] * e_frame)
+    k = int(np.argmax(c))
+    return float(c[k]), k
+
+
+def max_normalized_correlation(frame: np.ndarray, ref: np.ndarray) -> float:
+    """The largest |normalized cross-correlation| of ``frame`` against every same-length window of ``ref``."""
+    return best_correlation(frame, ref)[0]
 
 
 class EchoGate:
     """Drops microphone frames that are mostly the system track heard through speakers.
 
-    ``threshold``: the normalized correlation above which a frame is echo; ``max_lag_s``: how much later
-    than the system track the echo may arrive (room, speaker and capture latencies); ``lead_s``: how much
-    earlier (the two capture paths differ); frames quieter than ``floor_db`` or system audio quieter than
-    that are never gated."""
+    ``threshold``: the normalized correlation above which a frame may be echo; ``max_lag_s``: how much
+    later than the system track the echo may arrive (room, speaker and capture latencies); ``lead_s``: how
+    much earlier (the two capture paths differ); frames quieter than ``floor_db`` or system audio quieter
+    than that are never gated. A real echo arrives with one steady delay, while two different voiced
+    sounds (both periodic) can correlate well at some chance lag: so a frame is echo only when its best lag
+    agrees, within ``lag_tolerance_s``, with the lag of a correlated frame in the last ``lag_memory_s``."""
 
     def __init__(
         self,
@@ -71,20 +81,33 @@ class EchoGate:
         lead_s: float = 0.05,
         frame_s: float = 0.064,
         floor_db: float = -55.0,
+        lag_tolerance_s: float = 0.002,
+        lag_memory_s: float = 1.0,
     ) -> None:
         self.threshold = threshold
         self.max_lag = int(max_lag_s * RATE)
         self.lead = int(lead_s * RATE)
         self.frame = int(frame_s * RATE)
         self.floor_db = floor_db
+        self.tolerance = int(lag_tolerance_s * RATE)
+        self.memory = int(lag_memory_s * RATE)
         self.gated_samples = 0
+        self._lag: int | None = None  # the delay of the last correlated frame, samples
+        self._lag_age = 0  # samples since then
 
-    def is_echo(self, frame: np.ndarray, reference: np.ndarray) -> bool:
-        """Whether ``frame`` (mic) correlates strongly with a window of ``reference`` (system audio around
-        the same time)."""
+    def is_echo(self, frame: np.ndarray, reference: np.ndarray, offset: int = 0) -> bool:
+        """Whether ``frame`` (mic) is echo of ``reference`` (system audio around the same time;
+        ``reference[offset]`` is the system sample at the frame's first sample)."""
+        self._lag_age += len(frame)
         if level_db(frame) < self.floor_db or level_db(reference) < self.floor_db:
             return False
-        return max_normalized_correlation(frame, reference) >= self.threshold
+        c, k = best_correlation(frame, reference)
+        if c < self.threshold:
+            return False
+        lag = offset - k  # how much later than the system track the mic hears it
+        steady = self._lag is not None and self._lag_age <= self.memory and abs(lag - self._lag) <= self.tolerance
+        self._lag, self._lag_age = lag, 0
+        return steady
 
     def apply(self, mic: np.ndarray, system: np.ndarray, history: np.ndarray, tail: np.ndarray) -> np.ndarray:
         """``mic`` with echo frames zeroed. ``system`` is the system track for the same samples, ``history``
@@ -98,7 +121,7 @@ class EchoGate:
                 break  # too short to judge (only at the very end of a session)
             lo = max(base + a - self.max_lag, 0)
             hi = min(base + b + self.lead, len(ref_all))
-            if self.is_echo(mic[a:b], ref_all[lo:hi]):
+            if self.is_echo(mic[a:b], ref_all[lo:hi], base + a - lo):
                 out[a:b] = 0.0
                 self.gated_samples += b - a
         return out
