@@ -126,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem = apply_source_args(window.sources, args.source, args.device)
         if problem:
             print(f"livecap: {problem}", file=sys.stderr)
+            controller.shutdown()
             return 2
     install_excepthook(window.notify_error)
     window.show()
