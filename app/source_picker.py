@@ -42,6 +42,7 @@ class SourcePicker(QObject):
         self.source_combo.setAccessibleName("Audio source")
         for kind in KINDS:
             self.source_combo.addItem(KIND_LABELS[kind], kind)
+        self.source_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.output_combo = _combo(parent, "outputCombo", "Output whose sound is captioned")
         self.device_combo = _combo(parent, "deviceCombo", "Microphone")
         self.refresh_button = QToolButton(parent)
@@ -220,7 +221,7 @@ class SourcePicker(QObject):
 def _combo(parent: QWidget, name: str, tip: str) -> QComboBox:
     box = QComboBox(parent)
     box.setObjectName(name)
-    box.setMinimumContentsLength(14)
+    box.setMinimumContentsLength(10)
     box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
     box.setToolTip(tip)
     box.setAccessibleName(tip)
