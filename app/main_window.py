@@ -33,17 +33,16 @@ from PySide6.QtWidgets import (
 
 from app.banner import Banner
 from app.caption_view import CaptionView
-from app.capture import list_input_devices, refresh_devices
 from app.controller import SessionController
 from app.export_dialog import ExportDialog
 from app.history import HistoryPane
 from app.icons import media_icon
 from app.journal import RecoveredSession
-from app.level_meter import LevelMeter
 from app.overlay_manager import OverlayManager
 from app.paths import documents_dir
 from app.sessions_view import SessionsWindow, apply_session_settings
 from app.settings import BACKENDS, DELAY_CHOICES_MS, THEMES, Key, Settings, Shortcut
+from app.source_picker import SourcePicker
 from app.status_bar import SessionStatusBar
 from app.theme import apply_theme, tail_color
 from app.worker import SessionSpec, Stats
@@ -61,7 +60,8 @@ class _Notifier(QObject):
 
 class MainWindow(QMainWindow):
     """The livecap main window. ``sounddevice`` gives the module used to list devices (lazy import when
-    ``None``); the controller's worker captures with the same module."""
+    ``None``); the controller's worker captures with the same module. ``audio`` (an
+    ``app.sources.AudioSystem``) lists microphones and outputs; made from ``sounddevice`` when ``None``."""
 
     def __init__(
         self,
@@ -69,9 +69,11 @@ class MainWindow(QMainWindow):
         settings: Settings,
         *,
         sounddevice: Any = None,
+        audio: Any = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        self._audio = audio
         self.setObjectName("mainWindow")
         self.setWindowTitle("livecap")
         self.controller = controller
@@ -129,19 +131,10 @@ class MainWindow(QMainWindow):
         self.model_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_DirIcon))
         self.model_button.setToolTip("Choose, download or add a model")
         self.model_button.clicked.connect(self.choose_model)
-        self.device_combo = QComboBox(self)
-        self.device_combo.setObjectName("deviceCombo")
-        self.device_combo.setMinimumContentsLength(14)
-        self.device_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.device_combo.setToolTip("Microphone")
-        self.refresh_button = QToolButton(self)
-        self.refresh_button.setObjectName("refreshDevices")
-        self.refresh_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload))
-        self.refresh_button.setToolTip("Refresh the list of microphones")
-        self.refresh_button.clicked.connect(lambda: self.refresh_devices(rescan=True))
-        self.level_meter = LevelMeter(self)
+        self.sources = SourcePicker(self, self.settings, self._audio_system())
+        self.device_combo = self.sources.device_combo
+        self.refresh_button = self.sources.refresh_button
+        self.level_meter = self.sources.level_meter
         self.delay_combo = QComboBox(self)
         self.delay_combo.setObjectName("delayCombo")
         for ms in DELAY_CHOICES_MS:
@@ -205,10 +198,7 @@ class MainWindow(QMainWindow):
         bar.addSeparator()
         bar.addWidget(self.model_button)
         bar.addSeparator()
-        bar.addWidget(_label("Input", self))
-        bar.addWidget(self.device_combo)
-        bar.addWidget(self.refresh_button)
-        bar.addWidget(self.level_meter)
+        self.sources.install(bar)
         bar.addSeparator()
         self.delay_label = _label("Delay", self)
         self._delay_widgets = [bar.addWidget(self.delay_label), bar.addWidget(self.delay_combo)]
@@ -234,6 +224,8 @@ class MainWindow(QMainWindow):
         session_menu = menus.addMenu("&Session")
         for action in (self.start_action, self.pause_action, self.stop_action):
             session_menu.addAction(action)
+        session_menu.addSeparator()
+        session_menu.addMenu(self.sources.menu)
 
         model_menu = menus.addMenu("&Model")
         model_menu.addAction(self.open_model_action)
@@ -284,7 +276,6 @@ class MainWindow(QMainWindow):
         self.find_action.triggered.connect(self.history.focus_search)
         self.quit_action.triggered.connect(self.close)
         self.sessions_action.triggered.connect(self.show_sessions)
-        self.device_combo.activated.connect(self._device_chosen)
         self.delay_combo.activated.connect(
             lambda: self.settings.set_value(Key.DELAY_MS, int(self.delay_combo.currentData()))
         )
@@ -407,31 +398,8 @@ class MainWindow(QMainWindow):
         return self.sessions_window
 
     def refresh_devices(self, rescan: bool = True) -> None:
-        """Fill the device picker (``rescan``: make PortAudio look for new devices; only while idle)."""
-        sd = self._sounddevice()
-        if sd is None:
-            self.device_combo.clear()
-            self.device_combo.addItem("No audio system", "")
-            return
-        if rescan and self.controller.state in ("idle", "no-model", "loading"):
-            try:
-                refresh_devices(sd)
-            except Exception:
-                log.warning("device rescan failed", exc_info=True)
-        wanted = self.settings.value(Key.DEVICE)
-        devices = list_input_devices(sd)
-        self.device_combo.clear()
-        self.device_combo.addItem("System default", "")
-        for dev in devices:
-            label = dev.name + (f" ({dev.hostapi})" if dev.hostapi else "")
-            self.device_combo.addItem(label, dev.name)
-        index = self.device_combo.findData(wanted)
-        if wanted and index < 0:
-            self.device_combo.addItem(f"{wanted} (not connected)", wanted)
-            index = self.device_combo.count() - 1
-        self.device_combo.setCurrentIndex(max(index, 0))
-        if not devices:
-            self.device_combo.setItemText(0, "No microphone found")
+        """Fill the source pickers (``rescan``: make PortAudio look for new devices; only while idle)."""
+        self.sources.refresh(rescan, idle=self.controller.state in ("idle", "no-model", "loading"))
 
     def choose_caption_font(self) -> None:
         ok, font = QFontDialog.getFont(self.caption_view.font(), self, "Caption font")
@@ -495,13 +463,22 @@ class MainWindow(QMainWindow):
             self._sd = sounddevice
         return self._sd
 
+    def _audio_system(self) -> Any:
+        if self._audio is None:
+            sd = self._sounddevice()
+            if sd is not None:
+                from app.sources import AudioSystem
+
+                self._audio = AudioSystem(sd)
+        return self._audio
+
     def _session_spec(self, input_file: str | None = None, speed: float = 1.0) -> SessionSpec:
         options: dict[str, Any] = {}
         model = self.controller.model
         if model is not None and model.has_delay:
             options["delay_ms"] = int(self.delay_combo.currentData())
-        device = self.device_combo.currentData() or None
-        return SessionSpec(input_file=input_file, speed=speed, device=device, options=options)
+        s = self.sources
+        return SessionSpec(input_file, speed, s.device, options, source=s.kind, output=s.output)
 
     @Slot(str)
     def _on_state(self, state: str) -> None:
@@ -515,8 +492,7 @@ class MainWindow(QMainWindow):
         self.model_button.setEnabled(not active and state != "loading")
         self.open_model_action.setEnabled(not active and state != "loading")
         self.backend_group.setEnabled(not active)
-        self.device_combo.setEnabled(not active)
-        self.refresh_button.setEnabled(not active)
+        self.sources.set_enabled(not active)
         self.replay_action.setEnabled(idle)
         model = self.controller.model
         has_delay = model is not None and model.has_delay
@@ -534,7 +510,7 @@ class MainWindow(QMainWindow):
         }
         self.setWindowTitle("livecap" + suffix.get(state, ""))
         if not active:
-            self.level_meter.set_level(-90)
+            self.sources.clear_levels()
 
     @Slot(object)
     def _on_model(self, info: Any) -> None:
@@ -553,7 +529,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_stats(self, stats: Stats) -> None:
-        self.level_meter.set_level(stats.level_db)
+        self.sources.show_levels(stats.level_db, stats.tracks)
         self.status.set_stats(stats)
 
     @Slot(str)
@@ -565,9 +541,6 @@ class MainWindow(QMainWindow):
             self.status.showMessage(f"The file ended; {n} line(s) transcribed.{kept}", 8000)
         elif reason == "stopped":
             self.status.showMessage(f"Stopped; {n} line(s) in the transcript.{kept}", 8000)
-
-    def _device_chosen(self) -> None:
-        self.settings.set_value(Key.DEVICE, str(self.device_combo.currentData() or ""))
 
     def _backend_chosen(self, action: QAction) -> None:
         self.settings.set_value(Key.BACKEND, str(action.data()))

@@ -25,6 +25,8 @@ class Key(enum.Enum):
     BACKEND = ("model/backend", "auto")
     DELAY_MS = ("model/delay-ms", 480)
     DEVICE = ("audio/device", "")  # device name; "" = system default
+    SOURCE = ("audio/source", "")  # "system" | "mic" | "both"; "" = first run (System audio where available)
+    OUTPUT = ("audio/output", "")  # output id for System audio; "" = the default output, followed
     CAPTION_FONT = ("captions/font", "")  # QFont.toString(); "" = application font, larger
     CAPTION_FONT_SIZE = ("captions/font-size", 18)
     THEME = ("ui/theme", "system")

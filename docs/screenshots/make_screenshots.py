@@ -25,6 +25,7 @@ from app.main_window import MainWindow  # noqa: E402
 from app.session_store import SessionStore  # noqa: E402
 from app.sessions_view import SessionsWindow  # noqa: E402
 from app.settings import Key, Settings  # noqa: E402
+from app.sources import AudioSystem, Endpoint  # noqa: E402
 from app.theme import apply_theme  # noqa: E402
 from app.worker import ModelInfo, Stats  # noqa: E402
 from engine.events import CaptionEvent, Line  # noqa: E402
@@ -59,7 +60,9 @@ def _settle(app: QApplication, ms: int = 300) -> None:
 def _feed(controller: SessionController) -> None:
     controller._on_model_loaded(ModelInfo("moonshine-streaming-small", "moonshine_streaming", "numpy"))
     controller._on_worker_state("running")
-    controller._on_session_started("Built-in Microphone (48 kHz)")
+    controller._on_session_started(
+        "System audio: Built-in Audio Analog Stereo (16 kHz) \u2014 follows the default output"
+    )
     controller._on_captions([CaptionEvent(committed=(line,)) for line in LINES])
     controller._on_captions([CaptionEvent(partial=Line(PARTIAL, 17.2, 20.4), partial_stable=STABLE)])
     controller._on_stats(Stats(level_db=-17.0, latency_s=0.62, backlog_s=0.0, dropped_s=0.0, audio_s=20.4))
@@ -70,7 +73,7 @@ def _window(app: QApplication, tmp: Path, theme: str) -> tuple[MainWindow, Sessi
     settings.set_value(Key.THEME, theme)
     apply_theme(app, theme)
     controller = SessionController(loader=_stub_loader, journal_dir=tmp / theme)
-    window = MainWindow(controller, settings, sounddevice=_FakeSd())
+    window = MainWindow(controller, settings, sounddevice=_FakeSd(), audio=AudioSystem(_FakeSd(), _Outputs()))
     window.resize(1200, 680)
     window.show()
     _feed(controller)
@@ -103,6 +106,58 @@ class _FakeSd:
     @staticmethod
     def query_hostapis():  # noqa: ANN205
         return [{"name": "ALSA"}]
+
+
+class _Outputs:
+    """A system-audio backend that lists outputs and microphones by name, as PulseAudio does."""
+
+    def unavailable_reason(self):  # noqa: ANN201
+        return None
+
+    def outputs(self) -> list[Endpoint]:
+        return [
+            Endpoint("alsa_output.pci-0000_00_1f.3.analog-stereo", "Built-in Audio Analog Stereo", True),
+            Endpoint("bluez_output.AC_80_0A.1", "WH-1000XM4 (Bluetooth)"),
+            Endpoint("alsa_output.usb-Focusrite.analog-stereo", "Scarlett Solo USB"),
+        ]
+
+    def microphones(self) -> list[Endpoint]:
+        return [
+            Endpoint("pulse:alsa_input.pci-0000_00_1f.3.analog-stereo", "Built-in Audio Analog Stereo", True),
+            Endpoint("pulse:alsa_input.usb-Blue_Yeti.analog-stereo", "Yeti Stereo Microphone"),
+        ]
+
+
+def _source_shots(app: QApplication, tmp: Path, out: Path) -> None:
+    """The Source picker: its choices open over the toolbar, and Both with a meter per input."""
+    window, controller = _window(app, tmp, "light")
+    controller._on_worker_state("idle")  # the pickers are enabled between sessions
+    window.resize(1366, 680)  # a laptop-wide window: Both shows two pickers and two meters
+    _settle(app, 100)
+    window.level_meter.set_level(-14.0)
+    top = window.toolbar.geometry().bottom() + 150
+    for name, combo, kind in (
+        ("source_picker.png", window.sources.source_combo, "system"),
+        ("source_outputs.png", window.sources.output_combo, "system"),
+    ):
+        window.sources.set_kind(kind, save=False)
+        _settle(app, 100)
+        combo.showPopup()
+        _settle(app)
+        shot = window.grab(QRect(0, 0, window.width(), top))
+        popup = combo.view().window()
+        p = QPainter(shot)
+        p.drawPixmap(window.mapFromGlobal(popup.mapToGlobal(popup.rect().topLeft())), popup.grab())
+        p.end()
+        combo.hidePopup()
+        shot.save(str(out / name))
+    window.sources.set_kind("both", save=False)
+    window.sources.device_combo.setCurrentIndex(2)
+    _settle(app, 100)
+    window.sources.show_levels(-20.0, {"mic": -31.0, "system": -9.0})
+    _settle(app)
+    window.grab(QRect(0, 0, window.width(), top)).save(str(out / "source_both.png"))
+    window.close()
 
 
 def _desktop_backdrop(width: int, height: int) -> QPixmap:
@@ -178,6 +233,7 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp())
     out = HERE
 
+    _source_shots(app, tmp, out)
     window, controller = _window(app, tmp, "light")
     window.grab().save(str(out / "main_window.png"))
 
