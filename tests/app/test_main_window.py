@@ -214,7 +214,7 @@ def test_theme_and_shortcuts(qtbot, window, settings):
     window.set_theme("high-contrast")
     assert QApplication.instance().palette().color(QPalette.ColorRole.Base).name() == "#000000"
     window.set_theme("system")
-    assert window.toggle_action.shortcut().toString() == "Space"
+    assert window.start_action.shortcut().toString() == "Space" == window.pause_action.shortcut().toString()
     assert window.export_action.shortcut().toString() == "Ctrl+E"
     assert window.overlays.presentation_action.shortcut().toString() == "F11"
 
