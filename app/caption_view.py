@@ -11,7 +11,7 @@ shows no text cursor (it is read-only), yet keyboard users can still select and 
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QTextEdit, QWidget
 
@@ -33,6 +33,7 @@ class CaptionView(QTextEdit):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._caption_font: QFont | None = None
         self.setObjectName("captionView")
         self.setReadOnly(True)
         self.setUndoRedoEnabled(False)
@@ -60,9 +61,18 @@ class CaptionView(QTextEdit):
 
     # -- styling ---------------------------------------------------------------------------------
     def set_caption_font(self, font: QFont) -> None:
-        """The font of the caption text."""
+        """The font of the caption text (kept when a style sheet is applied or changed later)."""
+        self._caption_font = QFont(font)
         self.setFont(font)
         self.document().setDefaultFont(font)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        # Re-polishing under a style sheet (a theme change) puts back the font the widget had when it was
+        # first polished; the caption font the user chose wins.
+        wanted = self._caption_font
+        if event.type() == QEvent.Type.FontChange and wanted is not None and self.font() != wanted:
+            self.set_caption_font(wanted)
 
     def set_tail_color(self, color: QColor) -> None:
         """The colour of the partial's changing tail (the theme picks one with enough contrast)."""

@@ -12,9 +12,19 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QFont, QGuiApplication, QKeySequence
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QColor,
+    QFont,
+    QGuiApplication,
+    QKeyEvent,
+    QKeySequence,
+)
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QApplication,
     QComboBox,
     QFileDialog,
@@ -698,6 +708,16 @@ class MainWindow(QMainWindow):
         QMessageBox.about(
             self, "About livecap", "livecap: on-device live captions (Voxtral Realtime, Moonshine Streaming)."
         )
+
+    def event(self, event: QEvent) -> bool:
+        """Space presses a focused button or opens a focused list rather than starting captioning, so every
+        control works from the keyboard."""
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
+            focus = QApplication.focusWidget()
+            if event.key() == Qt.Key.Key_Space and isinstance(focus, (QAbstractButton, QComboBox)):
+                event.accept()
+                return True
+        return super().event(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         """Save the layout, end the session cleanly (its lines are journaled), stop the worker."""
