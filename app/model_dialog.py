@@ -192,6 +192,7 @@ class ModelDialog(QDialog):
 
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("modelList")
+        self.tree.setAccessibleName("Speech models")
         self.tree.setColumnCount(len(self.COLUMNS))
         self.tree.setHeaderLabels(list(self.COLUMNS))
         self.tree.setRootIsDecorated(False)
@@ -215,6 +216,7 @@ class ModelDialog(QDialog):
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.details.setOpenExternalLinks(True)
         self.details.setMinimumHeight(104)
+        self.details.setAccessibleName("Selected model details")
 
         self.download_button = QPushButton("Download", self)
         self.download_button.setObjectName("downloadButton")
@@ -258,6 +260,7 @@ class ModelDialog(QDialog):
         self.token_edit.setObjectName("tokenEdit")
         self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)
         self.token_edit.setClearButtonEnabled(True)
+        self.token_edit.setAccessibleName("Access token")
         self.remember_token = QCheckBox("Remember on this computer", self)
         self.remember_token.setObjectName("rememberToken")
         self.token_hint = QLabel(self)
@@ -274,6 +277,7 @@ class ModelDialog(QDialog):
         self.custom_edit.setObjectName("customEdit")
         self.custom_edit.setPlaceholderText("owner/name on the Hugging Face hub, or a folder on this computer")
         self.custom_edit.returnPressed.connect(self._add_custom)
+        self.custom_edit.setAccessibleName("Add a model: hub id or folder")
         self.browse_button = QPushButton("Browse\u2026", self)
         self.browse_button.setObjectName("browseButton")
         self.browse_button.clicked.connect(self._browse)
