@@ -25,8 +25,9 @@ def hub_host() -> str:
 def unreachable_text() -> str:
     """The sentence for a hub that cannot be reached: what to check, and the offline way."""
     host = hub_host()
-    return (f"{host} cannot be reached, so the model cannot be downloaded right now. Check that this computer is "
-            f"online and that no firewall or proxy blocks {host}, then try again. {OFFLINE_HINT}")
+    return (f"The download site {host} cannot be reached, so the model cannot be downloaded right now. Check "
+            f"that this computer is online and that no firewall or proxy blocks {host}, then try again. "
+            f"{OFFLINE_HINT}")
 
 
 def offline_text() -> str:

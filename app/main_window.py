@@ -563,7 +563,7 @@ class MainWindow(QMainWindow):
             "loading": " \u2014 loading model",
         }
         self.setWindowTitle("livecap" + suffix.get(state, ""))
-        if not active:
+        if state != "running":  # paused or stopped: no audio is read
             self.level_meter.set_level(-90)
         self.caption_view.show_state(state)
         self.status.set_state(state)
@@ -665,6 +665,7 @@ class MainWindow(QMainWindow):
         if on and not showing:
             self.welcome.refresh()
             self.caption_stack.setCurrentWidget(self.welcome)
+            self.welcome.focus_first()
         elif not on and showing:
             focus = QApplication.focusWidget()
             self.caption_stack.setCurrentWidget(self.caption_view)

@@ -46,6 +46,7 @@ KEEP_LINES = 8
 PRESENTATION_SCALE = 1.8
 PRESENTATION_MARGIN = 0.08  # of the height, above and below the text in presentation mode
 MIN_POINT_SIZE = 6.0
+FULL_SCREEN_CHECK_MS = 400  # how long a window manager gets to make the presentation window full screen
 DEFAULT_POINT_SIZE = 26
 
 
@@ -176,6 +177,7 @@ class CaptionOverlay(QWidget):
         if on:
             self._normal_geometry = self.geometry()
             self.showFullScreen()
+            QTimer.singleShot(FULL_SCREEN_CHECK_MS, self, self._cover_screen)
             self.activateWindow()
             self.setFocus()
         else:
@@ -184,6 +186,12 @@ class CaptionOverlay(QWidget):
                 self.setGeometry(self._normal_geometry)
         self.presentation_changed.emit(on)
         self.update()
+
+    def _cover_screen(self) -> None:
+        """Some window managers ignore full screen for a tool window: then cover the screen by hand."""
+        screen = self.screen()
+        if self._presentation and screen is not None and self.geometry() != screen.geometry():
+            self.setGeometry(screen.geometry())
 
     def _apply_flags(self) -> None:
         visible = self.isVisible()

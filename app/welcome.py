@@ -39,6 +39,7 @@ from engine.errors import LivecapError
 log = logging.getLogger(__name__)
 
 TITLE = "Welcome to livecap"
+CARD_WIDTH = 620
 INTRO = ("livecap shows live captions of what is said into a microphone. Everything runs on this computer; no "
          "audio leaves it. To begin, livecap needs a speech model.")
 
@@ -125,8 +126,8 @@ class WelcomePanel(QWidget):
 
         card = QFrame(self)
         card.setObjectName("welcomeCard")
-        card.setMaximumWidth(640)
-        card.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
+        card.setMaximumWidth(CARD_WIDTH)
+        card.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
         box = QVBoxLayout(card)
         box.setSpacing(10)
         box.addWidget(self.title)
@@ -153,7 +154,11 @@ class WelcomePanel(QWidget):
         centre = QVBoxLayout(inner)
         centre.setContentsMargins(24, 24, 24, 24)
         centre.addStretch(1)
-        centre.addWidget(card, 0, Qt.AlignmentFlag.AlignHCenter)
+        across = QHBoxLayout()
+        across.addStretch(1)
+        across.addWidget(card, 100)  # as wide as it may be (CARD_WIDTH), so the wrapped text gets its height
+        across.addStretch(1)
+        centre.addLayout(across)
         centre.addStretch(2)
         scroll = QScrollArea(self)
         scroll.setObjectName("welcomeScroll")
@@ -204,7 +209,7 @@ class WelcomePanel(QWidget):
             self.download_button.hide()
             return
         size = hub.format_bytes(e.download_bytes)
-        self.model_label.setText(f"<b>Recommended for this computer:</b> {_esc(e.name)} \u00b7 "
+        self.model_label.setText(f"Recommended for this computer:<br><b>{_esc(e.name)}</b> \u00b7 "
                                  f"{_esc(languages_text(e))} \u00b7 {size} download")
         self.reason_label.setText(self.reason)
         self.reason_label.show()
@@ -213,6 +218,7 @@ class WelcomePanel(QWidget):
             text, tip = f"Use {e.name}", "This model is on this computer already"
         else:
             text = "Resume download" if self.state is not None and self.state.partial_bytes else "Download"
+            text += f" ({size})"
             tip = f"Download {e.name} ({size}) from {hub.endpoint()}"
         self.download_button.setText(text)
         self.download_button.setToolTip(tip)
@@ -221,6 +227,13 @@ class WelcomePanel(QWidget):
         self.download_button.setEnabled(not self.busy and not offline)
         if offline:
             self._message(offline_text())
+
+    def focus_first(self) -> None:
+        """Put the keyboard focus on the main button (Download / Use), else on "Add a model folder..."."""
+        for button in (self.download_button, self.folder_button):
+            if button.isVisibleTo(self) and button.isEnabled():
+                button.setFocus(Qt.FocusReason.OtherFocusReason)
+                return
 
     def _message(self, text: str) -> None:
         self.message_label.setText(text)

@@ -174,5 +174,6 @@ def test_presentation_text_fits_a_window_that_is_not_full_screen(qtbot):
     assert min(heights) >= 0.7 * max(heights), heights  # no line cut in half
     assert bands[0][0] > 2  # and the first one does not start at the clipped top edge
 
-    overlay.resize(1600, 900)  # room enough: the full presentation size again
+    # a moment later the window covers the screen by itself, and the text is full presentation size again
+    qtbot.waitUntil(lambda: overlay.geometry() == overlay.screen().geometry(), timeout=3000)
     assert abs(overlay.caption_font().pointSizeF() - 26 * 1.8) < 0.01

@@ -62,7 +62,8 @@ def test_welcome_downloads_the_recommended_model_then_space_starts(qtbot, window
     assert window.caption_stack.currentWidget() is w and w.isVisible()
     assert "Moonshine Streaming small" in w.model_label.text()
     assert "562 MB" in w.model_label.text() and "English only" in w.model_label.text()
-    assert w.download_button.text() == "Download" and w.download_button.isEnabled()
+    assert w.download_button.text() == "Download (562 MB)" and w.download_button.isEnabled()
+    assert window.focusWidget() is w.download_button  # Enter or Space downloads
     assert w.folder_button.isVisible() and w.folder_button.text() == "Add a model folder\u2026"
 
     fake.rate = 3_000_000
@@ -96,7 +97,7 @@ def test_cancel_keeps_the_part_and_resume_finishes(qtbot, window, fake):
     w.cancel_button.click()
     _wait_job(qtbot, w)
     assert "kept" in w.progress_label.text()
-    assert w.download_button.text() == "Resume download" and w.download_button.isEnabled()
+    assert w.download_button.text() == "Resume download (562 MB)" and w.download_button.isEnabled()
     assert window.controller.model is None and window.caption_stack.currentWidget() is w
     fake.rate = None
     fake.requests.clear()
