@@ -13,9 +13,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QFont, QGuiApplication, QKeySequence
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QColor,
+    QFont,
+    QGuiApplication,
+    QKeyEvent,
+    QKeySequence,
+)
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QApplication,
     QComboBox,
     QFileDialog,
@@ -24,6 +34,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QSplitter,
+    QStackedWidget,
     QStyle,
     QToolBar,
     QToolButton,
@@ -41,15 +52,18 @@ from app.journal import RecoveredSession
 from app.overlay_manager import OverlayManager
 from app.paths import documents_dir
 from app.sessions_view import SessionsWindow, apply_session_settings
-from app.settings import BACKENDS, DELAY_CHOICES_MS, THEMES, Key, Settings, Shortcut
+from app.settings import BACKENDS, CAPTION_SIZES, DELAY_CHOICES_MS, THEMES, Key, Settings, Shortcut
 from app.source_picker import SourcePicker
 from app.status_bar import SessionStatusBar
 from app.theme import apply_theme, tail_color
+from app.welcome import WelcomePanel
 from app.worker import SessionSpec, Stats
 
 log = logging.getLogger(__name__)
 
 AUDIO_FILTER = "WAV audio (*.wav);;All files (*)"
+SILENT_DB = -90.0  # the level meter's floor: exact digital silence
+CAPTION_SIZE_STEP = 2
 
 
 class _Notifier(QObject):
@@ -106,9 +120,14 @@ class MainWindow(QMainWindow):
         self.banner = Banner(self)
         self.caption_view = CaptionView(self)
         self.history = HistoryPane(self)
+        self.welcome = WelcomePanel(self)  # in the caption pane's place while no model is loaded
+        self.caption_stack = QStackedWidget(self)
+        self.caption_stack.setObjectName("captionStack")
+        self.caption_stack.addWidget(self.caption_view)
+        self.caption_stack.addWidget(self.welcome)
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.setObjectName("mainSplitter")
-        self.splitter.addWidget(self.caption_view)
+        self.splitter.addWidget(self.caption_stack)
         self.splitter.addWidget(self.history)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
@@ -130,6 +149,7 @@ class MainWindow(QMainWindow):
         self.model_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.model_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_DirIcon))
         self.model_button.setToolTip("Choose, download or add a model")
+        self.model_button.setAccessibleName("Model: none chosen")
         self.model_button.clicked.connect(self.choose_model)
         self.sources = SourcePicker(self, self.settings, self._audio_system())
         self.device_combo = self.sources.device_combo
@@ -142,6 +162,7 @@ class MainWindow(QMainWindow):
         self.delay_combo.setToolTip(
             "Voxtral: how far the model may look ahead. Shorter is faster, longer is more accurate."
         )
+        self.delay_combo.setAccessibleName("Delay (how far Voxtral may look ahead)")
 
     def _action(
         self, text: str, shortcut: Shortcut | None = None, icon: QStyle.StandardPixmap | None = None
@@ -152,18 +173,20 @@ class MainWindow(QMainWindow):
         if shortcut is not None:
             action.setShortcut(QKeySequence(self.settings.shortcut(shortcut)))
             action.setToolTip(f"{shortcut.value[2]} ({self.settings.shortcut(shortcut)})")
+            self._shortcut_actions[shortcut] = action
         self.addAction(action)
         return action
 
     def _build_actions(self) -> None:
         sp = QStyle.StandardPixmap
-        self.start_action = self._action("Start")
+        self._shortcut_actions: dict[Shortcut, QAction] = {}
+        # Start and Pause share Space: only one of them is enabled at a time (idle/paused vs running).
+        self.start_action = self._action("Start", Shortcut.START_PAUSE)
         self.start_action.setToolTip("Start captioning (Space)")
-        self.pause_action = self._action("Pause")
+        self.pause_action = self._action("Pause", Shortcut.START_PAUSE)
         self.pause_action.setToolTip("Pause captioning (Space)")
         self.stop_action = self._action("Stop", Shortcut.STOP)
         self._refresh_icons()
-        self.toggle_action = self._action("Start / pause", Shortcut.START_PAUSE)
         self.open_model_action = self._action("Models\u2026", Shortcut.OPEN_MODEL, sp.SP_DirOpenIcon)
         self.open_folder_action = self._action("Open model folder\u2026")
         self.replay_action = self._action("Replay audio file\u2026", Shortcut.REPLAY_FILE)
@@ -179,11 +202,22 @@ class MainWindow(QMainWindow):
         self.sessions_action.setEnabled(self.controller.store is not None)
         self.quit_action = self._action("Quit", Shortcut.QUIT)
         self.quit_action.setToolTip("Quit (a session in progress ends and is kept in Sessions)")
+        self.larger_action = self._action("Larger caption text", Shortcut.LARGER_TEXT)
+        self.larger_action.setShortcuts(
+            [QKeySequence(self.settings.shortcut(Shortcut.LARGER_TEXT)), QKeySequence("Ctrl+=")]
+        )
+        self.smaller_action = self._action("Smaller caption text", Shortcut.SMALLER_TEXT)
         self.overlays.toggle_action.setIconText("Overlay")
         self.overlays.toggle_action.setShortcut(QKeySequence(self.settings.shortcut(Shortcut.OVERLAY)))
+        self.overlays.toggle_action.setToolTip(
+            f"Show the captions in a small always-on-top window ({self.settings.shortcut(Shortcut.OVERLAY)})"
+        )
         self.overlays.presentation_action.setShortcut(
             QKeySequence(self.settings.shortcut(Shortcut.PRESENTATION))
         )
+        self._shortcut_actions[Shortcut.START_PAUSE] = self.start_action
+        self._shortcut_actions[Shortcut.OVERLAY] = self.overlays.toggle_action
+        self._shortcut_actions[Shortcut.PRESENTATION] = self.overlays.presentation_action
         self.addAction(self.overlays.toggle_action)
         self.addAction(self.overlays.presentation_action)
 
@@ -246,6 +280,8 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.overlays.presentation_action)
         view_menu.addSeparator()
         view_menu.addAction("Caption font\u2026").triggered.connect(self.choose_caption_font)
+        view_menu.addAction(self.larger_action)
+        view_menu.addAction(self.smaller_action)
         theme_menu = view_menu.addMenu("Theme")
         self.theme_group = QActionGroup(self)
         for name in THEMES:
@@ -266,7 +302,6 @@ class MainWindow(QMainWindow):
         self.start_action.triggered.connect(self.start_or_resume)
         self.pause_action.triggered.connect(c.pause)
         self.stop_action.triggered.connect(c.stop)
-        self.toggle_action.triggered.connect(self.toggle)
         self.open_model_action.triggered.connect(self.choose_model)
         self.open_folder_action.triggered.connect(self.choose_model_folder)
         self.replay_action.triggered.connect(self.choose_replay_file)
@@ -276,6 +311,11 @@ class MainWindow(QMainWindow):
         self.find_action.triggered.connect(self.history.focus_search)
         self.quit_action.triggered.connect(self.close)
         self.sessions_action.triggered.connect(self.show_sessions)
+        self.larger_action.triggered.connect(lambda: self.change_caption_size(CAPTION_SIZE_STEP))
+        self.smaller_action.triggered.connect(lambda: self.change_caption_size(-CAPTION_SIZE_STEP))
+        self.welcome.model_ready.connect(self._welcome_model_ready)
+        self.welcome.add_folder_requested.connect(self.choose_model_folder)
+        self.welcome.more_models_requested.connect(self.choose_model)
         self.delay_combo.activated.connect(
             lambda: self.settings.set_value(Key.DELAY_MS, int(self.delay_combo.currentData()))
         )
@@ -290,6 +330,7 @@ class MainWindow(QMainWindow):
         c.stats_changed.connect(self._on_stats)
         c.input_changed.connect(self.status.set_input)
         c.message.connect(self.show_message)
+        c.silence_hint.connect(self._on_silence_hint)
         c.session_finished.connect(self._on_session_finished)
 
     def _restore(self) -> None:
@@ -348,13 +389,6 @@ class MainWindow(QMainWindow):
         elif self.controller.state == "idle":
             self.start_session(self._session_spec())
 
-    def toggle(self) -> None:
-        """Space: start when idle, pause when running, resume when paused."""
-        if self.controller.state == "running":
-            self.controller.pause()
-        else:
-            self.start_or_resume()
-
     def start_file(self, path: str, speed: float = 1.0) -> None:
         """Replay ``path`` as if it were live (``speed`` times real time)."""
         self.start_session(self._session_spec(input_file=path, speed=speed))
@@ -408,6 +442,20 @@ class MainWindow(QMainWindow):
             self.settings.set_value(Key.CAPTION_FONT_SIZE, max(font.pointSize(), 1))
             self._apply_caption_font()
 
+    def change_caption_size(self, step: int) -> int:
+        """Make the caption text ``step`` points larger (or smaller), within ``CAPTION_SIZES``; remembered."""
+        lo, hi = CAPTION_SIZES
+        size = max(lo, min(hi, self.caption_view.font().pointSize() + step))
+        stored = self.settings.value(Key.CAPTION_FONT)
+        font = QFont()
+        if stored and font.fromString(stored):
+            font.setPointSize(size)
+            self.settings.set_value(Key.CAPTION_FONT, font.toString())
+        self.settings.set_value(Key.CAPTION_FONT_SIZE, size)
+        self._apply_caption_font()
+        self.status.showMessage(f"Caption text {size} pt.", 2000)
+        return size
+
     def set_theme(self, name: str) -> None:
         app = QApplication.instance()
         if isinstance(app, QApplication):
@@ -447,9 +495,19 @@ class MainWindow(QMainWindow):
         """Thread-safe: show ``text`` as an error in the banner (used by the excepthook)."""
         self._notifier.message.emit(text)
 
+    def shortcut_rows(self) -> list[tuple[str, str, str]]:
+        """``(keys, what it does, where it is in the menus)`` for every shortcut."""
+        rows = []
+        for s in Shortcut:
+            action = self._shortcut_actions.get(s)
+            where = self._menu_path(action) if action is not None else ""
+            rows.append((self.settings.shortcut(s), s.value[2], where))
+        return rows
+
     def show_shortcuts(self) -> None:
         rows = "".join(
-            f"<tr><td><b>{self.settings.shortcut(s)}</b></td><td>{s.value[2]}</td></tr>" for s in Shortcut
+            f"<tr><td><b>{keys}</b></td><td>{what}</td><td>{where}</td></tr>"
+            for keys, what, where in self.shortcut_rows()
         )
         QMessageBox.information(self, "Keyboard shortcuts", f"<table cellspacing=6>{rows}</table>")
 
@@ -488,7 +546,6 @@ class MainWindow(QMainWindow):
         self.start_action.setText("Resume" if state == "paused" else "Start")
         self.pause_action.setEnabled(state == "running")
         self.stop_action.setEnabled(active)
-        self.toggle_action.setEnabled(idle or active)
         self.model_button.setEnabled(not active and state != "loading")
         self.open_model_action.setEnabled(not active and state != "loading")
         self.backend_group.setEnabled(not active)
@@ -509,17 +566,22 @@ class MainWindow(QMainWindow):
             "loading": " \u2014 loading model",
         }
         self.setWindowTitle("livecap" + suffix.get(state, ""))
-        if not active:
+        if state != "running":  # paused or stopped: no audio is read
             self.sources.clear_levels()
+        self.caption_view.show_state(state)
+        self.status.set_state(state)
+        self._show_welcome(state == "no-model")
 
     @Slot(object)
     def _on_model(self, info: Any) -> None:
         self.status.set_model(info)
         if info is None:
             self.model_button.setText("Choose model\u2026")
+            self.model_button.setAccessibleName("Model: none chosen")
         else:
             name = info.name if len(info.name) <= 28 else info.name[:27] + "\u2026"
             self.model_button.setText(name)
+            self.model_button.setAccessibleName(f"Model: {info.name}")
             self.model_button.setToolTip(f"{info.source}\nClick to choose another model")
         self._on_state(self.controller.state)
 
@@ -531,10 +593,18 @@ class MainWindow(QMainWindow):
     def _on_stats(self, stats: Stats) -> None:
         self.sources.show_levels(stats.level_db, stats.tracks)
         self.status.set_stats(stats)
+        if stats.level_db > SILENT_DB:  # audio arrives: the "pure silence" hint no longer holds
+            self.banner.dismiss("silence")
+
+    def _on_silence_hint(self) -> None:
+        """The controller just put its "pure silence" warning in the banner: tag it so that it can go again."""
+        self.banner.key = "silence"
 
     @Slot(str)
     def _on_session_finished(self, reason: str) -> None:
         self.caption_view.flush()
+        self.status.end_session()
+        self.banner.dismiss("silence")
         n = len(self.controller.lines)
         kept = " Kept in Sessions." if self.controller.store is not None else ""
         if reason == "input ended":
@@ -590,6 +660,45 @@ class MainWindow(QMainWindow):
         ):
             action.setIcon(media_icon(kind, palette, None if plain or accent is None else QColor(accent)))
 
+    def _show_welcome(self, on: bool) -> None:
+        """The welcome (no model yet) or the captions in the caption pane."""
+        showing = self.caption_stack.currentWidget() is self.welcome
+        if on and not showing:
+            self.welcome.refresh()
+            self.caption_stack.setCurrentWidget(self.welcome)
+            self.welcome.focus_first()
+        elif not on and showing:
+            focus = QApplication.focusWidget()
+            self.caption_stack.setCurrentWidget(self.caption_view)
+            if focus is None or self.welcome.isAncestorOf(focus):  # keep Space one key away from Start
+                self.caption_view.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _welcome_model_ready(self, source: str) -> None:
+        self.load_model(source)
+        self.caption_view.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _menu_path(self, action: QAction) -> str:
+        """Where ``action`` is in the menu bar, e.g. "Model \u25b8 Models\u2026" ("" when in no menu)."""
+
+        def walk(menu_action: QAction, trail: list[str]) -> str:
+            menu = menu_action.menu()
+            if menu is None:
+                return ""
+            for child in menu.actions():
+                name = child.text().replace("&", "")
+                if child is action:
+                    return " \u25b8 ".join([*trail, name])
+                found = walk(child, [*trail, name])
+                if found:
+                    return found
+            return ""
+
+        for top in self.menuBar().actions():
+            found = walk(top, [top.text().replace("&", "")])
+            if found:
+                return found
+        return ""
+
     def _apply_caption_font(self) -> None:
         font = QFont(QGuiApplication.font())
         stored = self.settings.value(Key.CAPTION_FONT)
@@ -602,6 +711,16 @@ class MainWindow(QMainWindow):
             self, "About livecap", "livecap: on-device live captions (Voxtral Realtime, Moonshine Streaming)."
         )
 
+    def event(self, event: QEvent) -> bool:
+        """Space presses a focused button or opens a focused list rather than starting captioning, so every
+        control works from the keyboard."""
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
+            focus = QApplication.focusWidget()
+            if event.key() == Qt.Key.Key_Space and isinstance(focus, (QAbstractButton, QComboBox)):
+                event.accept()
+                return True
+        return super().event(event)
+
     def closeEvent(self, event: QCloseEvent) -> None:
         """Save the layout, end the session cleanly (its lines are journaled), stop the worker."""
         s = self.settings
@@ -611,6 +730,7 @@ class MainWindow(QMainWindow):
         if self.sessions_window is not None:
             self.sessions_window.cancel_retranscribe()
             self.sessions_window.close()
+        self.welcome.cancel()
         running = self.controller.state in ("running", "paused")
         self.controller.shutdown()
         if running and self.controller.last_session_id and self.controller.store is not None:

@@ -45,6 +45,7 @@ from PySide6.QtWidgets import (
 
 from app.banner import Banner
 from app.downloads import CheckJob, DownloadJob, Job, progress_text
+from app.hub_messages import download_problem
 from engine import hub
 from engine.catalog import Catalog, CatalogEntry, Machine, chip_fit, load_catalog, recommend
 from engine.errors import LivecapError
@@ -58,6 +59,7 @@ LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanis
                   "pt": "Portuguese", "nl": "Dutch", "ru": "Russian", "ar": "Arabic", "hi": "Hindi",
                   "zh": "Chinese", "ja": "Japanese", "ko": "Korean"}
 ERROR_STYLE = "color: #c62828;"
+FAMILY_NAMES = {"moonshine_streaming": "Moonshine Streaming", "voxtral_realtime": "Voxtral Realtime"}
 _LIVE_JOBS: set[Job] = set()  # jobs outlive a closed dialog until their thread ends
 
 
@@ -72,6 +74,7 @@ class Row:
     state: hub.LocalModel | None = None
     folder_ok: bool = False
     folder_problem: str = ""
+    family: str = ""  # a folder's model family, when the loader recognises it
 
     @property
     def repo_ids(self) -> list[str]:
@@ -123,7 +126,8 @@ def _write_source(settings: Any, source: str) -> None:
         pass
 
 
-def _languages(entry: CatalogEntry | None) -> str:
+def languages_text(entry: CatalogEntry | None) -> str:
+    """``"English"`` or ``"13 languages"`` for a catalog entry ("" for None)."""
     if entry is None or not entry.languages:
         return ""
     if len(entry.languages) == 1:
@@ -167,6 +171,7 @@ class ModelDialog(QDialog):
         self._job: DownloadJob | None = None
         self._busy = False
         self._check: CheckJob | None = None
+        self._error_source: str | None = None  # the row the error label is about
         self._last_progress: hub.Progress | None = None
         saved = _read_source(settings)
         if saved and Path(saved).expanduser().is_dir():
@@ -187,6 +192,7 @@ class ModelDialog(QDialog):
 
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("modelList")
+        self.tree.setAccessibleName("Speech models")
         self.tree.setColumnCount(len(self.COLUMNS))
         self.tree.setHeaderLabels(list(self.COLUMNS))
         self.tree.setRootIsDecorated(False)
@@ -210,6 +216,7 @@ class ModelDialog(QDialog):
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.details.setOpenExternalLinks(True)
         self.details.setMinimumHeight(104)
+        self.details.setAccessibleName("Selected model details")
 
         self.download_button = QPushButton("Download", self)
         self.download_button.setObjectName("downloadButton")
@@ -253,6 +260,7 @@ class ModelDialog(QDialog):
         self.token_edit.setObjectName("tokenEdit")
         self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)
         self.token_edit.setClearButtonEnabled(True)
+        self.token_edit.setAccessibleName("Access token")
         self.remember_token = QCheckBox("Remember on this computer", self)
         self.remember_token.setObjectName("rememberToken")
         self.token_hint = QLabel(self)
@@ -269,6 +277,7 @@ class ModelDialog(QDialog):
         self.custom_edit.setObjectName("customEdit")
         self.custom_edit.setPlaceholderText("owner/name on the Hugging Face hub, or a folder on this computer")
         self.custom_edit.returnPressed.connect(self._add_custom)
+        self.custom_edit.setAccessibleName("Add a model: hub id or folder")
         self.browse_button = QPushButton("Browse\u2026", self)
         self.browse_button.setObjectName("browseButton")
         self.browse_button.clicked.connect(self._browse)
@@ -342,7 +351,7 @@ class ModelDialog(QDialog):
         rec_key = self.recommendation.entry.key if self.recommendation else None
         for e in self.catalog:
             state = hub.local_state(e.repo_ids, e.revision, e.required_files, scans)
-            name = e.name + ("  (recommended)" if e.key == rec_key else "")
+            name = e.name + (" (recommended)" if e.key == rec_key else "")
             rows.append(Row("catalog", e.repo_id, name, e, state))
             claimed.update(r.lower() for r in e.repo_ids)
         for key, scan in sorted(scans.items()):
@@ -356,7 +365,7 @@ class ModelDialog(QDialog):
         for folder in self._folders:
             problem = hub.snapshot_problem(Path(folder))
             rows.append(Row("folder", folder, Path(folder).name or folder, folder_ok=not problem,
-                            folder_problem=problem))
+                            folder_problem=problem, family=_folder_family(Path(folder))))
         self.rows = rows
         self.tree.blockSignals(True)
         self.tree.clear()
@@ -380,10 +389,15 @@ class ModelDialog(QDialog):
     def _cells(self, row: Row) -> list[str]:
         e = row.entry
         if row.kind == "folder":
-            return [row.name, "", "", "", "Local folder" if row.folder_ok else "Local folder, not usable"]
+            family = FAMILY_NAMES.get(row.family, "")
+            status = "Local folder" if row.folder_ok else "Local folder, not usable"
+            weights = _weights_bytes(Path(row.source))
+            return [f"{row.name} \u00b7 {family}" if family else row.name, self._family_languages(row.family),
+                    f"{hub.format_bytes(_folder_bytes(Path(row.source)))} on disk",
+                    f"about {hub.format_bytes(weights)}" if weights else "", status]
         download = hub.format_bytes(e.download_bytes) if e else ""
         memory = hub.format_bytes(e.memory_bytes) if e else ""
-        return [row.name, _languages(e), download, memory, self._status(row)]
+        return [row.name, languages_text(e), download, memory, self._status(row)]
 
     def _status(self, row: Row) -> str:
         job = self._job
@@ -452,6 +466,10 @@ class ModelDialog(QDialog):
 
     def _update_selection(self) -> None:
         row = self.selected_row()
+        if self._error_source is not None and (row is None or row.source != self._error_source):
+            self._error_source = None  # the error was about another model
+            self.error_label.hide()
+        focus = self.focusWidget()
         job_running = self.busy
         mine = bool(job_running and row is not None and row.kind != "folder"
                     and self._job.repo_id.lower() in {r.lower() for r in row.repo_ids})
@@ -466,6 +484,8 @@ class ModelDialog(QDialog):
         self.open_button.setEnabled(row is not None and row.path is not None and row.path.is_dir())
         self.use_button.setEnabled(row is not None and row.installed)
         self.details.setText(self._details(row) if row is not None else "")
+        if isinstance(focus, QPushButton) and not focus.isEnabled():
+            self._move_focus_from(focus)
         for i, r in enumerate(self.rows):  # keep the status column live
             item = self.tree.topLevelItem(i)
             if item is not None and r.kind != "folder":
@@ -475,6 +495,10 @@ class ModelDialog(QDialog):
         e = row.entry
         if row.kind == "folder":
             head = f"<b>Local folder</b> {_esc(row.source)}"
+            family = FAMILY_NAMES.get(row.family)
+            if family:
+                langs = self._family_languages(row.family)
+                head += f"<br>A {_esc(family)} model" + (f" ({_esc(langs)})." if langs else ".")
             if row.folder_ok:
                 return head + "<br>The loader accepts this folder."
             return head + f"<br><span style='{ERROR_STYLE}'>{_esc(row.folder_problem)}</span>"
@@ -513,9 +537,27 @@ class ModelDialog(QDialog):
             lines.append(_esc(s.problem))
         return "<br>".join(lines)
 
-    def _show_error(self, text: str) -> None:
+    def _family_languages(self, family: str) -> str:
+        """What the catalog says about the languages of ``family`` ("English", "13 languages"), or ""."""
+        entry = next((e for e in self.catalog if e.family == family), None)
+        return languages_text(entry)
+
+    def _show_error(self, text: str, about: str | None = None) -> None:
+        """Show ``text`` about the model ``about`` (default: the selected one); it goes when another row is
+        selected. "" hides it."""
+        row = self.row_for(about) if about else self.selected_row()
+        self._error_source = (row.source if row is not None else about) if text else None
         self.error_label.setText(text)
         self.error_label.setVisible(bool(text))
+
+    def _move_focus_from(self, button: QPushButton) -> None:
+        """``button`` was just disabled while it had focus: go to the button that continues the task (Cancel
+        while downloading, Download or Use after), else the list, never into the token field."""
+        for candidate in (self.cancel_button, self.download_button, self.use_button):
+            if candidate is not button and candidate.isEnabled() and candidate.isVisible():
+                candidate.setFocus(Qt.FocusReason.OtherFocusReason)
+                return
+        self.tree.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # -- token --------------------------------------------------------------------------------------------------
     def _token(self) -> str | None:
@@ -608,12 +650,12 @@ class ModelDialog(QDialog):
             kept = f"{hub.format_bytes(p.done)} kept" if p else "Nothing lost"
             self.progress_label.setText(f"Cancelled \u00b7 {kept}; Resume download continues from there.")
         else:
+            text = download_problem(exc, repo_id)
             self.progress_label.setText("Download failed.")
-            self._show_error(message)
-            if repo_id in self._pending:
-                self.custom_status.setText(message)
-                self.custom_status.setStyleSheet(ERROR_STYLE)
-                self.custom_status.show()
+            if repo_id in self._pending:  # said once, where the user typed the id
+                self._custom_message(text, error=True)
+            else:
+                self._show_error(text, about=repo_id)
         if repo_id in self._pending:
             self._pending.remove(repo_id)
         self.refresh()
@@ -724,7 +766,7 @@ class ModelDialog(QDialog):
         family, _dialect = result
         if folder and folder not in self._folders:
             self._folders.append(folder)
-        name = "Moonshine Streaming" if family == "moonshine_streaming" else "Voxtral Realtime"
+        name = FAMILY_NAMES.get(family, family)
         self._custom_message(f"Added {folder}: a {name} model the loader accepts.")
         self.refresh()
         self.select_source(folder)
@@ -747,6 +789,32 @@ class ModelDialog(QDialog):
             job.cancel()
             job.wait(2.0)
         super().done(result)
+
+
+def _folder_family(folder: Path) -> str:
+    """The model family the loader sees in ``folder`` ("" when none)."""
+    from engine.loader import detect
+
+    try:
+        return detect(folder)[0]
+    except (LivecapError, OSError):
+        return ""
+
+
+def _folder_bytes(folder: Path) -> int:
+    """The size of the files directly in ``folder``."""
+    try:
+        return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return 0
+
+
+def _weights_bytes(folder: Path) -> int:
+    """The size of the weight files in ``folder`` (about the memory the model takes)."""
+    try:
+        return sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+    except OSError:
+        return 0
 
 
 def _esc(text: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
+CAPTION_SIZES: tuple[int, int] = (8, 96)  # the caption font size range, in points
 DELAY_CHOICES_MS: tuple[int, ...] = (*range(80, 1201, 80), 2400)
 THEMES: tuple[str, ...] = ("system", "light", "dark", "high-contrast")
 BACKENDS: tuple[str, ...] = ("auto", "numpy", "mlx")
@@ -65,7 +66,7 @@ class Shortcut(enum.Enum):
 
     START_PAUSE = ("start-pause", "Space", "Start, pause or resume captioning")
     STOP = ("stop", "Ctrl+.", "Stop the session")
-    OPEN_MODEL = ("open-model", "Ctrl+M", "Choose a model folder")
+    OPEN_MODEL = ("open-model", "Ctrl+M", "Choose, download or add a model")
     REPLAY_FILE = ("replay-file", "Ctrl+R", "Replay an audio file")
     EXPORT = ("export", "Ctrl+E", "Export the transcript")
     COPY_ALL = ("copy-all", "Ctrl+Shift+C", "Copy the whole transcript")
@@ -73,6 +74,8 @@ class Shortcut(enum.Enum):
     SESSIONS = ("sessions", "Ctrl+Shift+S", "Show the sessions library")
     OVERLAY = ("overlay", "Ctrl+Shift+O", "Show or hide the caption overlay")
     PRESENTATION = ("presentation", "F11", "Full-screen presentation mode")
+    LARGER_TEXT = ("larger-text", "Ctrl++", "Larger caption text")
+    SMALLER_TEXT = ("smaller-text", "Ctrl+-", "Smaller caption text")
     QUIT = ("quit", "Ctrl+Q", "Quit")
 
 

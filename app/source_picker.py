@@ -49,6 +49,7 @@ class SourcePicker(QObject):
         self.refresh_button.setObjectName("refreshDevices")
         self.refresh_button.setIcon(parent.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload))
         self.refresh_button.setToolTip("Refresh the lists of outputs and microphones")
+        self.refresh_button.setAccessibleName("Refresh the lists of outputs and microphones")
         self.refresh_button.clicked.connect(lambda: self.refresh(rescan=True))
         self.meters = QWidget(parent)
         grid = QGridLayout(self.meters)

@@ -2,8 +2,11 @@
 
     xvfb-run -s "-screen 0 1280x800x24" .venv/bin/python docs/screenshots/make_screenshots.py
 
-(``QT_QPA_PLATFORM=offscreen`` works too.) The captions are fed to the app's own controller as caption
-events, as the engine worker would, so the windows show exactly what a session shows.
+(``QT_QPA_PLATFORM=offscreen`` works too; run a window manager such as openbox on the Xvfb display to see
+the presentation window as a desktop shows it.) The captions are fed to the app's own controller as caption
+events, as the engine worker would, so the windows show exactly what a session shows. The first-run welcome
+is shown on a 16 GB, 8-core PC; its download is a stand-in job that reports progress and failure the way
+``app.downloads.DownloadJob`` does (no network).
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from PySide6.QtCore import QPointF, QRect, Qt, QTimer  # noqa: E402
+from PySide6.QtCore import QObject, QPointF, QRect, Qt, QTimer, Signal  # noqa: E402
 from PySide6.QtGui import QColor, QFont, QLinearGradient, QPainter, QPixmap  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+import app.welcome as welcome_mod  # noqa: E402
 from app.controller import SessionController  # noqa: E402
 from app.export_dialog import ExportDialog  # noqa: E402
 from app.main_window import MainWindow  # noqa: E402
@@ -28,6 +32,8 @@ from app.settings import Key, Settings  # noqa: E402
 from app.sources import AudioSystem, Endpoint  # noqa: E402
 from app.theme import apply_theme  # noqa: E402
 from app.worker import ModelInfo, Stats  # noqa: E402
+from engine import hub  # noqa: E402
+from engine.catalog import Machine  # noqa: E402
 from engine.events import CaptionEvent, Line  # noqa: E402
 
 LINES = [
@@ -160,6 +166,65 @@ def _source_shots(app: QApplication, tmp: Path, out: Path) -> None:
     window.close()
 
 
+class _StandInJob(QObject):
+    """Looks like ``app.downloads.DownloadJob`` to the welcome; the script drives its signals."""
+
+    progress = Signal(object)
+    succeeded = Signal(object)
+    failed = Signal(str, object)
+    finished = Signal()
+    last: _StandInJob | None = None
+
+    def __init__(self, repo_id: str, **_: object) -> None:
+        super().__init__()
+        self.repo_id = repo_id
+        self.running = True
+        self.token = hub.CancelToken()
+        _StandInJob.last = self
+
+    def start(self) -> None:
+        pass
+
+    def cancel(self) -> None:
+        self.token.cancel()
+
+    def end(self) -> None:
+        self.running = False
+        self.finished.emit()
+
+
+def _welcome_shots(app: QApplication, tmp: Path, out: Path) -> None:
+    """welcome.png (first run), welcome_download.png (downloading), welcome_unreachable.png."""
+    welcome_mod.DownloadJob = _StandInJob  # type: ignore[misc,assignment]
+    settings = Settings(tmp / "welcome.ini")
+    apply_theme(app, "light")
+    controller = SessionController(loader=_stub_loader, journal_dir=tmp / "welcome")
+    window = MainWindow(controller, settings, sounddevice=_FakeSd())
+    window.welcome._machine = Machine(16 << 30, False, 8)
+    window.welcome.refresh()
+    window.resize(1200, 680)
+    window.show()
+    _settle(app)
+    window.grab().save(str(out / "welcome.png"))
+
+    entry = window.welcome.entry
+    window.welcome.download_button.click()
+    job = _StandInJob.last
+    total = entry.download_bytes
+    job.progress.emit(hub.Progress(entry.repo_id, int(total * 0.38), total, "model.safetensors", 2, 4,
+                                   speed=23_500_000, eta=total * 0.62 / 23_500_000))
+    _settle(app)
+    window.grab().save(str(out / "welcome_download.png"))
+
+    job.running = False
+    job.failed.emit("raw", hub.HubUnreachableError("The hub cannot be reached ([Errno 101] Network is unreachable)"))
+    job.end()
+    _settle(app)
+    window.grab().save(str(out / "welcome_unreachable.png"))
+    window.close()
+    controller.shutdown()
+
+
 def _desktop_backdrop(width: int, height: int) -> QPixmap:
     """A stand-in for a video or slide behind the overlay, to show its translucency."""
     pix = QPixmap(width, height)
@@ -233,6 +298,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp())
     out = HERE
 
+    _welcome_shots(app, tmp, out)
+
     _source_shots(app, tmp, out)
     window, controller = _window(app, tmp, "light")
     window.grab().save(str(out / "main_window.png"))
@@ -248,6 +315,13 @@ def main() -> int:
     p.end()
     backdrop.save(str(out / "overlay.png"))
     overlay.hide()
+
+    controller._on_worker_state("paused")  # paused, searching the history
+    window.history.search.setText("the")
+    _settle(app)
+    window.grab().save(str(out / "main_window_paused_search.png"))
+    window.history.search.clear()
+    controller._on_worker_state("running")
 
     dialog = ExportDialog(
         controller.lines, folder=str(Path.home() / "Documents"), fmt_key="srt", parent=window

@@ -246,7 +246,8 @@ def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
     d.custom_edit.setText("acme/missing-model")
     d.add_button.click()
     _wait_job(qtbot, d)
-    assert "was not found" in d.custom_status.text() and "was not found" in d.error_label.text()
+    assert "was not found" in d.custom_status.text()
+    assert d.error_label.isHidden()  # said once, next to the field the id was typed in
     assert d.row_for("acme/missing-model") is None
 
     # Files that pass the structural check but that the loader cannot build: rejected and removed.
@@ -424,3 +425,70 @@ def screenshot(out: str) -> None:  # pragma: no cover - a manual tool
 
 if __name__ == "__main__":  # pragma: no cover
     screenshot(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots/model_dialog.png")
+
+
+# -- rough edges ---------------------------------------------------------------------------------------------
+
+
+def test_error_goes_with_another_row_and_focus_stays_on_the_buttons(fake, make_dialog, qtbot) -> None:
+    small, tiny = _catalog_entry("moonshine-streaming-small"), _catalog_entry("moonshine-streaming-tiny")
+    fake.down = True
+    d = make_dialog()
+    d.show()
+    d.activateWindow()
+    qtbot.waitUntil(d.isActiveWindow, timeout=2000)
+    d.select_source(small.repo_id)
+    d.download_button.setFocus()
+    d.download_button.click()
+    assert d.focusWidget() is d.cancel_button  # not the next field in the tab chain
+    _wait_job(qtbot, d)
+    text = d.error_label.text()
+    assert not d.error_label.isHidden() and "cannot be reached" in text and "Errno" not in text
+    assert d.focusWidget() is d.download_button and d.focusWidget() is not d.token_edit
+    assert text not in d.details.text() and d.custom_status.isHidden()  # said once
+    d.select_source(tiny.repo_id)
+    assert d.error_label.isHidden()  # it was about the other model
+    d.select_source(small.repo_id)
+    assert d.error_label.isHidden()
+
+
+def test_recommended_has_one_space_and_folder_rows_are_described(fake, make_dialog, qtbot, qsettings) -> None:
+    d = make_dialog()
+    names = [r.name for r in d.rows]
+    assert "Moonshine Streaming small (recommended)" in names
+    assert not any("  " in n for n in names)
+    d.custom_edit.setText(str(TINY))
+    d.add_button.click()
+    qtbot.waitUntil(lambda: d.row_for(str(TINY)) is not None, timeout=10000)
+    row = d.row_for(str(TINY))
+    cells = [d.tree.topLevelItem(d.rows.index(row)).text(c) for c in range(5)]
+    assert cells[0] == "moon_tiny_like \u00b7 Moonshine Streaming"
+    assert cells[1] == "English"
+    assert cells[2].endswith("on disk") and cells[3].startswith("about ")
+    assert all(cells), cells
+    assert "Moonshine Streaming model" in d.details.text()
+
+
+def test_token_link_is_readable_in_every_theme(qtbot) -> None:
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from app.theme import apply_theme
+
+    def luminance(c) -> float:
+        def ch(v: float) -> float:
+            return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+        return 0.2126 * ch(c.redF()) + 0.7152 * ch(c.greenF()) + 0.0722 * ch(c.blueF())
+
+    app = QApplication.instance()
+    try:
+        for theme in ("light", "dark", "high-contrast"):
+            apply_theme(app, theme)
+            pal = app.palette()
+            for bg in (QPalette.ColorRole.Window, QPalette.ColorRole.Base):
+                a, b = luminance(pal.color(QPalette.ColorRole.Link)), luminance(pal.color(bg))
+                ratio = (max(a, b) + 0.05) / (min(a, b) + 0.05)
+                assert ratio >= 4.5, (theme, bg, ratio)
+    finally:
+        apply_theme(app, "system")
