@@ -40,8 +40,10 @@ log = logging.getLogger(__name__)
 
 TITLE = "Welcome to livecap"
 CARD_WIDTH = 620
-INTRO = ("livecap shows live captions of what is said into a microphone. Everything runs on this computer; no "
-         "audio leaves it. To begin, livecap needs a speech model.")
+INTRO = (
+    "livecap shows live captions of what your computer plays (a call, a video) or what is said into a "
+    "microphone. Everything runs on this computer; no audio leaves it. To begin, livecap needs a speech model."
+)
 
 
 def languages_text(entry: CatalogEntry) -> str:
