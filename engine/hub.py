@@ -44,7 +44,7 @@ PARTIAL_FOLDER = ".livecap-partial"  # inside a repo's cache folder: bytes a lat
 
 SPACE_MARGIN = 64 * 1024 * 1024  # keep this much free beyond the download
 DEFAULT_TIMEOUT_S = 10.0  # connect/read timeout of each hub call (HF_HUB_ETAG_TIMEOUT overrides it)
-STALL_LIMIT_S = 30.0  # a transfer that brings no byte for this long is given up (it resumes later)
+STALL_LIMIT_S = 25.0  # a transfer that brings no byte for this long is given up (it resumes later)
 PROGRESS_INTERVAL_S = 0.1
 STOP_GRACE_S = 1.0  # after an interrupt, how long the child may take to clean up before it is ended
 
