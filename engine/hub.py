@@ -556,7 +556,7 @@ def transfer(plan: Plan, *, token: str | None = None, progress: ProgressCallback
     assert proc.stdin is not None and proc.stdout is not None
     threading.Thread(target=_read_messages, args=(proc.stdout, inbox), name="livecap-download-reader",
                      daemon=True).start()
-    heard_from = False  # the child is talking: an interrupt now reaches huggingface_hub, not an import
+    heard_from = ended = False  # talking: an interrupt now reaches huggingface_hub, not an import
     last_bytes = time.monotonic()
     try:
         try:
@@ -582,6 +582,7 @@ def transfer(plan: Plan, *, token: str | None = None, progress: ProgressCallback
                 raise HubError(f"The download of {plan.repo_id} stopped unexpectedly (exit code {code}); try "
                                "again: it resumes where it stopped.")
             kind, *rest = message
+            ended = kind in ("done", "cancelled", "error")  # the child exits right after these
             if not heard_from:
                 heard_from = True
                 log.debug("download process for %s ready after %.2f s", plan.repo_id, time.monotonic() - started)
@@ -599,16 +600,17 @@ def transfer(plan: Plan, *, token: str | None = None, progress: ProgressCallback
                 meter.end_file(rest[0])
             elif kind == "done":
                 meter.emit(force=True, finished=True)
-                try:
-                    proc.wait(10)  # it exits right after saying so
-                except subprocess.TimeoutExpired:
-                    pass
                 return Path(rest[0])
             elif kind == "cancelled":
                 raise cancelled_error(plan.repo_id)
             elif kind == "error":
                 raise _ERRORS.get(rest[0], HubError)(rest[1])
     finally:
+        if ended:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
         _stop(proc, interrupt=heard_from)
         proc.stdout.close()
 
