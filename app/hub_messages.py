@@ -46,7 +46,7 @@ def download_problem(exc: object, name: str) -> str:
     if isinstance(exc, (ConnectionError, TimeoutError)) or (isinstance(exc, OSError)
                                                           and not isinstance(exc, LivecapError)):
         return unreachable_text()
-    specific = (hub.DiskSpaceError, hub.GatedModelError, hub.ModelNotFoundError, hub.DownloadBusyError)
+    specific = (hub.DiskSpaceError, hub.GatedModelError, hub.ModelNotFoundError)
     if isinstance(exc, specific) or (isinstance(exc, LivecapError) and not isinstance(exc, hub.HubError)):
         text = str(exc).strip()
         if text and not _TECHNICAL.search(text):

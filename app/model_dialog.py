@@ -46,7 +46,7 @@ from PySide6.QtWidgets import (
 from app.banner import Banner
 from app.downloads import CheckJob, DownloadJob, Job, progress_text
 from app.hub_messages import download_problem
-from engine import hub
+from engine import formats, hub, install
 from engine.catalog import Catalog, CatalogEntry, Machine, chip_fit, load_catalog, recommend
 from engine.errors import LivecapError
 
@@ -71,7 +71,7 @@ class Row:
     source: str
     name: str
     entry: CatalogEntry | None = None
-    state: hub.LocalModel | None = None
+    state: install.LocalModel | None = None
     folder_ok: bool = False
     folder_problem: str = ""
     family: str = ""  # a folder's model family, when the loader recognises it
@@ -350,20 +350,20 @@ class ModelDialog(QDialog):
         claimed: set[str] = set()
         rec_key = self.recommendation.entry.key if self.recommendation else None
         for e in self.catalog:
-            state = hub.local_state(e.repo_ids, e.revision, e.required_files, scans)
+            state = install.local_state(e.repo_ids, e.revision, e.required_files, scans)
             name = e.name + (" (recommended)" if e.key == rec_key else "")
             rows.append(Row("catalog", e.repo_id, name, e, state))
             claimed.update(r.lower() for r in e.repo_ids)
         for key, scan in sorted(scans.items()):
             if key in claimed:
                 continue
-            rows.append(Row("hub", scan.repo_id, scan.repo_id, None, hub.local_state(scan.repo_id, scans=scans)))
+            rows.append(Row("hub", scan.repo_id, scan.repo_id, None, install.local_state(scan.repo_id, scans=scans)))
             claimed.add(key)
         for rid in self._pending:
             if rid.lower() not in claimed:
                 rows.append(Row("hub", rid, rid))
         for folder in self._folders:
-            problem = hub.snapshot_problem(Path(folder))
+            problem = install.snapshot_problem(Path(folder))
             rows.append(Row("folder", folder, Path(folder).name or folder, folder_ok=not problem,
                             folder_problem=problem, family=_folder_family(Path(folder))))
         self.rows = rows
@@ -793,10 +793,8 @@ class ModelDialog(QDialog):
 
 def _folder_family(folder: Path) -> str:
     """The model family the loader sees in ``folder`` ("" when none)."""
-    from engine.loader import detect
-
     try:
-        return detect(folder)[0]
+        return formats.detect(folder)[0]
     except (LivecapError, OSError):
         return ""
 

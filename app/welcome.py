@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 
 from app.downloads import DownloadJob, progress_text
 from app.hub_messages import download_problem, offline_text
-from engine import hub
+from engine import hub, install
 from engine.catalog import Catalog, CatalogEntry, Machine, load_catalog, recommend
 from engine.errors import LivecapError
 
@@ -70,7 +70,7 @@ class WelcomePanel(QWidget):
         self._catalog = catalog
         self.entry: CatalogEntry | None = None
         self.reason = ""
-        self.state: hub.LocalModel | None = None
+        self.state: install.LocalModel | None = None
         self.job: DownloadJob | None = None
         self._last: hub.Progress | None = None
         self._ready: str | None = None  # the downloaded model, announced once its job has finished
@@ -193,7 +193,7 @@ class WelcomePanel(QWidget):
         self.state = None
         if self.entry is not None:
             try:
-                self.state = hub.local_state(self.entry.repo_ids, self.entry.revision, self.entry.required_files)
+                self.state = install.local_state(self.entry.repo_ids, self.entry.revision, self.entry.required_files)
             except Exception:  # noqa: BLE001 - an unreadable cache only means "not installed"
                 log.warning("scanning the model cache failed", exc_info=True)
         self._update()

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.fakehub import FakeHub, block_network, hub_env
+from tests.fakehub import FakeHub, block_network, hub_env, padded
 
 TINY = FIXTURES / "models" / "moon_tiny_like"
 SMALL = FIXTURES / "models" / "moon_small_like"
 GIB = 1 << 30
+# The small model's weights, made bigger than huggingface_hub's 10 MB write step so a cancel keeps some of them.
+SMALL_WEIGHTS = padded((SMALL / "model.safetensors").read_bytes(), 20_000_000)
 
 
 def _fixture_files(folder: Path) -> dict[str, bytes]:
@@ -41,7 +43,7 @@ def serve_catalog(hub: FakeHub) -> None:
     tiny, small = cat.by_key("moonshine-streaming-tiny"), cat.by_key("moonshine-streaming-small")
     vox = cat.by_key("voxtral-bf16-official")
     hub.add_repo(tiny.repo_id, _fixture_files(TINY), commit=tiny.revision)
-    hub.add_repo(small.repo_id, _fixture_files(SMALL), commit=small.revision)
+    hub.add_repo(small.repo_id, {**_fixture_files(SMALL), "model.safetensors": SMALL_WEIGHTS}, commit=small.revision)
     hub.add_repo(vox.repo_id, fake_mistral_files(), commit=vox.revision, gated=True)
     hub.add_repo("acme/custom-moon", _fixture_files(TINY))
 
@@ -49,9 +51,6 @@ def serve_catalog(hub: FakeHub) -> None:
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     block_network(monkeypatch)
-    from engine import hub as H
-
-    monkeypatch.setattr(H, "RETRY_WAIT_S", 0.01)
     with FakeHub() as hub:
         hub_env(monkeypatch, hub, tmp_path / "hf")
         serve_catalog(hub)
@@ -92,10 +91,11 @@ def _catalog_entry(key: str):
 
 
 def _install(key: str) -> Path:
-    from engine import hub as H
+    from engine import install
 
     e = _catalog_entry(key)
-    return H.download(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns, required=e.required_files)
+    return install.install_model(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns,
+                                 required=e.required_files)
 
 
 def _status(dialog, source: str) -> str:
@@ -135,7 +135,7 @@ def test_list_shows_installed_state_and_the_recommendation(fake, make_dialog, qt
 
 def test_download_shows_progress_then_installed_and_is_chosen(fake, make_dialog, qtbot, qsettings) -> None:
     small = _catalog_entry("moonshine-streaming-small")
-    fake.rate = 4_000_000
+    fake.rate = 20_000_000
     d = make_dialog()
     assert d.select_source(small.repo_id)
     seen = []
@@ -160,34 +160,36 @@ def test_download_shows_progress_then_installed_and_is_chosen(fake, make_dialog,
 
 
 def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
-    from engine import hub as H
+    from engine import install
 
     small = _catalog_entry("moonshine-streaming-small")
-    fake.rate = 1_000_000
+    fake.rate = 4_000_000
     d = make_dialog()
     d.select_source(small.repo_id)
     d.download_button.click()
     qtbot.waitUntil(lambda: d._last_progress is not None and d._last_progress.file == "model.safetensors"
-                    and d._last_progress.done > 400_000, timeout=10000)
+                    and d._last_progress.done > 12_000_000, timeout=20000)
     d.cancel_button.click()
     assert d.progress_label.text() == "Stopping\u2026" and not d.cancel_button.isEnabled()
-    _wait_job(qtbot, d)
+    _wait_job(qtbot, d, timeout=5000)
     assert "Cancelled" in d.progress_label.text()
     assert _status(d, small.repo_id).startswith("Partly downloaded")
     assert d.download_button.text() == "Resume download" and d.download_button.isEnabled()
     assert not d.use_button.isEnabled()
-    state = H.local_state(small.repo_ids, small.revision, small.required_files)
-    assert not state.complete and state.partial_bytes > 0
+    state = install.local_state(small.repo_ids, small.revision, small.required_files)
+    assert not state.complete and state.partial_bytes >= 10 * 1024 * 1024
 
     fake.rate = None
     fake.requests.clear()
+    fake.body_bytes.clear()
     d.download_button.click()
     _wait_job(qtbot, d)
     assert _status(d, small.repo_id).startswith("Installed")
     ranges = [r.headers.get("range") for r in fake.served("GET", "model.safetensors")]
     assert ranges and ranges[0] and ranges[0].startswith("bytes=")
-    assert (d.row_for(small.repo_id).path / "model.safetensors").read_bytes() == \
-        (SMALL / "model.safetensors").read_bytes()
+    kept = int(ranges[0][len("bytes="):-1])
+    assert fake.body_bytes["model.safetensors"] == len(SMALL_WEIGHTS) - kept  # only the rest came again
+    assert (d.row_for(small.repo_id).path / "model.safetensors").read_bytes() == SMALL_WEIGHTS
 
 
 def test_gated_model_needs_a_token(fake, make_dialog, qtbot) -> None:
@@ -236,7 +238,7 @@ def test_custom_folder_is_validated(fake, make_dialog, qtbot, tmp_path) -> None:
 
 
 def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
-    from engine import hub as H
+    from engine import install
 
     d = make_dialog()
     d.custom_edit.setText("not a repo id!")
@@ -257,7 +259,7 @@ def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
     d.add_button.click()
     _wait_job(qtbot, d)
     assert "has shape [48, 80], expected [80, 80]" in d.custom_status.text()
-    assert d.row_for("acme/mismatched") is None and H.local_state("acme/mismatched") is None
+    assert d.row_for("acme/mismatched") is None and install.local_state("acme/mismatched") is None
 
     d.custom_edit.setText("acme/custom-moon")
     d.add_button.click()
@@ -378,6 +380,7 @@ def screenshot(out: str) -> None:  # pragma: no cover - a manual tool
     os.environ["HF_ENDPOINT"] = hub.url
     serve_catalog(hub)
     from engine import hub as H
+    from engine import install
     from engine.catalog import Machine, load_catalog
 
     cat = load_catalog()
@@ -387,11 +390,12 @@ def screenshot(out: str) -> None:  # pragma: no cover - a manual tool
                                 "tekken.json": b"{}"}, commit=four.revision)
     _install("moonshine-streaming-tiny")
     medium = cat.by_key("moonshine-streaming-medium")
-    hub.add_repo(medium.repo_id, _fixture_files(SMALL), commit=medium.revision)
-    hub.drop_at["model.safetensors"] = 900_000
+    hub.add_repo(medium.repo_id, {**_fixture_files(SMALL), "model.safetensors": SMALL_WEIGHTS},
+                 commit=medium.revision)
+    hub.drop_at["model.safetensors"] = 12_000_000
     hub.down_after_drop = True
     try:
-        H.download(medium.repo_id, revision=medium.revision, allow_patterns=medium.allow_patterns)
+        install.install_model(medium.repo_id, revision=medium.revision, allow_patterns=medium.allow_patterns)
     except H.HubError:
         pass
     hub.down = False
