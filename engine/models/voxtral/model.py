@@ -134,11 +134,11 @@ class VoxtralModel:
             ada_up=B.prepare_linear(raw(f"dec.{i}.ada_up.weight", (D, d.ada_dim), f32)),
         ) for i in range(d.n_layers)]
         self.dec_norm = vec("dec_norm", D, f32)
-        self._enc_in = LayerPiece(B, partial(self._attn_in_fn, e, e.n_heads),
+        self.enc_in = LayerPiece(B, partial(self._attn_in_fn, e, e.n_heads),
                                   ("attn_norm", "wq", "bq", "wk", "wv", "bv"))
-        self._enc_out = LayerPiece(B, partial(self._attn_out_fn, e), ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
-        self._dec_in = LayerPiece(B, partial(self._attn_in_fn, d, d.n_kv_heads), ("attn_norm", "wq", "wk", "wv"))
-        self._dec_out = LayerPiece(B, partial(self._attn_out_fn, d), ("wo", "ffn_norm", "w1", "w3", "w2"))
+        self.enc_out = LayerPiece(B, partial(self._attn_out_fn, e), ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
+        self.dec_in = LayerPiece(B, partial(self._attn_in_fn, d, d.n_kv_heads), ("attn_norm", "wq", "wk", "wv"))
+        self.dec_out = LayerPiece(B, partial(self._attn_out_fn, d), ("wo", "ffn_norm", "w1", "w3", "w2"))
         self.enc_rope = RopeRows(B, inv_freq(e.head_dim, e.rope_theta), self.dtype)
         self.dec_rope = RopeRows(B, inv_freq(d.head_dim, d.rope_theta), self.dtype)
 
@@ -204,10 +204,10 @@ class VoxtralModel:
         x = B.astype(x, self.dtype)
         scale = e.head_dim ** -0.5
         for i, L in enumerate(self.enc):
-            q, k, v = self._enc_in(L, x, cos, sin)
+            q, k, v = self.enc_in(L, x, cos, sin)
             ring.write(i, claim, k, v)
             a = B.attention(q, *ring.keys(i, claim), scale, claim.mask)
-            x = self._enc_out(L, x, a)
+            x = self.enc_out(L, x, a)
         return B.astype(B.rms_norm(x, self.enc_norm, e.norm_eps), self.dtype)
 
     def project(self, frames):
@@ -236,10 +236,10 @@ class VoxtralModel:
         x = B.astype(B.embed(self.tok_emb, tokens) + audio, self.dtype)
         scale = d.head_dim ** -0.5
         for i, L in enumerate(self.dec):
-            q, k, v = self._dec_in(L, x, cos, sin)
+            q, k, v = self.dec_in(L, x, cos, sin)
             ring.write(i, claim, k, v)
             a = B.attention(q, *ring.keys(i, claim), scale, claim.mask)
-            x = self._dec_out(L, x, a, ada[i])
+            x = self.dec_out(L, x, a, ada[i])
         if last_only:
             x = x[n - 1 :]
         logits = B.linear(B.astype(B.rms_norm(x, self.dec_norm, d.norm_eps), self.dtype), self.tok_emb)

@@ -248,7 +248,7 @@ def test_compiled_mlx_layers_give_the_reference_ids(monkeypatch, name):
     g = np.load(golden)
     s, _ = run(m, clip_of(golden), int(g["delay_tokens"]) * 80, 1280)
     check_ids(s.tokens, g["generate_ids"].tolist())
-    assert m._dec_out.compiled and m._enc_in.compiled
+    assert m.dec_out.compiled and m.enc_in.compiled
 
 
 def test_quantize_on_load_is_cached(tmp_path, monkeypatch):
