@@ -16,7 +16,7 @@ How a download works (``download``):
    dropped connection or a later call resumes with a ``Range`` request from the partial file's end;
 3. only when every file is complete are the ``snapshots/<commit>/`` links (and ``refs/<branch>``) made,
    so a cancelled or failed download never leaves a folder the loader could mistake for a model;
-4. the snapshot is checked with ``engine.loader.detect`` and the weight headers; a folder that fails is
+4. the snapshot is checked with ``engine.build.detect`` and the weight headers; a folder that fails is
    removed again and the loader's sentence raised.
 Errors are ``HubError`` (a ``ModelError``) with one sentence for the user.
 """
@@ -535,12 +535,12 @@ def snapshot_problem(folder: Path, required: Sequence[str] = ()) -> str:
 def check_folder(folder: str | os.PathLike, *, full: bool = False) -> tuple[str, str]:
     """``(family, dialect)`` when the loader accepts ``folder``; else ModelError with the loader's sentence.
 
-    Checks the config (``engine.loader.detect``), the safetensors headers against the file sizes (a
+    Checks the config (``engine.build.detect``), the safetensors headers against the file sizes (a
     truncated download fails here) and the tokenizer file. ``full=True`` also builds the model with the
     NumPy backend when its weights are at most ``FULL_LOAD_LIMIT`` bytes (bigger ones would need many GB of
     memory in float32; for them the structural check is the validation).
     """
-    from .loader import detect, load_model
+    from .build import build_model, check_options, detect
     from .weights import open_checkpoint
 
     folder = Path(folder)
@@ -555,7 +555,7 @@ def check_folder(folder: str | os.PathLike, *, full: bool = False) -> tuple[str,
     if full:
         size = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
         if size <= FULL_LOAD_LIMIT:
-            load_model(str(folder), backend="numpy")
+            build_model(folder, check_options("numpy", None, None))
     return family, dialect
 
 
