@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError
 
-TARGET_RATE = 16000
 BLOCK_SECONDS = 0.064
 LOST_AFTER_SECONDS = 2.0
 
@@ -120,7 +120,7 @@ def list_input_devices(sd: Any) -> list[InputDevice]:
                 index=index,
                 name=str(dev["name"]),
                 hostapi=api,
-                default_rate=float(dev.get("default_samplerate", TARGET_RATE)),
+                default_rate=float(dev.get("default_samplerate", SAMPLE_RATE)),
                 channels=int(dev["max_input_channels"]),
                 is_default=index == default_in,
             )
@@ -172,15 +172,13 @@ class MicSource:
         self._sd = sd
         self.device = device
         self.queue = AudioQueue(max_queue_seconds)
-        self.rate = TARGET_RATE
+        self.rate = SAMPLE_RATE
         self.channels = 1
         self.description = ""
         self._stream: Any = None
         self._closing = False
         self._ended = threading.Event()
-        self._opened_at = 0.0
         self._last_callback = 0.0
-        self.overflows = 0
 
     # -- lifecycle (engine worker thread) -------------------------------------------------------
     def open(self) -> None:
@@ -195,9 +193,9 @@ class MicSource:
         name = str(info.get("name", "microphone"))
         max_channels = int(info.get("max_input_channels", 1)) or 1
         self.channels = 1
-        rate = TARGET_RATE
+        rate = SAMPLE_RATE
         try:
-            sd.check_input_settings(device=self.device, samplerate=TARGET_RATE, channels=1, dtype="float32")
+            sd.check_input_settings(device=self.device, samplerate=SAMPLE_RATE, channels=1, dtype="float32")
         except Exception:  # "Invalid sample rate" and friends
             rate = int(round(float(info.get("default_samplerate", 48000)) or 48000))
             try:
@@ -224,7 +222,7 @@ class MicSource:
                 f"The microphone \u201c{name}\u201d could not be opened; check that it is connected and that "
                 "livecap may use it."
             ) from exc
-        self._opened_at = self._last_callback = time.monotonic()
+        self._last_callback = time.monotonic()
         self.description = f"{name} ({rate / 1000:g} kHz)"
 
     def close(self) -> None:
@@ -275,8 +273,6 @@ class MicSource:
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         now = time.monotonic()
         self._last_callback = now
-        if status:
-            self.overflows += 1
         self.queue.put(Block(np.array(indata, dtype=np.float32, copy=True), self.rate, now))
 
     def _finished(self) -> None:

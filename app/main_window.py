@@ -77,7 +77,6 @@ class MainWindow(QMainWindow):
         self._sd = sounddevice
         self._notifier = _Notifier(self)
         self._notifier.message.connect(lambda text: self.banner.show_message("error", text))
-        self._input_file: str | None = None
 
         self._build_widgets()
         self._build_actions()

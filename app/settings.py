@@ -13,7 +13,9 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
-DELAY_CHOICES_MS: tuple[int, ...] = (*range(80, 1201, 80), 2400)
+from engine.models.voxtral.session import DELAYS_MS
+
+DELAY_CHOICES_MS: tuple[int, ...] = DELAYS_MS  # the Voxtral delays the engine accepts (one list, the engine's)
 THEMES: tuple[str, ...] = ("system", "light", "dark", "high-contrast")
 BACKENDS: tuple[str, ...] = ("auto", "numpy", "mlx")
 

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.capture import TARGET_RATE, Block, MicSource, refresh_devices, resolve_device
+from app.capture import Block, MicSource, refresh_devices, resolve_device
 from app.file_source import FileSource
-from engine.errors import AudioError, LivecapError
+from engine.audio import SAMPLE_RATE
+from engine.errors import AudioError, LivecapError, user_message
 
 log = logging.getLogger(__name__)
 
@@ -86,14 +87,6 @@ def default_loader(source: str, *, backend: str = "auto") -> Any:
     from engine import load_model
 
     return load_model(source, backend=backend)
-
-
-def user_message(exc: BaseException, what: str) -> str:
-    """One sentence for the user: the engine's own sentence, or ``what`` plus the exception's first line."""
-    if isinstance(exc, LivecapError):
-        return str(exc)
-    detail = (str(exc).strip().splitlines() or [""])[0][:200]
-    return f"{what} ({type(exc).__name__}{': ' + detail if detail else ''})."
 
 
 def exit_code(exc: BaseException, default: int) -> int:
@@ -317,12 +310,12 @@ class EngineWorker(QObject):
         samples = block.samples
         channels = samples.shape[1] if samples.ndim == 2 else 1
         key = (block.rate, channels)
-        if key == (TARGET_RATE, 1):
+        if key == (SAMPLE_RATE, 1):
             return np.ascontiguousarray(samples.reshape(-1), dtype=np.float32)
         if self._resampler_key != key:
             from engine.audio import Resampler
 
-            self._resampler = Resampler(block.rate, TARGET_RATE, channels=channels)
+            self._resampler = Resampler(block.rate, SAMPLE_RATE, channels=channels)
             self._resampler_key = key
         data = samples if channels > 1 else samples.reshape(-1)
         return np.asarray(self._resampler.process(data), dtype=np.float32).reshape(-1)
@@ -362,7 +355,7 @@ class EngineWorker(QObject):
 
     def _arrival_of(self, seconds: float) -> float | None:
         """When the audio at session time ``seconds`` arrived from the source (``None``: unknown)."""
-        target = seconds * TARGET_RATE
+        target = seconds * SAMPLE_RATE
         for fed, arrived in self._arrivals:
             if fed >= target:
                 return arrived
@@ -377,7 +370,7 @@ class EngineWorker(QObject):
         source = self._source
         dropped = self._dropped_before + (source.dropped_seconds if source is not None else 0.0)
         backlog = source.backlog_seconds if source is not None else 0.0
-        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / TARGET_RATE))
+        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / SAMPLE_RATE))
 
     def _handle_loss(self) -> None:
         source = self._source
