@@ -25,10 +25,13 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
+from app.audio_source import AudioSource
 from app.capture import Block, MicSource, refresh_devices, resolve_device
 from app.file_source import FileSource
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError, LivecapError, user_message
+from engine.events import CaptionEvent
+from engine.protocols import Model, Session
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,7 @@ MAX_SECONDS_PER_TICK = 1.0
 SILENCE_HINT_AFTER_S = 4.0
 RECOVER_EVERY_S = 2.0
 
-ModelLoader = Callable[..., Any]
+ModelLoader = Callable[..., Model]
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ class Stats:
     audio_s: float  # audio fed to the session so far
 
 
-def default_loader(source: str, *, backend: str = "auto") -> Any:
+def default_loader(source: str, *, backend: str = "auto") -> Model:
     """``engine.load_model`` (imported lazily, so the app starts even while the engine is missing)."""
     from engine import load_model
 
@@ -117,9 +120,9 @@ class EngineWorker(QObject):
         super().__init__()
         self._loader = loader
         self._sd = sounddevice
-        self._model: Any = None
-        self._session: Any = None
-        self._source: Any = None
+        self._model: Model | None = None
+        self._session: Session | None = None
+        self._source: AudioSource | None = None
         self._resampler: Any = None
         self._resampler_key: tuple[int, int] | None = None
         self._timer: QTimer | None = None
@@ -220,7 +223,7 @@ class EngineWorker(QObject):
         self.shut_down.emit()
 
     # -- internals ------------------------------------------------------------------------------
-    def _make_source(self, spec: SessionSpec) -> Any:
+    def _make_source(self, spec: SessionSpec) -> AudioSource:
         if spec.input_file:
             return FileSource(spec.input_file, spec.speed)
         sd = self._sounddevice()
@@ -341,7 +344,7 @@ class EngineWorker(QObject):
             else:
                 self._zero_run = 0
 
-    def _emit_events(self, events: list[Any]) -> None:
+    def _emit_events(self, events: list[CaptionEvent]) -> None:
         if not events:
             return
         now = time.monotonic()
@@ -405,7 +408,7 @@ class EngineWorker(QObject):
 
     def _stop(self, reason: str) -> None:
         source, session = self._source, self._session
-        events: list[Any] = []
+        events: list[CaptionEvent] = []
         failed = False
         if source is not None:
             source.close()
