@@ -143,4 +143,3 @@ def open_checkpoint(folder: Path, stem: str = "model") -> TensorStore:
             raise ModelError(f"The checkpoint in {folder} is missing the tensor '{missing[0]}'.")
         return TensorStore(infos, folder.name)
     raise ModelError(f"No {stem}.safetensors weights found in {folder}.")
-

@@ -178,4 +178,3 @@ class NumpyBackend(Backend):
         span = stride * (t_out - 1) + 1
         cols = np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1)
         return self.linear(cols, w, b)
-

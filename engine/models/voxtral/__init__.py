@@ -44,4 +44,3 @@ def load(folder: Path, config: dict, dialect: str, backend: Backend, dtype: str 
         weights = next(iter(store.infos.values())).path
         quantize_model(model, quantize, weights)
     return model
-

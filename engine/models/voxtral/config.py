@@ -90,4 +90,3 @@ class VoxtralConfig:
             return cls(enc, dec, downsample=ds)
         except (KeyError, TypeError) as e:
             raise ModelError(f"The params.json is missing or has a malformed entry ({e}).") from e
-

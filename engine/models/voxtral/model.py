@@ -135,7 +135,7 @@ class VoxtralModel:
         ) for i in range(d.n_layers)]
         self.dec_norm = vec("dec_norm", D, f32)
         self.enc_in = LayerPiece(B, partial(self._attn_in_fn, e, e.n_heads),
-                                  ("attn_norm", "wq", "bq", "wk", "wv", "bv"))
+                                 ("attn_norm", "wq", "bq", "wk", "wv", "bv"))
         self.enc_out = LayerPiece(B, partial(self._attn_out_fn, e), ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
         self.dec_in = LayerPiece(B, partial(self._attn_in_fn, d, d.n_kv_heads), ("attn_norm", "wq", "wk", "wv"))
         self.dec_out = LayerPiece(B, partial(self._attn_out_fn, d), ("wo", "ffn_norm", "w1", "w3", "w2"))
@@ -253,4 +253,3 @@ class VoxtralModel:
         from .session import VoxtralSession
 
         return VoxtralSession(self, delay_ms=delay_ms, **options)
-
