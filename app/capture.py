@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
+from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError
 
-TARGET_RATE = 16000
 BLOCK_SECONDS = 0.064
 LOST_AFTER_SECONDS = 2.0
 FIRST_BLOCK_GRACE_SECONDS = 6.0  # a PulseAudio monitor of an idle null sink starts after ~2 s
@@ -121,7 +121,7 @@ def list_input_devices(sd: Any) -> list[InputDevice]:
                 index=index,
                 name=str(dev["name"]),
                 hostapi=api,
-                default_rate=float(dev.get("default_samplerate", TARGET_RATE)),
+                default_rate=float(dev.get("default_samplerate", SAMPLE_RATE)),
                 channels=int(dev["max_input_channels"]),
                 is_default=index == default_in,
             )
@@ -176,16 +176,14 @@ class MicSource:
         self.device = device
         self._want_channels = channels  # None: mono when the device allows it
         self.queue = AudioQueue(max_queue_seconds)
-        self.rate = TARGET_RATE
+        self.rate = SAMPLE_RATE
         self.channels = 1
         self.description = ""
         self._stream: Any = None
         self._closing = False
         self._ended = threading.Event()
-        self._opened_at = 0.0
         self._last_callback = 0.0
         self._got_block = False
-        self.overflows = 0
 
     # -- lifecycle (engine worker thread) -------------------------------------------------------
     def open(self) -> None:
@@ -200,10 +198,10 @@ class MicSource:
         name = str(info.get("name", "microphone"))
         max_channels = int(info.get("max_input_channels", 1)) or 1
         self.channels = min(self._want_channels or 1, max_channels)
-        rate = TARGET_RATE
+        rate = SAMPLE_RATE
         try:
             sd.check_input_settings(
-                device=self.device, samplerate=TARGET_RATE, channels=self.channels, dtype="float32"
+                device=self.device, samplerate=SAMPLE_RATE, channels=self.channels, dtype="float32"
             )
         except Exception:  # "Invalid sample rate" and friends
             rate = int(round(float(info.get("default_samplerate", 48000)) or 48000))
@@ -231,7 +229,7 @@ class MicSource:
                 f"The microphone \u201c{name}\u201d could not be opened; check that it is connected and that "
                 "livecap may use it."
             ) from exc
-        self._opened_at = self._last_callback = time.monotonic()
+        self._last_callback = time.monotonic()
         self._got_block = False
         self.description = f"{name} ({rate / 1000:g} kHz)"
 
@@ -285,8 +283,6 @@ class MicSource:
         now = time.monotonic()
         self._last_callback = now
         self._got_block = True
-        if status:
-            self.overflows += 1
         self.queue.put(Block(np.array(indata, dtype=np.float32, copy=True), self.rate, now))
 
     def _finished(self) -> None:

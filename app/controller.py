@@ -387,7 +387,7 @@ class SessionController(QObject):
             self._live_srt_failed(exc)
 
     def _live_srt_failed(self, exc: Exception) -> None:
-        from app.worker import user_message
+        from engine.errors import user_message
 
         log.warning("live SRT failed", exc_info=True)
         self._live_srt = None

@@ -17,7 +17,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from engine import hub, install
-from engine.errors import LivecapError
+from engine.errors import LivecapError, user_message
 from engine.loader import check_folder
 
 log = logging.getLogger(__name__)
@@ -63,8 +63,7 @@ class Job(QObject):
             self.failed.emit(str(e), e)
         except Exception as e:  # noqa: BLE001 - a worker must report, never die silently
             log.warning("%s", self._what, exc_info=True)
-            detail = (str(e).strip().splitlines() or [""])[0][:200]
-            self.failed.emit(f"{self._what} ({type(e).__name__}{': ' + detail if detail else ''}).", e)
+            self.failed.emit(user_message(e, self._what), e)
         else:
             self.succeeded.emit(result)
         finally:

@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.export import FORMATS, ExportFormat, export, format_by_key, render
-from app.worker import user_message
+from engine.errors import user_message
 from engine.events import Line
 
 log = logging.getLogger(__name__)

@@ -95,7 +95,6 @@ class MainWindow(QMainWindow):
         self._sd = sounddevice
         self._notifier = _Notifier(self)
         self._notifier.message.connect(lambda text: self.banner.show_message("error", text))
-        self._input_file: str | None = None
         self.sessions_window: SessionsWindow | None = None
         self.sessions_child_args: list[str] = []  # extra arguments for re-transcription processes (tests)
 

@@ -46,13 +46,13 @@ from PySide6.QtWidgets import (
 from app.banner import Banner
 from app.downloads import CheckJob, DownloadJob, Job, progress_text
 from app.hub_messages import download_problem
+from app.settings import Key
 from engine import formats, hub, install
 from engine.catalog import Catalog, CatalogEntry, Machine, chip_fit, load_catalog, recommend
 from engine.errors import LivecapError
 
 log = logging.getLogger(__name__)
 
-SETTINGS_KEY = "model/source"
 TOKEN_URL = "https://huggingface.co/settings/tokens"
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian",
@@ -104,10 +104,8 @@ def _read_source(settings: Any) -> str:
     if settings is None:
         settings = QSettings()
     if hasattr(settings, "set_value"):  # app.settings.Settings
-        from app.settings import Key
-
         return str(settings.value(Key.MODEL_SOURCE) or "")
-    value = settings.value(SETTINGS_KEY)
+    value = settings.value(Key.MODEL_SOURCE.key)
     return str(value) if value else ""
 
 
@@ -115,11 +113,9 @@ def _write_source(settings: Any, source: str) -> None:
     if settings is None:
         settings = QSettings()
     if hasattr(settings, "set_value"):
-        from app.settings import Key
-
         settings.set_value(Key.MODEL_SOURCE, source)
     else:
-        settings.setValue(SETTINGS_KEY, source)
+        settings.setValue(Key.MODEL_SOURCE.key, source)
     try:
         settings.sync()
     except AttributeError:  # pragma: no cover - a settings stand-in without sync

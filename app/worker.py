@@ -25,10 +25,14 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.capture import TARGET_RATE, Block, refresh_devices
+from app.audio_source import AudioSource
+from app.capture import Block, refresh_devices
 from app.file_source import FileSource
 from app.session_audio import AudioRecorder
-from engine.errors import AudioError, LivecapError
+from engine.audio import SAMPLE_RATE
+from engine.errors import AudioError, LivecapError, user_message
+from engine.events import CaptionEvent
+from engine.protocols import Model, Session
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ MAX_SECONDS_PER_TICK = 1.0
 SILENCE_HINT_AFTER_S = 4.0
 RECOVER_EVERY_S = 2.0
 
-ModelLoader = Callable[..., Any]
+ModelLoader = Callable[..., Model]
 
 
 @dataclass(frozen=True)
@@ -88,19 +92,11 @@ class Stats:
     tracks: dict[str, float] | None = None  # "Both": each input's level, dBFS ({"mic": .., "system": ..})
 
 
-def default_loader(source: str, *, backend: str = "auto") -> Any:
+def default_loader(source: str, *, backend: str = "auto") -> Model:
     """``engine.load_model`` (imported lazily, so the app starts even while the engine is missing)."""
     from engine import load_model
 
     return load_model(source, backend=backend)
-
-
-def user_message(exc: BaseException, what: str) -> str:
-    """One sentence for the user: the engine's own sentence, or ``what`` plus the exception's first line."""
-    if isinstance(exc, LivecapError):
-        return str(exc)
-    detail = (str(exc).strip().splitlines() or [""])[0][:200]
-    return f"{what} ({type(exc).__name__}{': ' + detail if detail else ''})."
 
 
 def exit_code(exc: BaseException, default: int) -> int:
@@ -133,9 +129,9 @@ class EngineWorker(QObject):
         self._sd = sounddevice
         self._audio = audio  # app.sources.AudioSystem, made on first use
         self._spec = SessionSpec()
-        self._model: Any = None
-        self._session: Any = None
-        self._source: Any = None
+        self._model: Model | None = None
+        self._session: Session | None = None
+        self._source: AudioSource | None = None
         self._resampler: Any = None
         self._resampler_key: tuple[int, int] | None = None
         self._timer: QTimer | None = None
@@ -238,7 +234,7 @@ class EngineWorker(QObject):
         self.shut_down.emit()
 
     # -- internals ------------------------------------------------------------------------------
-    def _make_source(self, spec: SessionSpec) -> Any:
+    def _make_source(self, spec: SessionSpec) -> AudioSource:
         self._spec = spec
         if spec.input_file:
             return FileSource(spec.input_file, spec.speed)
@@ -337,12 +333,12 @@ class EngineWorker(QObject):
         samples = block.samples
         channels = samples.shape[1] if samples.ndim == 2 else 1
         key = (block.rate, channels)
-        if key == (TARGET_RATE, 1):
+        if key == (SAMPLE_RATE, 1):
             return np.ascontiguousarray(samples.reshape(-1), dtype=np.float32)
         if self._resampler_key != key:
             from engine.audio import Resampler
 
-            self._resampler = Resampler(block.rate, TARGET_RATE, channels=channels)
+            self._resampler = Resampler(block.rate, SAMPLE_RATE, channels=channels)
             self._resampler_key = key
         data = samples if channels > 1 else samples.reshape(-1)
         return np.asarray(self._resampler.process(data), dtype=np.float32).reshape(-1)
@@ -368,7 +364,7 @@ class EngineWorker(QObject):
             else:
                 self._zero_run = 0
 
-    def _emit_events(self, events: list[Any]) -> None:
+    def _emit_events(self, events: list[CaptionEvent]) -> None:
         if not events:
             return
         now = time.monotonic()
@@ -382,7 +378,7 @@ class EngineWorker(QObject):
 
     def _arrival_of(self, seconds: float) -> float | None:
         """When the audio at session time ``seconds`` arrived from the source (``None``: unknown)."""
-        target = seconds * TARGET_RATE
+        target = seconds * SAMPLE_RATE
         for fed, arrived in self._arrivals:
             if fed >= target:
                 return arrived
@@ -398,7 +394,7 @@ class EngineWorker(QObject):
         dropped = self._dropped_before + (source.dropped_seconds if source is not None else 0.0)
         backlog = source.backlog_seconds if source is not None else 0.0
         tracks = source.track_levels() if hasattr(source, "track_levels") else None
-        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / TARGET_RATE, tracks))
+        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / SAMPLE_RATE, tracks))
 
     def _handle_loss(self) -> None:
         source = self._source
@@ -434,7 +430,7 @@ class EngineWorker(QObject):
 
     def _stop(self, reason: str) -> None:
         source, session = self._source, self._session
-        events: list[Any] = []
+        events: list[CaptionEvent] = []
         failed = False
         if source is not None:
             source.close()

@@ -6,7 +6,7 @@ downloaded is found and ours are visible to other tools. ``HF_HOME``, ``HF_HUB_C
 ``HF_HUB_OFFLINE`` and ``HF_TOKEN`` are read **at call time** (functions below) and passed on explicitly.
 
 - ``plan_download``: one ``model_info`` call (with a timeout) for the file list, sizes and commit;
-- ``transfer``: ``hf_hub_download`` per file in a child process (``engine.hub_worker``, ``spawn``) that the
+- ``transfer``: ``hf_hub_download`` per file in a child process (``engine.hub_worker``, a plain subprocess) that the
   parent watches: byte progress with speed and time left comes back over a pipe; ``cancel`` ends the process at
   once; a transfer that brings no byte for ``STALL_LIMIT_S`` is stopped with one sentence;
 - ``scan_models`` / ``delete_model``: ``scan_cache_dir`` and its delete strategy.
@@ -46,6 +46,7 @@ SPACE_MARGIN = 64 * 1024 * 1024  # keep this much free beyond the download
 DEFAULT_TIMEOUT_S = 10.0  # connect/read timeout of each hub call (HF_HUB_ETAG_TIMEOUT overrides it)
 STALL_LIMIT_S = 25.0  # a transfer that brings no byte for this long is given up (it resumes later)
 PROGRESS_INTERVAL_S = 0.1
+WORKER_FLAG = "--livecap-hub-worker"  # argv[1] of a frozen app run as the download worker (livecap_main.py)
 STOP_GRACE_S = 1.0  # after an interrupt, how long the child may take to clean up before it is ended
 
 
@@ -491,8 +492,6 @@ class _Meter:
 
 def _worker_command() -> list[str]:
     """How to start ``engine.hub_worker``: this Python with ``-m``, or a frozen app with the worker flag."""
-    from .hub_worker import WORKER_FLAG
-
     if getattr(sys, "frozen", False):
         return [sys.executable, WORKER_FLAG]
     return [sys.executable, "-m", "engine.hub_worker"]

@@ -40,7 +40,6 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-WORKER_FLAG = "--livecap-hub-worker"  # argv[1] of a frozen app started as this worker (packaging/livecap_main.py)
 REPORT_INTERVAL_S = 0.1
 READ_BLOCK = 1 << 20
 

@@ -1,16 +1,15 @@
-"""``load_model``: find the files, detect the family and dialect, build the model on a backend."""
+"""``load_model``: find the files (a local folder, or a hub repo id installed first by ``engine.install``), then
+build the model on a backend (``engine.build``). ``check_folder`` is the loader's verdict on a folder."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from .backends import get_backend
-from .errors import ModelError, UsageError
-from .formats import detect
+from .build import build_model, check_options
+from .errors import ModelError
 from .install import check_files, fetch_model
 
-DTYPES = ("float32", "float16", "bfloat16")
 FULL_LOAD_LIMIT = 2_000_000_000  # check_folder(full=True) loads weights up to this size with NumPy
 
 
@@ -38,7 +37,7 @@ def check_folder(folder: str | os.PathLike, *, full: bool = False) -> tuple[str,
     if full:
         size = sum(p.stat().st_size for p in Path(folder).glob("*.safetensors"))
         if size <= FULL_LOAD_LIMIT:
-            load_model(str(folder), backend="numpy")
+            build_model(Path(folder), check_options("numpy", None, None))
     return family, dialect
 
 
@@ -49,23 +48,5 @@ def load_model(source: str | os.PathLike, *, backend: str = "auto", dtype: str |
     ``backend``: auto | numpy | mlx. ``dtype``: float32 | float16 | bfloat16 (MLX; NumPy is float32 only).
     ``quantize``: 4 | 6 | 8 (MLX only). Raises ModelError / UsageError with one sentence.
     """
-    if dtype is not None and dtype not in DTYPES:
-        raise UsageError(f"Unknown dtype '{dtype}'; choose one of {', '.join(DTYPES)}.")
-    if quantize is not None and quantize not in (4, 6, 8):
-        raise UsageError("--quantize takes 4, 6 or 8 bits.")
-    B = get_backend(backend)
-    if B.name == "numpy" and dtype not in (None, "float32"):
-        raise UsageError(f"The NumPy backend computes in float32 only; use --backend mlx for {dtype}.")
-    if B.name == "numpy" and quantize is not None:
-        raise UsageError("Quantization runs on the MLX backend only.")
-    folder = resolve_source(source)
-    family, dialect, cfg = detect(folder)
-    if family == "moonshine_streaming":
-        if quantize is not None:
-            raise UsageError("Quantization is not supported for Moonshine models (they are small).")
-        from .models import moonshine
-
-        return moonshine.load(folder, cfg, B, dtype, **options)
-    from .models import voxtral
-
-    return voxtral.load(folder, cfg, dialect, B, dtype, quantize=quantize, **options)
+    B = check_options(backend, dtype, quantize)
+    return build_model(resolve_source(source), B, dtype, quantize, **options)

@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from app.capture import TARGET_RATE, Block
+from app.capture import Block
 from app.sources.base import level_db
+from engine.audio import SAMPLE_RATE
 
-RATE = TARGET_RATE
+RATE = SAMPLE_RATE
 DRIFT_S = 0.2
 WAIT_S = 0.3
 HEADPHONES_HINT_AFTER_S = 1.0  # of gated microphone audio

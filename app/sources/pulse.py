@@ -24,6 +24,7 @@ from typing import Any
 
 from app.capture import Block, MicSource, resolve_device
 from app.sources.base import Endpoint
+from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,7 @@ class PulseSystemSource:
         self._next_check = 0.0
         self._notices: list[str] = []
         self._broken = False
-        self.rate = 16000
+        self.rate = SAMPLE_RATE
         self.description = ""
         self.switches = 0
 

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import memory
+from ..errors import ModelError
 from .base import Backend
 from .blas import BlasThreads
+from .quant import QuantizedWeight, dequantize
 
 # NumPy has no erf. A float32 rational approximation, erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4]
 # (the form used by Eigen and XLA), max abs error 4.2e-7 against math.erf; evaluated in cache-sized blocks
@@ -107,11 +110,23 @@ class NumpyBackend(Backend):
     def zeros(self, shape, dtype="float32"):
         return np.zeros(shape, dtype=np.float32 if dtype in ("float16", "bfloat16") else dtype)
 
-    def dtype_name(self, x):
-        return str(np.asarray(x).dtype)
-
     def astype(self, x, dtype):
         return x.astype(np.float32 if dtype in ("float16", "bfloat16") else dtype, copy=False)
+
+    def check_fits(self, store, what):
+        """Weights become float32 here: refuse when that clearly exceeds the memory available now."""
+        n = sum(int(np.prod(i.shape)) for i in store.infos.values() if i.dtype in ("float32", "float16", "bfloat16"))
+        need, avail = 4 * n, memory.available_memory()
+        if avail is not None and need > 0.9 * avail:
+            raise ModelError(
+                f"This {what} model needs about {need / 2**30:.1f} GiB as float32 for the NumPy backend but only "
+                f"{avail / 2**30:.1f} GiB is available; use the MLX backend (Apple Silicon) or a quantized model."
+            )
+
+    def prepare_linear(self, w):
+        if isinstance(w, QuantizedWeight):  # computed in float32 (dequantized once, at load)
+            return dequantize(w)
+        return w
 
     def erf(self, x):
         return _blocked(x, lambda v, o: _erf_block(v.copy(), o))
@@ -163,4 +178,3 @@ class NumpyBackend(Backend):
         span = stride * (t_out - 1) + 1
         cols = np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1)
         return self.linear(cols, w, b)
-

@@ -542,7 +542,7 @@ def test_no_code_reaches_into_huggingface_hub_internals() -> None:
 def test_the_frozen_entry_point_runs_the_download_worker(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
     """A PyInstaller bundle starts itself with the worker flag (packaging/livecap_main.py); here the entry point
     script stands in for the bundle's executable."""
-    from engine.hub_worker import WORKER_FLAG
+    from engine.hub import WORKER_FLAG
 
     root = Path(__file__).resolve().parents[2]
     entry = root / "packaging" / "livecap_main.py"

@@ -120,7 +120,7 @@ def test_mid_stream_eos_does_not_end_the_session():
     m = model("vox_tiny_hf", "numpy")
     s = m.start_session(delay_ms=480)
     eos = m.tok.eos
-    orig = m.B.argmax_dev
+    orig = m.B.argmax
     calls = {"n": 0}
 
     def forced(x):  # the model says EOS at its 5th step
@@ -128,13 +128,13 @@ def test_mid_stream_eos_does_not_end_the_session():
         out = orig(x)
         return out * 0 + eos if calls["n"] == 5 else out
 
-    m.B.argmax_dev = forced
+    m.B.argmax = forced
     try:
         audio = clip_of(MODELS / "vox_tiny_hf" / "golden" / "speech_d6.npz")
         for i in range(0, len(audio), 1280):
             s.feed(audio[i : i + 1280])
     finally:
-        del m.B.argmax_dev
+        del m.B.argmax
     assert eos in s.tokens
     k = s.tokens.index(eos)
     assert len(s.tokens) > k + 5  # it went on
@@ -229,9 +229,9 @@ def test_incremental_features_encoder_and_projector_equal_offline_reference(back
 
 
 def test_numpy_refuses_a_model_that_cannot_fit(monkeypatch):
-    import engine.models.voxtral as vox
+    from engine import memory
 
-    monkeypatch.setattr(vox, "_available_memory", lambda: 100_000)
+    monkeypatch.setattr(memory, "available_memory", lambda: 100_000)
     with pytest.raises(ModelError, match="needs about .* GiB as float32 for the NumPy backend"):
         load_model(MODELS / "vox_tiny_hf", backend="numpy")
 
@@ -248,4 +248,28 @@ def test_compiled_mlx_layers_give_the_reference_ids(monkeypatch, name):
     g = np.load(golden)
     s, _ = run(m, clip_of(golden), int(g["delay_tokens"]) * 80, 1280)
     check_ids(s.tokens, g["generate_ids"].tolist())
-    assert m._dec_out.compiled and m._enc_in.compiled
+    assert m.dec_out.compiled and m.enc_in.compiled
+
+
+def test_quantize_on_load_is_cached(tmp_path, monkeypatch):
+    """``quantize=4`` on MLX: the first load quantizes every large matrix and caches the packed tensors; the
+    next load reads the cache without quantizing again and gives the same ids."""
+    from engine.backends import QuantizedWeight, get_backend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    golden = goldens("vox_tiny_hf")[0]
+    audio = clip_of(golden)
+    first = load_model(MODELS / "vox_tiny_hf", backend="mlx", dtype="float32", quantize=4)
+    assert isinstance(first.dec[0].w1, QuantizedWeight) and first.dec[0].w1.bits == 4
+    assert isinstance(first.tok_emb, QuantizedWeight) and not isinstance(first.dec[0].ada_up, QuantizedWeight)
+    cached = list(tmp_path.rglob("*.safetensors"))
+    assert len(cached) == 1
+    s1, _ = run(first, audio, 480, 1280)
+
+    def refuse(*a, **k):
+        raise AssertionError("quantized again instead of reading the cache")
+
+    monkeypatch.setattr(get_backend("mlx"), "quantize", refuse)
+    second = load_model(MODELS / "vox_tiny_hf", backend="mlx", dtype="float32", quantize=4)
+    s2, _ = run(second, audio, 480, 1280)
+    assert s2.tokens == s1.tokens and len(s1.tokens) > 10
