@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...audio.finite import door
 from ...events import CaptionEvent, Line
 from ...vad import HOP, Segmenter, SegmentEvent, SileroVad, VadOptions
 from .decoding import _repeats
@@ -79,6 +80,7 @@ class LiveSession:
                      model.B.zeros((c.num_key_value_heads, self.frame_cap, c.head_dim), dt)) for _ in model.dec_layers]
         self.cache = model.new_self_cache(self.cap_tokens + 1)
         self.seg = Segmenter(self.opts)
+        self.nonfinite_samples = 0  # NaN/inf samples replaced by zeros at the door (engine.audio.finite)
         self.reset()
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -125,7 +127,8 @@ class LiveSession:
     def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
         """Float32 16 kHz mono samples in; caption events out (commits in order, then the partial)."""
         t0 = time.perf_counter()
-        pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
+        pcm, bad = door(pcm)
+        self.nonfinite_samples += bad
         audio = np.concatenate([self.pending, pcm]) if len(self.pending) else pcm
         events: list[CaptionEvent] = []
         n = len(audio) // HOP

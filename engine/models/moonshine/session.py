@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...audio.finite import door
 from ...errors import UsageError
 from ...events import CaptionEvent, Line
 from .decoding import greedy
@@ -36,6 +37,7 @@ class WholeSession:
     def __init__(self, model: MoonshineModel):
         self.model = model
         self.limit = max_segment_samples(model)
+        self.nonfinite_samples = 0  # NaN/inf samples replaced by zeros at the door (engine.audio.finite)
         self.reset()
 
     def reset(self) -> None:
@@ -45,7 +47,8 @@ class WholeSession:
 
     def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
         """Buffer float32 16 kHz mono samples; no events until ``finish``."""
-        pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
+        pcm, bad = door(pcm)
+        self.nonfinite_samples += bad
         if self._n + len(pcm) > self.limit:
             raise UsageError(
                 f"Without voice-activity segmentation the input must be at most {self.limit / 16000:.1f} s "
