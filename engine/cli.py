@@ -121,6 +121,9 @@ def check_output(audio: str, output: str | None) -> None:
         same = False
     if same:
         raise UsageError(f"The output {output} is the input audio file; choose another output file.")
+    from .transcript.export import check_target
+
+    check_target(output, need_format=False)  # a bad folder fails now, not after the whole transcription
 
 
 def render(model, session, lines, args) -> str:

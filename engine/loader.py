@@ -71,6 +71,9 @@ def load_model(source: str | os.PathLike, *, backend: str = "auto", dtype: str |
         raise UsageError("Quantization runs on the MLX backend only.")
     folder = resolve_source(source)
     family, dialect, cfg = detect(folder)
+    from .models.checks import check_config
+
+    check_config(cfg, f"The {'params' if dialect == 'mistral' else 'config'}.json in {folder}")
     if family == "moonshine_streaming":
         if quantize is not None:
             raise UsageError("Quantization is not supported for Moonshine models (they are small).")

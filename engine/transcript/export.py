@@ -1,4 +1,8 @@
-"""Writing transcript files: atomically (temporary file in the same folder, then ``os.replace``)."""
+"""Writing transcript files: atomically (temporary file in the same folder, fsync, then ``os.replace``).
+
+The one writer of finished transcripts for the CLI (``-o``) and the app (export, ``--save-transcript``);
+:func:`check_target` lets both refuse an unusable path before any work is done.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 
-from engine.errors import ExportError
+from engine.errors import ExportError, UsageError
 from engine.events import Line
 from engine.transcript.formats import format_for_path, format_transcript
 
@@ -24,6 +28,30 @@ def write_transcript(
     """
     text = format_transcript(lines, fmt or format_for_path(path), **options)
     write_text_atomic(path, text)
+
+
+def check_target(path: str | os.PathLike[str], *, need_format: bool = True) -> None:
+    """Refuse, before the work starts, a path that a transcript could not be written to.
+
+    UsageError with one sentence when (with ``need_format``) its extension names no format, its folder
+    does not exist or is not a folder, the path is a folder, or a file cannot be created in that folder
+    (tried for real, with a temporary file that is removed again).
+    """
+    target = os.fspath(path)
+    if need_format:
+        format_for_path(target)
+    folder = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise UsageError(f"Cannot save the transcript to '{target}': the folder {folder} {what}.")
+    if os.path.isdir(target):
+        raise UsageError(f"Cannot save the transcript to '{target}': it is a folder.")
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".livecap-probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise UsageError(f"Cannot save the transcript to '{target}': {_reason(err)}.") from None
 
 
 def _reason(err: OSError) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ModelError
+from ..checks import require
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,16 @@ class VoxtralConfig:
     bos_id: int = 1
     eos_id: int = 2
 
+    def __post_init__(self):
+        e, d = self.encoder, self.decoder
+        where = "The Voxtral configuration"
+        require(d.n_heads % d.n_kv_heads == 0, where, f"{d.n_heads} attention heads cannot share {d.n_kv_heads} "
+                "key/value heads")
+        require(0 <= self.bos_id < d.vocab_size and 0 <= self.eos_id < d.vocab_size, where,
+                f"its BOS/EOS ids {self.bos_id}/{self.eos_id} lie outside the vocabulary of {d.vocab_size}")
+        require(min(e.n_layers, d.n_layers, e.n_heads, e.head_dim, self.downsample) >= 1, where,
+                "a layer, head or downsampling count is below 1")
+
     @classmethod
     def from_hf(cls, d: dict) -> VoxtralConfig:
         """From an HF ``config.json`` (model_type voxtral_realtime)."""
@@ -66,7 +77,7 @@ class VoxtralConfig:
             return cls(enc, dec, downsample=d.get("downsample_factor", 4),
                        default_delay_tokens=d.get("default_num_delay_tokens", 6),
                        bos_id=t.get("bos_token_id", 1) or 1, eos_id=_first(t.get("eos_token_id", 2)))
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ArithmeticError) as e:
             raise ModelError(f"The Voxtral config.json is missing or has a malformed entry ({e}).") from e
 
     @classmethod
@@ -93,7 +104,7 @@ class VoxtralConfig:
                 ada_dim=p.get("ada_rms_norm_t_cond_dim", 32))
             ds = (mm.get("downsample_args") or {}).get("downsample_factor", 4)
             return cls(enc, dec, downsample=ds)
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ArithmeticError) as e:
             raise ModelError(f"The params.json is missing or has a malformed entry ({e}).") from e
 
 
