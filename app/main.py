@@ -7,7 +7,9 @@
 With ``--input`` the file is replayed in real time instead of the microphone. With ``--quit-at-end``
 and ``--save-transcript`` (.txt/.srt/.vtt/.json by extension) the whole GUI path runs unattended and
 the app exits when the file ends: 0 ok, 1 the transcript could not be written or the engine failed,
-2 usage, 3 model problem, 4 audio problem.
+2 usage, 3 model problem, 4 audio problem. The file and the transcript's path are checked before the
+replay starts; when the final write still fails, the session's backup stays unfinished, so the next
+start offers its lines for recovery.
 """
 
 from __future__ import annotations
@@ -65,6 +67,27 @@ def load_factory(spec: str) -> Any:
     return getattr(module, attr)
 
 
+def check_replay_args(audio: str | None, save_to: str | None) -> int:
+    """Before anything starts: the file to replay must open and the transcript's path must be writable
+    (format by extension, folder exists, a file can be created there). Prints one sentence and returns the
+    exit code (4 audio, 2 usage) when not; 0 when fine."""
+    from engine.errors import LivecapError
+
+    try:
+        if save_to:
+            from engine.transcript.export import check_target
+
+            check_target(save_to)
+        if audio:
+            from engine.audio import open_audio
+
+            open_audio(audio).close()
+    except LivecapError as exc:
+        print(f"livecap: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the app; returns the exit code."""
     args = build_parser().parse_args(argv)
@@ -72,12 +95,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from app.selftest import run as run_self_test  # sets QT_QPA_PLATFORM=offscreen before Qt starts
 
         return run_self_test(args.self_test_dir)
-    if args.speed <= 0:
-        print("livecap: --speed must be positive.", file=sys.stderr)
+    if not 0 < args.speed < float("inf"):
+        print("livecap: --speed must be a positive number.", file=sys.stderr)
         return 2
     if (args.save_transcript or args.quit_at_end) and not args.input:
         print("livecap: --save-transcript and --quit-at-end need --input FILE.", file=sys.stderr)
         return 2
+    code = check_replay_args(args.input, args.save_transcript)
+    if code:
+        return code
 
     from PySide6.QtCore import QCoreApplication
     from PySide6.QtWidgets import QApplication

@@ -14,7 +14,8 @@ from app.worker import user_message
 
 class ReplayRun(QObject):
     """Starts the replay once the model is loaded; when the file ends writes ``save_to`` (format by its
-    extension) and, with ``quit_at_end``, exits the app. ``exit_code`` is None until the run ends."""
+    extension) and, with ``quit_at_end``, exits the app. ``exit_code`` is None until the run ends. When that
+    write fails, the session's journal is left unfinished (``keep_session_backup``) for recovery."""
 
     def __init__(
         self,
@@ -51,11 +52,13 @@ class ReplayRun(QObject):
         if self.save_to:
             try:
                 export(self.window.controller.lines, self.save_to)
-            except Exception as exc:  # one sentence, no traceback
+            except Exception as exc:  # one sentence, no traceback; the lines stay in the session backup
+                self.window.controller.keep_session_backup()
+                kept = "Its lines are kept and offered for recovery at the next start."
                 self.window.show_message(
-                    "error", user_message(exc, f"The transcript could not be saved to {self.save_to}")
+                    "error", user_message(exc, f"The transcript could not be saved to {self.save_to}") + " " + kept
                 )
-                print(f"livecap: {user_message(exc, 'The transcript could not be saved')}", file=sys.stderr)
+                print(f"livecap: {user_message(exc, 'The transcript could not be saved')} {kept}", file=sys.stderr)
                 code = 1
         self._end(code)
 

@@ -75,7 +75,7 @@ def run(argv: list[str] | None = None) -> int:
                 options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
         session = model.start_session(**options)
         lines = transcribe(session, audio, min(max(1, round(args.chunk_ms * 16)), 1 << 24), args.realtime)
-    bad = getattr(session, "nonfinite_samples", 0)
+    bad = getattr(session, "invalid_samples", 0)
     if bad:
         from .audio.finite import describe
 

@@ -212,7 +212,7 @@ def _float_wav(path, x, rate=16000):
     return path
 
 
-def test_nonfinite_samples_are_silenced_counted_and_reported(tmp_path):
+def test_invalid_samples_are_silenced_counted_and_reported(tmp_path):
     """6 ms of NaN (and a few inf) in a float WAV: one warning with the count, the same text as zeros there,
     and no NumPy RuntimeWarning."""
     from engine.audio import read_audio
@@ -232,8 +232,8 @@ def test_nonfinite_samples_are_silenced_counted_and_reported(tmp_path):
         outs[name] = (json.loads(r.stdout), r.stderr)
     assert outs["bad"][0] == outs["zeroed"][0]
     assert outs["zeroed"][1] == ""
-    assert outs["bad"][1] == ("livecap-transcribe: warning: 100 samples (6 ms) of the audio were not numbers "
-                              "(NaN or infinite) and were replaced by silence.\n")
+    assert outs["bad"][1] == ("livecap-transcribe: warning: 100 samples (6 ms) of the audio were not valid "
+                              "numbers (NaN, infinite or absurdly large) and were replaced by silence.\n")
 
 
 def test_nonsense_sample_rate_is_an_audio_error(capsys, tmp_path):

@@ -80,7 +80,7 @@ class LiveSession:
                      model.B.zeros((c.num_key_value_heads, self.frame_cap, c.head_dim), dt)) for _ in model.dec_layers]
         self.cache = model.new_self_cache(self.cap_tokens + 1)
         self.seg = Segmenter(self.opts)
-        self.nonfinite_samples = 0  # NaN/inf samples replaced by zeros at the door (engine.audio.finite)
+        self.invalid_samples = 0  # NaN/inf/huge samples zeroed at the door (engine.audio.finite)
         self.reset()
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -128,7 +128,7 @@ class LiveSession:
         """Float32 16 kHz mono samples in; caption events out (commits in order, then the partial)."""
         t0 = time.perf_counter()
         pcm, bad = door(pcm)
-        self.nonfinite_samples += bad
+        self.invalid_samples += bad
         audio = np.concatenate([self.pending, pcm]) if len(self.pending) else pcm
         events: list[CaptionEvent] = []
         n = len(audio) // HOP

@@ -37,7 +37,7 @@ class WholeSession:
     def __init__(self, model: MoonshineModel):
         self.model = model
         self.limit = max_segment_samples(model)
-        self.nonfinite_samples = 0  # NaN/inf samples replaced by zeros at the door (engine.audio.finite)
+        self.invalid_samples = 0  # NaN/inf/huge samples zeroed at the door (engine.audio.finite)
         self.reset()
 
     def reset(self) -> None:
@@ -48,7 +48,7 @@ class WholeSession:
     def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
         """Buffer float32 16 kHz mono samples; no events until ``finish``."""
         pcm, bad = door(pcm)
-        self.nonfinite_samples += bad
+        self.invalid_samples += bad
         if self._n + len(pcm) > self.limit:
             raise UsageError(
                 f"Without voice-activity segmentation the input must be at most {self.limit / 16000:.1f} s "

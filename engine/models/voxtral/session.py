@@ -51,7 +51,7 @@ class VoxtralSession:
         self.max_chars = max_chars
         self.ada = model.ada_scales(self.delay_tokens)
         self.keep_tokens = bool(keep_tokens)  # False: ``tokens`` stays empty, memory stays flat (CLI --tokens: True)
-        self.nonfinite_samples = 0  # NaN/inf samples replaced by zeros at the door (engine.audio.finite)
+        self.invalid_samples = 0  # NaN/inf/huge samples zeroed at the door (engine.audio.finite)
         self.reset()
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -91,7 +91,7 @@ class VoxtralSession:
         if self.finished:
             self.reset()
         pcm, bad = door(pcm)
-        self.nonfinite_samples += bad
+        self.invalid_samples += bad
         self.samples += len(pcm)
         return self._run(self.mel.push(pcm))
 
