@@ -4,9 +4,11 @@
 decoder is chosen by the file's first bytes, not by its name:
 
 - WAV / RF64 (PCM, float): ``engine.audio.wav`` (works on pipes, reads what a truncated file holds);
-- FLAC, OGG (Vorbis, Opus), MP3, AIFF, ...: soundfile (libsndfile, bundled in its wheels);
-- anything else FFmpeg opens, for its first audio stream (M4A/AAC, MP4, MOV, MKV, WebM, ...): PyAV
-  (imported only for such files; its wheels bundle FFmpeg).
+- FLAC, OGG (Vorbis, Opus), AIFF, ...: soundfile (libsndfile, bundled in its wheels);
+- MP3 and anything else FFmpeg opens, for its first audio stream (M4A/AAC, MP4, MOV, MKV, WebM, ...):
+  PyAV (imported only for such files; its wheels bundle FFmpeg). MP3 goes to FFmpeg although libsndfile
+  reads it: libsndfile 1.2.2 (soundfile 0.14's wheels) inserts ~50 ms of silence at every read boundary in
+  MP3 files without a Xing/Info header (tests/engine/audio/test_formats.py writes such a file).
 
 Every decoder hands over blocks of the same number of native frames, which are downmixed (mean) and
 resampled by one streaming soxr filter (``engine.audio.Resampler``), so a lossless file gives exactly the
@@ -219,17 +221,34 @@ class _RawDecoder:
 
 
 class _SoundFileDecoder:
-    """libsndfile through soundfile."""
+    """libsndfile through soundfile. A file that breaks off (truncated, corrupt tail) ends where its last
+    readable piece ends: reads go in pieces of ``PIECE`` frames, and a failing piece ends the audio."""
 
-    def __init__(self, sf_file: Any) -> None:
-        self._f = sf_file
+    PIECE = 16384
+
+    def __init__(self, sf_file: Any, name: str) -> None:
+        self._f, self._name = sf_file, name
         self.rate, self.channels = sf_file.samplerate, sf_file.channels
         self.frames = sf_file.frames if 0 < sf_file.frames < 1 << 62 else None
 
     def read(self, frames: int) -> np.ndarray:
-        if self._f.closed:
+        import soundfile
+
+        parts, n = [], 0
+        while n < frames and not self._f.closed:
+            try:
+                piece = self._f.read(min(self.PIECE, frames - n), dtype="float32", always_2d=True)
+            except (soundfile.SoundFileError, RuntimeError) as err:
+                log.warning("%s ends early: %s", self._name, err)
+                self._f.close()
+                break
+            if not len(piece):
+                break
+            parts.append(piece)
+            n += len(piece)
+        if not parts:
             return np.zeros((0, self.channels), np.float32)
-        return self._f.read(frames, dtype="float32", always_2d=True)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def close(self) -> None:
         self._f.close()
@@ -317,11 +336,13 @@ def _open_other(path: str, name: str, head: bytes) -> AudioStream:
     except (soundfile.SoundFileError, RuntimeError, OSError):
         pass
     else:
-        try:
-            return AudioStream(_SoundFileDecoder(f), name, f.format)
-        except BaseException:
-            f.close()
-            raise
+        if f.format != "MP3":
+            try:
+                return AudioStream(_SoundFileDecoder(f, name), name, f.format)
+            except BaseException:
+                f.close()
+                raise
+        f.close()  # libsndfile 1.2.2 inserts silence between pieces of some MP3 files: FFmpeg decodes MP3
     return _open_av(path, name, head)
 
 
