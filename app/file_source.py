@@ -8,6 +8,7 @@ loses audio (the backlog shows as "can't keep up" instead). The file is decoded 
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import numpy as np
 
 from app.capture import TARGET_RATE, Block
 from engine.errors import AudioError, LivecapError
+
+log = logging.getLogger(__name__)
 
 BLOCK_SECONDS = 0.1
 
@@ -93,7 +96,11 @@ class FileSource:
         if n <= 0:
             return np.zeros(0, dtype=np.float32)
         if len(self._pending) < n and self._stream is not None:
-            more = self._stream.read(n - len(self._pending))
+            try:
+                more = self._stream.read(n - len(self._pending))
+            except (LivecapError, OSError):  # the file broke off (a removed drive, ...): end at what was read
+                log.warning("reading %s failed; the replay ends here", self.path, exc_info=True)
+                more = np.zeros(0, dtype=np.float32)
             self._pending = np.concatenate([self._pending, more]) if len(self._pending) else more
             if len(self._pending) < n:  # the audio ended
                 self._total = self._pos + len(self._pending)
