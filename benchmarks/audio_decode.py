@@ -72,7 +72,8 @@ def make(folder: Path, minutes: int = 60) -> None:
         t0 = time.time()
         with soundfile.SoundFile(str(path) + ".part", "w", RATE, 2, format=fmt, subtype=sub) as f:
             for _ in range(minutes):
-                f.write(minute)
+                for i in range(0, len(minute), RATE):  # libsndfile 1.2.2 crashes on a minute in one OGG write
+                    f.write(minute[i : i + RATE])
         os.replace(str(path) + ".part", path)
         print(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB, {time.time() - t0:.0f} s)", flush=True)
     for kind, container, codec, video in (("m4a", "ipod", "aac", None), ("mp4", "mp4", "aac", "mpeg4"),
@@ -174,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
             r = json.loads(out.strip().splitlines()[-1])
             r["size_mb"] = path.stat().st_size / 2**20
             rows.append(r)
-            print(f"{kind:5s} {how:10s} {r['size_mb']:7.0f} MiB file  {r['minutes']:6.2f} min  wall {r['wall_s']:6.1f} s"
-                  f"  cpu {r['cpu_s']:6.1f} s  peak +{r['peak_over_base_mb']:6.1f} MiB", flush=True)
+            print(f"{kind:5s} {how:10s} {r['size_mb']:7.0f} MiB file  {r['minutes']:6.2f} min  "
+                  f"wall {r['wall_s']:6.1f} s  cpu {r['cpu_s']:6.1f} s  peak +{r['peak_over_base_mb']:6.1f} MiB",
+                  flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Sequence
 
@@ -46,6 +47,8 @@ def check_target(path: str | os.PathLike[str], *, need_format: bool = True) -> N
         raise UsageError(f"Cannot save the transcript to '{target}': the folder {folder} {what}.")
     if os.path.isdir(target):
         raise UsageError(f"Cannot save the transcript to '{target}': it is a folder.")
+    if os.path.exists(target) and not os.path.isfile(target):
+        return  # a device or pipe (/dev/null, a FIFO): written to directly, nothing is created beside it
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".livecap-probe-", suffix=".tmp")
         os.close(fd)
@@ -69,17 +72,30 @@ def _new_file_mode() -> int:
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Replace ``path`` with UTF-8 ``text`` atomically; ExportError (one sentence) on failure."""
-    target = os.fspath(path)
+    """Replace ``path`` with UTF-8 ``text`` atomically; ExportError (one sentence) on failure.
+
+    A symbolic link is written through (its target file is replaced, the link stays); a path that is not a
+    regular file (``/dev/null``, a named pipe, a terminal) is written to directly, never replaced.
+    """
+    shown = os.fspath(path)
+    target = os.path.realpath(shown) if os.path.islink(shown) else shown
     folder = os.path.dirname(os.path.abspath(target))
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        st = os.stat(target)
+        mode = st.st_mode & 0o7777
     except OSError:
-        mode = _new_file_mode()
+        st, mode = None, _new_file_mode()
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with open(target, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+        except OSError as err:
+            raise ExportError(f"Cannot write the transcript to '{shown}': {_reason(err)}.") from None
+        return
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
     except OSError as err:
-        raise ExportError(f"Cannot write the transcript to '{target}': {_reason(err)}.") from None
+        raise ExportError(f"Cannot write the transcript to '{shown}': {_reason(err)}.") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
@@ -90,4 +106,4 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     except OSError as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise ExportError(f"Cannot write the transcript to '{target}': {_reason(err)}.") from None
+        raise ExportError(f"Cannot write the transcript to '{shown}': {_reason(err)}.") from None
