@@ -69,15 +69,15 @@ def load_factory(spec: str) -> Any:
 
 def check_replay_args(audio: str | None, save_to: str | None) -> int:
     """Before anything starts: the file to replay must open and the transcript's path must be writable
-    (format by extension, folder exists, a file can be created there). Prints one sentence and returns the
-    exit code (4 audio, 2 usage) when not; 0 when fine."""
+    (not the input itself, format by extension, folder exists, a file can be created there). Prints one
+    sentence and returns the exit code (4 audio, 2 usage) when not; 0 when fine."""
     from engine.errors import LivecapError
 
     try:
         if save_to:
             from engine.transcript.export import check_target
 
-            check_target(save_to)
+            check_target(save_to, source=audio)
         if audio:
             from engine.audio import open_audio
 

@@ -112,18 +112,12 @@ def transcribe(session, audio, step: int, realtime: bool = False) -> list:
 
 
 def check_output(audio: str, output: str | None) -> None:
-    """Refuse an output that would overwrite the input (the same file, also through links): UsageError."""
-    if not output or audio == "-":
-        return
-    try:
-        same = os.path.samefile(audio, output)
-    except OSError:  # one of them does not exist (yet): they cannot be the same file
-        same = False
-    if same:
-        raise UsageError(f"The output {output} is the input audio file; choose another output file.")
-    from .transcript.export import check_target
+    """Refuse an output that would overwrite the input (the same file, also through links) or that cannot
+    be written (its folder is missing, ...), before any work: UsageError."""
+    if output:
+        from .transcript.export import check_target
 
-    check_target(output, need_format=False)  # a bad folder fails now, not after the whole transcription
+        check_target(output, need_format=False, source=audio)
 
 
 def render(model, session, lines, args) -> str:

@@ -31,14 +31,23 @@ def write_transcript(
     write_text_atomic(path, text)
 
 
-def check_target(path: str | os.PathLike[str], *, need_format: bool = True) -> None:
+def check_target(path: str | os.PathLike[str], *, need_format: bool = True,
+                 source: str | os.PathLike[str] | None = None) -> None:
     """Refuse, before the work starts, a path that a transcript could not be written to.
 
-    UsageError with one sentence when (with ``need_format``) its extension names no format, its folder
-    does not exist or is not a folder, the path is a folder, or a file cannot be created in that folder
-    (tried for real, with a temporary file that is removed again).
+    UsageError with one sentence when it is the file ``source`` (the input audio; also through links),
+    when (with ``need_format``) its extension names no format, its folder does not exist or is not a
+    folder, the path is a folder, or a file cannot be created in that folder (tried for real, with a
+    temporary file that is removed again).
     """
     target = os.fspath(path)
+    if source is not None and os.fspath(source) != "-":
+        try:
+            same = os.path.samefile(source, target)
+        except OSError:  # one of them does not exist (yet): they cannot be the same file
+            same = False
+        if same:
+            raise UsageError(f"The output {target} is the input audio file; choose another output file.")
     if need_format:
         format_for_path(target)
     folder = os.path.dirname(os.path.abspath(target))

@@ -170,12 +170,14 @@ def test_replay_with_the_real_engine(tmp_path):
         ("missing/out.txt", 2, "does not exist"),
         ("folder.txt", 2, "it is a folder"),
         ("file/out.txt", 2, "is not a folder"),
+        ("speech.txt", 2, "is the input audio file"),
     ],
 )
 def test_bad_save_path_is_refused_before_the_replay(tmp_path, wav, save, code, message):
     """``--save-transcript bad.docx`` used to be reported only after the whole replay."""
     (tmp_path / "folder.txt").mkdir()
     (tmp_path / "file").write_text("x")
+    os.link(wav, tmp_path / "speech.txt")  # the recording under a transcript's name: must not be overwritten
     proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "0.5", "--quit-at-end",
                        "--save-transcript", str(tmp_path / save), timeout=20)
     assert proc.returncode == code, proc.stderr
