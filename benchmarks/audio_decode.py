@@ -37,6 +37,15 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def _peak_mb() -> float:
+    """This process's peak RSS (VmHWM: unlike ru_maxrss, it does not carry the parent's peak over exec)."""
+    with open("/proc/self/status") as f:
+        for row in f:
+            if row.startswith("VmHWM:"):
+                return int(row.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def speech_minute():
     """A minute of 48 kHz stereo float32 speech (the shared recordings, resampled, end to end)."""
     import numpy as np
@@ -147,7 +156,7 @@ def child(path: str, how: str) -> dict:
             for frame in c.decode(s):
                 for f in conv.resample(frame):
                     n += np.asarray(f.to_ndarray(), np.float32).shape[1]
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = _peak_mb()
     return {"file": path, "how": how, "minutes": n / out_rate / 60, "wall_s": time.perf_counter() - t0,
             "cpu_s": time.process_time() - c0, "base_mb": base, "peak_over_base_mb": peak - base}
 

@@ -40,6 +40,19 @@ def rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
 
 
+def peak_mb() -> float:
+    """This process's peak RSS in MiB (VmHWM on Linux: ru_maxrss would carry the parent's peak over exec)."""
+    try:
+        with open("/proc/self/status") as f:
+            for row in f:
+                if row.startswith("VmHWM:"):
+                    return int(row.split()[1]) / 1024
+    except OSError:
+        pass
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
+
+
 def chunks(kind: str, minutes: float, file: str | None):
     """80 ms chunks of 16 kHz audio: the looped speech clip with pauses, silence, or a streamed file."""
     import numpy as np
@@ -101,7 +114,7 @@ def child(args) -> dict:
             lines += len(ev.committed)
     samples.append([round(fed / RATE / 60, 2), rss_mb()])
     info.update(samples=samples, lines=lines, seconds=round(time.perf_counter() - t0, 1),
-                peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                peak_mb=peak_mb())
     if session is not None and hasattr(session, "tokens"):
         info["tokens_kept"] = len(session.tokens)
     return info
