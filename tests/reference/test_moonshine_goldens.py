@@ -2,9 +2,10 @@
 
 For each committed model (``tests/fixtures/models/<name>``) and clip (``tests/fixtures/audio/<clip>.wav``)
 the goldens are recomputed from the committed model files with transformers and compared with the
-committed ``golden/<clip>.npz``: floats to ~1e-5, token ids exactly. This is what lets the default suite
-trust those npz files without torch. If a test here fails after a deliberate change to the generator,
-run ``make fixtures`` and commit the result.
+committed ``golden/<clip>.npz``: floats to 1e-4 of each array's scale, token ids exactly (the goldens were
+made on one CPU; torch's float32 kernels differ by instruction set at ~1e-5, e.g. AVX-512 vs AVX2). This is
+what lets the default suite trust those npz files without torch. If a test here fails after a deliberate
+change to the generator, run ``make fixtures`` and commit the result.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ pytest.importorskip("transformers")
 import make_fixtures as mf  # noqa: E402  (tests/fixtures is put on sys.path by conftest.py)
 
 MODELS = sorted(mf.MOONSHINE_CONFIGS)
-FLOAT_ATOL = 1e-5
-FLOAT_RTOL = 1e-5
+FLOAT_RTOL = 1e-4  # of the array's largest magnitude: the design's "logits to about 1e-4"
 
 
 def _model_dir(name: str):
@@ -52,7 +52,8 @@ def test_goldens_match_live_reference(name: str, clip: str) -> None:
         if np.issubdtype(want.dtype, np.integer):
             np.testing.assert_array_equal(got, want, err_msg=key)
         else:
-            np.testing.assert_allclose(got, want, atol=FLOAT_ATOL, rtol=FLOAT_RTOL, err_msg=key)
+            atol = FLOAT_RTOL * max(1.0, float(np.abs(want).max(initial=0.0)))
+            np.testing.assert_allclose(got, want, atol=atol, rtol=FLOAT_RTOL, err_msg=key)
 
 
 @pytest.mark.parametrize("clip", mf.CLIPS)

@@ -2,10 +2,12 @@
 
 For every golden of ``make_voxtral.GOLDEN_PLAN`` the reference outputs are recomputed from the committed model
 folder (any dialect: HF ``from_pretrained``; native and mlx4 converted to HF, the mlx4 weights dequantized in
-float32) and compared with the committed ``golden/<clip>_d<D>.npz``: floats to ~1e-5, ids exactly. The native
-folder must hold exactly the HF weights (un-permuted q/k), the bf16 folder their bfloat16 rounding, the
-realwin folder the same file with the real windows, and the mlx4 folder what ``mx.quantize`` makes of them.
-If a test here fails after a deliberate change to the generator, run ``make fixtures`` and commit the result.
+float32) and compared with the committed ``golden/<clip>_d<D>.npz``: floats to 1e-4 of each array's scale
+(the goldens were made on one CPU; torch's float32 kernels differ by instruction set at ~1e-5, e.g. AVX-512 vs
+AVX2), ids exactly. The native folder must hold exactly the HF weights (un-permuted q/k), the bf16 folder their
+bfloat16 rounding, the realwin folder the same file with the real windows, and the mlx4 folder what
+``mx.quantize`` makes of them. If a test here fails after a deliberate change to the generator, run
+``make fixtures`` and commit the result.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import make_voxtral as mv  # noqa: E402
 
 MODELS_DIR = mf.FIXTURES_DIR / "models"
 GOLDENS = [(name, clip, d) for name, plan in mv.GOLDEN_PLAN.items() for clip, ds in plan.items() for d in ds]
-FLOAT_RTOL = 1e-5
+FLOAT_RTOL = 1e-4  # of the array's largest magnitude: the design's "logits to about 1e-4"
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
@@ -146,7 +148,9 @@ def test_generate_variants_lengths() -> None:
 
 
 def test_committed_model_is_reproducible(tmp_path) -> None:
-    """Rebuilding with the committed seed gives bit-identical HF weights and the same config."""
+    """Rebuilding with the committed seed gives the committed HF weights (bit-identical on the CPU that made them;
+    elsewhere within 1e-6: a few rows differ by an ulp where torch's float32 kernels differ by instruction set)
+    and the same config."""
     from safetensors.numpy import load_file
 
     out = mv.build_voxtral(mv.COMMITTED_SEED, tmp_path / "hf", "hf")
@@ -155,7 +159,7 @@ def test_committed_model_is_reproducible(tmp_path) -> None:
     assert sorted(got) == sorted(want)
     for key in want:
         assert got[key].dtype == want[key].dtype == np.float32, key
-        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+        np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6, err_msg=key)
     for fname in ("config.json", "generation_config.json", "processor_config.json", "tekken.json"):
         assert json.loads((out / fname).read_text()) == json.loads((MODELS_DIR / "vox_tiny_hf" / fname).read_text())
 
