@@ -128,3 +128,19 @@ class NBitsLinear:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x, dtype=np.float32)
         return self._sess.run(None, {"x": x})[0]
+
+
+class FloatLinear:
+    """``x @ W.T`` for a float32 ``W [out, in]`` on ONNX Runtime's CPU kernels (MLAS SGEMM, shared pool)."""
+
+    def __init__(self, w: np.ndarray):
+        w = np.asarray(w, dtype=np.float32)
+        self.shape = w.shape
+        self.nbytes = w.nbytes
+        nodes = [P.node("Gemm", ["x", "W"], ["y"], transB=1)]
+        model = P.model(nodes, [P.tensor("W", w)], [P.value_info("x", ["rows", w.shape[1]])],
+                        [P.value_info("y", ["rows", w.shape[0]])], {"": 17})
+        self._sess = _session(model)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self._sess.run(None, {"x": np.ascontiguousarray(x, dtype=np.float32)})[0]
