@@ -6,9 +6,9 @@ first and read four to eight times the bytes), and hand-written SIMD is not an o
 with AVX2 / AVX-512 (VNNI) kernels at memory bandwidth; the int8-activation mode (``accuracy_level`` 4)
 quantizes each block of the input row on the fly, as ONNX Runtime's own int8 deployments do.
 
-Each matrix becomes one small ONNX graph in its own ``InferenceSession``; all sessions share one
-process-wide thread pool (``THREADS``), which splits a product dynamically: when another process holds a
-core, the calling thread finishes the work itself instead of waiting for a descheduled worker.
+Each matrix becomes one small ONNX graph per row chunk, each in its own single-threaded ``InferenceSession``
+(it computes on the calling thread); ``cpu_pool`` runs the chunks of a large matrix in parallel when the
+machine is not busy (see there why not ONNX Runtime's own pool).
 
 Layout: an MLX affine matrix (``quant.QuantizedWeight``: each value ``q * scale + bias`` per group of
 ``group_size`` columns, packed least significant bit first in uint32 words) maps onto ``MatMulNBits``
@@ -22,17 +22,18 @@ points ``z`` nearest ``-b / s`` and ``rest = b + z s`` (so the integer part stay
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
 import numpy as np
 
+from . import cpu_pool
 from . import onnx_proto as P
 
 BITS = (4, 8)
-THREADS = max(1, min(os.cpu_count() or 1, 8))
 ACCURACY = {8: 4, 4: 4}  # MatMulNBits accuracy_level per bit width: 4 = int8 activations (the fast kernels)
+SPLIT_BYTES = 2 << 20  # a matrix this large is cut into row chunks that cpu_pool may run in parallel
+CHUNKS = 2 * cpu_pool.CPUS  # chunks of a split matrix (more than the threads, so that a late one is taken back)
 _lock = threading.Lock()
 _ort: Any = None
 
@@ -47,18 +48,12 @@ def available() -> bool:
 
 
 def _runtime():
-    """The ``onnxruntime`` module, its global thread pool set up on first use."""
+    """The ``onnxruntime`` module (imported on first use)."""
     global _ort
     with _lock:
         if _ort is None:
             import onnxruntime as ort
 
-            try:  # before any session exists: one pool for every session of this process
-                from onnxruntime.capi import _pybind_state
-
-                _pybind_state.set_global_thread_pool_sizes(THREADS, 1)
-            except Exception:  # noqa: BLE001 - an environment created elsewhere first: sessions get own pools
-                pass
             _ort = ort
     return _ort
 
@@ -69,25 +64,47 @@ def supports(group_size: int, bits: int, in_dim: int) -> bool:
 
 
 def _session(model: bytes):
+    """A session that computes on the calling thread only (parallelism comes from ``cpu_pool``)."""
     ort = _runtime()
     so = ort.SessionOptions()
     so.log_severity_level = 3
-    so.use_per_session_threads = False
+    so.intra_op_num_threads = so.inter_op_num_threads = 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    try:
-        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-    except Exception:  # noqa: BLE001 - the global pool may be missing (environment created elsewhere)
-        so.use_per_session_threads = True
-        so.intra_op_num_threads = THREADS
-        return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-class NBitsLinear:
+class _RowChunks:
+    """A ``[out, in]`` product as sessions over row chunks: ``make(a, b)`` returns the model bytes of rows
+    ``a:b``. Matrices under ``SPLIT_BYTES`` are one chunk."""
+
+    def __init__(self, out_dim: int, in_dim: int, nbytes: int, make):
+        self.shape, self.nbytes = (out_dim, in_dim), nbytes
+        n = CHUNKS if nbytes >= SPLIT_BYTES and out_dim >= 8 * CHUNKS and cpu_pool.CPUS > 1 else 1
+        self.bounds = [out_dim * i // n for i in range(n + 1)]
+        self._sessions = [_session(make(a, b)) for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if len(self._sessions) == 1:
+            return self._sessions[0].run(None, {"x": x})[0]
+        out = np.empty((x.shape[0], self.shape[0]), np.float32)
+
+        def job(i):
+            def run():
+                out[:, self.bounds[i] : self.bounds[i + 1]] = self._sessions[i].run(None, {"x": x})[0]
+            return run
+
+        cpu_pool.run([job(i) for i in range(len(self._sessions))])
+        return out
+
+
+class NBitsLinear(_RowChunks):
     """``x @ W.T`` for an affine-quantized ``W [out, in]`` (4 or 8 bits) on ONNX Runtime's CPU kernels.
 
-    Built from the packed words, scales and biases of an MLX-layout matrix (NumPy arrays); the session
-    holds its own packed copy, so the arrays may be dropped afterwards. Call it with a float32
-    ``[rows, in]`` array; it returns ``[rows, out]`` float32.
+    Built from the packed words, scales and biases of an MLX-layout matrix (NumPy arrays); the sessions hold
+    their own packed copy, so the arrays may be dropped afterwards. Call it with a float32 ``[rows, in]``
+    array; it returns ``[rows, out]`` float32.
     """
 
     def __init__(self, w: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_size: int, bits: int):
@@ -96,7 +113,6 @@ class NBitsLinear:
         if not supports(group_size, bits, in_dim):
             raise ValueError(f"MatMulNBits cannot run {bits}-bit weights in groups of {group_size} over {in_dim}.")
         groups = in_dim // group_size
-        self.shape = (out_dim, in_dim)
         self.group_size, self.bits = group_size, bits
         blob = np.ascontiguousarray(w, dtype="<u4").view(np.uint8).reshape(out_dim, groups, group_size * bits // 8)
         s = np.asarray(scales, dtype=np.float32)
@@ -104,43 +120,40 @@ class NBitsLinear:
         # q s + b = (q - z) s + (b + z s) with the integer z nearest -b / s: MatMulNBits sees centred values
         # (its int8 activations then err as little as for a symmetric code) and the float rest is at most s / 2
         z = np.clip(np.rint(-b / s), 0, (1 << bits) - 1).astype(np.uint8)
-        rest = (b + z.astype(np.float32) * s).T  # [groups, out]
+        rest = b + z.astype(np.float32) * s  # [out, groups]
         if bits == 4:
             z = np.concatenate([z, np.zeros((out_dim, groups % 2), np.uint8)], axis=1)
             z = z[:, 0::2] | (z[:, 1::2] << 4)  # low nibble first, each row padded to whole bytes
-        s, z, bias_t = s.reshape(-1), z.reshape(-1), np.ascontiguousarray(rest)
-        self.nbytes = blob.nbytes + s.nbytes + bias_t.nbytes
-        nodes = [
-            P.node("MatMulNBits", ["x", "B", "S", "Z"], ["y0"], domain="com.microsoft", K=in_dim, N=out_dim,
-                   bits=bits, block_size=group_size, accuracy_level=ACCURACY[bits]),
-            P.node("Reshape", ["x", "gshape"], ["xg"]),
-            P.node("ReduceSum", ["xg", "gaxis"], ["xs"], keepdims=0),
-            P.node("MatMul", ["xs", "biasT"], ["yb"]),
-            P.node("Add", ["y0", "yb"], ["y"]),
-        ]
-        inits = [P.tensor("B", blob), P.tensor("S", s), P.tensor("Z", z), P.tensor("biasT", bias_t),
-                 P.tensor("gshape", np.array([-1, groups, group_size], np.int64)),
-                 P.tensor("gaxis", np.array([2], np.int64))]
-        model = P.model(nodes, inits, [P.value_info("x", ["rows", in_dim])], [P.value_info("y", ["rows", out_dim])],
-                        {"": 17, "com.microsoft": 1})
-        self._sess = _session(model)
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        return self._sess.run(None, {"x": x})[0]
+        def make(a: int, c: int) -> bytes:
+            n = c - a
+            nodes = [
+                P.node("MatMulNBits", ["x", "B", "S", "Z"], ["y0"], domain="com.microsoft", K=in_dim, N=n,
+                       bits=bits, block_size=group_size, accuracy_level=ACCURACY[bits]),
+                P.node("Reshape", ["x", "gshape"], ["xg"]),
+                P.node("ReduceSum", ["xg", "gaxis"], ["xs"], keepdims=0),
+                P.node("MatMul", ["xs", "restT"], ["yb"]),
+                P.node("Add", ["y0", "yb"], ["y"]),
+            ]
+            inits = [P.tensor("B", blob[a:c]), P.tensor("S", s[a:c].reshape(-1)), P.tensor("Z", z[a:c].reshape(-1)),
+                     P.tensor("restT", np.ascontiguousarray(rest[a:c].T)),
+                     P.tensor("gshape", np.array([-1, groups, group_size], np.int64)),
+                     P.tensor("gaxis", np.array([2], np.int64))]
+            return P.model(nodes, inits, [P.value_info("x", ["rows", in_dim])], [P.value_info("y", ["rows", n])],
+                           {"": 17, "com.microsoft": 1})
+
+        super().__init__(out_dim, in_dim, blob.nbytes + s.nbytes + rest.nbytes, make)
 
 
-class FloatLinear:
-    """``x @ W.T`` for a float32 ``W [out, in]`` on ONNX Runtime's CPU kernels (MLAS SGEMM, shared pool)."""
+class FloatLinear(_RowChunks):
+    """``x @ W.T`` for a float32 ``W [out, in]`` on ONNX Runtime's CPU kernels (MLAS SGEMM, which picks its
+    AVX-512 kernels where OpenBLAS 0.3.31 falls back to Haswell ones, e.g. on AMD Zen 5)."""
 
     def __init__(self, w: np.ndarray):
         w = np.asarray(w, dtype=np.float32)
-        self.shape = w.shape
-        self.nbytes = w.nbytes
-        nodes = [P.node("Gemm", ["x", "W"], ["y"], transB=1)]
-        model = P.model(nodes, [P.tensor("W", w)], [P.value_info("x", ["rows", w.shape[1]])],
-                        [P.value_info("y", ["rows", w.shape[0]])], {"": 17})
-        self._sess = _session(model)
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        return self._sess.run(None, {"x": np.ascontiguousarray(x, dtype=np.float32)})[0]
+        def make(a: int, c: int) -> bytes:
+            return P.model([P.node("Gemm", ["x", "W"], ["y"], transB=1)], [P.tensor("W", w[a:c])],
+                           [P.value_info("x", ["rows", w.shape[1]])], [P.value_info("y", ["rows", c - a])], {"": 17})
+
+        super().__init__(w.shape[0], w.shape[1], w.nbytes, make)
