@@ -83,7 +83,8 @@ def step_bytes(cfg: dict, frames: int, past: float, weight_bytes: float) -> floa
     return mats * weight_bytes + small + kv
 
 
-WEIGHT_BYTES = {"numpy": 4.0, "ort": 4.0, "numpy-q8": 1 + 4 / 32, "ort-int8": 1.0, "numpy-q4": 0.5 + 4 / 32}
+# packed values + (livecap) a float32 scale and rest per group of 64; ORT int8 (dynamic): one scale per matrix
+WEIGHT_BYTES = {"numpy": 4.0, "ort": 4.0, "numpy-q8": 1 + 8 / 64, "ort-int8": 1.0, "numpy-q4": 0.5 + 8 / 64}
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -91,7 +91,8 @@ if str(HERE) not in sys.path:
 import _common  # noqa: E402  (stdlib only; must come before numpy / torch for the thread settings)
 
 CACHE = HERE / ".cache"
-BACKENDS = ("numpy", "torch-f32", "torch-bf16", "mlx-bf16", "mlx-q8", "mlx-q4", "voxmlx-bf16", "voxmlx-q8",
+BACKENDS = ("numpy", "numpy-q8", "numpy-q4", "torch-f32", "torch-bf16",
+            "mlx-bf16", "mlx-q8", "mlx-q4", "voxmlx-bf16", "voxmlx-q8",
             "voxmlx-q4")
 EXPERIMENTS = ("numpy-whatif",)  # opt-in: the NumPy backend with the fixes proposed in RESULTS.md patched in
 GROUPS = {"torch": ("torch-f32", "torch-bf16"), "mlx": ("mlx-bf16", "mlx-q8", "mlx-q4"),
@@ -252,7 +253,10 @@ def param_counts() -> dict[str, int]:
 
 # bytes per weight: (quantizable matrices, conv kernels, K/V cache entries)
 BYTES = {
-    "numpy": (4.0, 4.0, 4), "numpy-whatif": (4.0, 4.0, 4), "torch-f32": (4.0, 4.0, 4), "torch-bf16": (2.0, 2.0, 2),
+    "numpy": (4.0, 4.0, 4), "numpy-whatif": (4.0, 4.0, 4),
+    # NumPy's quantized products (ONNX Runtime MatMulNBits): packed values + a float32 scale and rest per 64
+    "numpy-q8": (1 + 8 / 64, 4.0, 4), "numpy-q4": (0.5 + 8 / 64, 4.0, 4),
+    "torch-f32": (4.0, 4.0, 4), "torch-bf16": (2.0, 2.0, 2),
     "mlx-bf16": (2.0, 4.0, 2), "mlx-q8": (8.5 / 8, 4.0, 2), "mlx-q4": (4.5 / 8, 4.0, 2),  # ours keeps convs f32
     "voxmlx-bf16": (2.0, 2.0, 2), "voxmlx-q8": (8.5 / 8, 2.0, 2), "voxmlx-q4": (4.5 / 8, 2.0, 2),
 }
@@ -343,7 +347,9 @@ class EngineBench:
     def __init__(self, folder: Path, backend: str):
         from engine import load_model
 
-        if backend.startswith("numpy"):
+        if backend in ("numpy-q8", "numpy-q4"):
+            self.m = load_model(folder, backend="numpy", quantize=int(backend[-1]))
+        elif backend.startswith("numpy"):
             self.m = load_model(folder, backend="numpy")
             if backend == "numpy-whatif":
                 patch_numpy_whatif(self.m.B)
@@ -967,6 +973,8 @@ def report(a, results: dict[str, dict], bw: dict[str, float], comparisons: list[
     ratio("numpy-whatif", "torch-f32", "numpy-whatif (experiment) vs torch-f32")
     ratio("numpy-whatif", "numpy", "numpy-whatif (experiment) vs numpy")
     ratio("numpy", "torch-bf16", "numpy vs torch-bf16")
+    ratio("numpy-q4", "numpy", "numpy-q4 vs numpy")
+    ratio("numpy-q4", "mlx-q4", "numpy-q4 vs mlx-q4 (MLX's CPU device)")
     for q in ("bf16", "q8", "q4"):
         ratio(f"mlx-{q}", f"voxmlx-{q}", f"mlx-{q} vs voxmlx-{q} (goal >= 1.0x)")
     if ratios:
