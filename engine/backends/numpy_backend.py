@@ -1,9 +1,13 @@
-"""NumPy backend: float32 everywhere, BLAS matmuls; the fast path on CPUs and the exactness reference."""
+"""NumPy backend: float32 everywhere; the fast path on CPUs and the exactness reference.
+
+Matrix products with weights go to ONNX Runtime's CPU kernels (``ort_kernels``: MLAS, float32 and 4/8-bit)
+where ONNX Runtime imports, else to NumPy's BLAS; everything else is NumPy."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from . import ort_kernels
 from .base import Backend
 from .blas import BlasThreads
 
@@ -65,10 +69,19 @@ class NumpyBackend(Backend):
     name = "numpy"
     xp = np
 
-    def __init__(self):
+    def __init__(self, kernels: bool | None = None):
         self.blas = BlasThreads()
+        self.kernels = ort_kernels.available() if kernels is None else kernels
+
+    def prepare_linear(self, w):
+        if self.kernels and isinstance(w, np.ndarray) and w.ndim == 2:
+            return ort_kernels.FloatLinear(w)
+        return w
 
     def linear(self, x, w, b=None):
+        if isinstance(w, ort_kernels.Kernel):
+            y = w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
+            return y if b is None else y + b
         rows = x.size // x.shape[-1]
         block = _block_bytes(rows)
         if block and w.nbytes >= 2 * block:
@@ -93,6 +106,9 @@ class NumpyBackend(Backend):
         for a in range(0, n, step):
             np.matmul(w[a : a + step], xt, out=out[a : a + step])
         return np.ascontiguousarray(out.T)
+
+    def embed(self, table, ids):
+        return super().embed(table.w if isinstance(table, ort_kernels.Kernel) else table, ids)
 
     def asarray(self, a, dtype=None):
         a = np.asarray(a)
@@ -151,7 +167,8 @@ class NumpyBackend(Backend):
         c_out, c_in, k = w.shape
         # [C_out, K * C_in], a linear weight for im2col rows (k-major, then channel): streaming convs have
         # few rows, and go through linear's fast paths for those.
-        return np.ascontiguousarray(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in))
+        return self.prepare_linear(
+            np.ascontiguousarray(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in)))
 
     def conv1d(self, x, w, b, stride=1):
         c_out, kc = w.shape

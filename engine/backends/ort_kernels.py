@@ -73,7 +73,14 @@ def _session(model: bytes):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-class _RowChunks:
+class Kernel:
+    """A weight prepared for ``__call__(x [rows, in]) -> [rows, out]`` (float32); ``shape`` is ``(out, in)``."""
+
+    shape: tuple[int, int]
+    nbytes: int
+
+
+class _RowChunks(Kernel):
     """A ``[out, in]`` product as sessions over row chunks: ``make(a, b)`` returns the model bytes of rows
     ``a:b``. Matrices under ``SPLIT_BYTES`` are one chunk."""
 
@@ -147,10 +154,12 @@ class NBitsLinear(_RowChunks):
 
 class FloatLinear(_RowChunks):
     """``x @ W.T`` for a float32 ``W [out, in]`` on ONNX Runtime's CPU kernels (MLAS SGEMM, which picks its
-    AVX-512 kernels where OpenBLAS 0.3.31 falls back to Haswell ones, e.g. on AMD Zen 5)."""
+    AVX-512 kernels where OpenBLAS 0.3.31 falls back to Haswell ones, e.g. on AMD Zen 5). ``w`` keeps the
+    matrix itself (for row lookups of tied embeddings, and re-quantization)."""
 
     def __init__(self, w: np.ndarray):
         w = np.asarray(w, dtype=np.float32)
+        self.w = w
 
         def make(a: int, c: int) -> bytes:
             return P.model([P.node("Gemm", ["x", "W"], ["y"], transB=1)], [P.tensor("W", w[a:c])],
