@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Thread policy of the NumPy backend's products, on an idle and on a deliberately loaded machine.
+
+The Moonshine decoder step (ms per token, positions 1..N over 10 s of memory) and the offline encoder (ms per
+second of audio) of one full-size random model, float32, under each policy, interleaved round-robin in one
+process (medians of ``--runs`` rounds after a warm-up round):
+
+- ``adaptive``: the engine's policy (ONNX Runtime kernels on row chunks; ``cpu_pool`` runs the chunks on
+  the caller plus helper threads unless other processes keep the CPU busy);
+- ``split``: the same kernels, chunks always offered to the helpers (no contention check);
+- ``caller``: the same kernels, everything on the calling thread;
+- ``blas``: NumPy/OpenBLAS without the kernels, with ``engine.backends.blas``'s policy (one thread for
+  products under 64M multiply-adds over matrices under 4M elements, else the whole pool);
+- ``blas-1`` / ``blas-all``: OpenBLAS with one thread / the whole pool for every product.
+
+``--busy N`` runs N busy-looping processes during the rounds: a loaded machine, as when captions run beside
+a video call.
+
+    .venv/bin/python benchmarks/thread_policy.py --variant small
+    .venv/bin/python benchmarks/thread_policy.py --variant small --busy 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+for p in (ROOT, HERE):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+import _common  # noqa: E402
+
+POLICIES = ("adaptive", "split", "caller", "blas", "blas-1", "blas-all")
+
+
+def _busy_loop() -> None:
+    x = 0
+    while True:
+        x += 1
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--variant", default="small")
+    p.add_argument("--policies", default=",".join(POLICIES))
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--busy", type=int, default=0)
+    p.add_argument("--no-encoder", action="store_true")
+    p.add_argument("--markdown", type=Path)
+    a = p.parse_args(argv)
+    _common.set_threads(os.cpu_count() or 1)
+    import moonshine_offline as mo
+    import numpy as np
+
+    from engine.backends import cpu_pool
+    from engine.backends.numpy_backend import NumpyBackend
+    from engine.models import moonshine
+
+    folder = mo.model_folder(a.variant)
+    cfg = json.loads((folder / "config.json").read_text())
+    policies = [x for x in a.policies.split(",") if x]
+    with_kernels = moonshine.load(folder, cfg, NumpyBackend(kernels=True))
+    with_blas = moonshine.load(folder, cfg, NumpyBackend(kernels=False))
+    audio = (np.random.default_rng(0).standard_normal(160000) * 0.1).astype(np.float32)
+    tokens = [int(t) for t in np.random.default_rng(1).integers(259, 32000, 65)]
+    ctx = {}
+    for m in (with_kernels, with_blas):
+        enc, valid = m.encode(audio)
+        ctx[id(m)] = (m.cross_kv(m.memory(enc)), valid)
+    blas_for_work = type(with_blas.B.blas).for_work
+
+    def setup(policy):
+        """The model for ``policy``, with the process-wide switches set for it."""
+        cpu_pool.contention.busy_share = {"split": 2.0, "caller": -1.0}.get(policy, cpu_pool.BUSY_SHARE)
+        cpu_pool.contention._last = cpu_pool.contention._sample()  # noqa: SLF001 - fresh sample per policy
+        blas = with_blas.B.blas
+        blas.__dict__.pop("for_work", None)
+        if policy == "blas-1":
+            blas.for_work = lambda *_a, **_k: blas_for_work(blas, 0, 0)
+        elif policy == "blas-all":
+            blas.for_work = lambda *_a, **_k: blas_for_work(blas, 1 << 62, 0)
+        if policy == "caller":
+            cpu_pool.contention._busy = True  # noqa: SLF001
+        return with_blas if policy.startswith("blas") else with_kernels
+
+    def step(m) -> float:
+        xkv, valid = ctx[id(m)]
+        cache = m.new_self_cache(len(tokens) + 1)
+        m.decode([1], 0, cache, xkv, valid)
+        t0 = time.perf_counter()
+        for i, tok in enumerate(tokens):
+            int(np.argmax(m.decode([tok], i + 1, cache, xkv, valid)))
+        return (time.perf_counter() - t0) / len(tokens)
+
+    def encode(m) -> float:
+        t0 = time.perf_counter()
+        m.encode(audio)
+        return (time.perf_counter() - t0) / 10.0
+
+    busy = [multiprocessing.Process(target=_busy_loop, daemon=True) for _ in range(a.busy)]
+    for b in busy:
+        b.start()
+    samples = {x: {"tok": [], "enc": []} for x in policies}
+    other = _common.OtherLoad().start()
+    try:
+        for r in range(1 + a.runs):
+            for policy in policies if r % 2 == 0 else policies[::-1]:
+                m = setup(policy)
+                t = step(m)
+                e = None if a.no_encoder else encode(m)
+                if r:
+                    samples[policy]["tok"].append(t)
+                    if e is not None:
+                        samples[policy]["enc"].append(e)
+            print(f"round {r}/{a.runs} (load {_common.load_average()})", file=sys.stderr, flush=True)
+    finally:
+        share = other.stop()
+        for b in busy:
+            b.terminate()
+    rows = []
+    for policy, s in samples.items():
+        rows.append([policy, _common.fmt(1000 * float(np.median(s["tok"])), 2),
+                     _common.fmt(1000 * float(min(s["tok"])), 2),
+                     _common.fmt(1000 * float(np.median(s["enc"])) if s["enc"] else None, 1)])
+    lines = [f"variant {a.variant}; {a.busy} busy-looping process(es); other processes (busy loops included) used "
+             f"{100 * (share or 0):.0f}% of the CPU time; load average at end {_common.load_average()}", "",
+             _common.markdown_table(["policy", "decoder ms / token (median)", "(min)", "encoder ms / s audio"],
+                                    rows)]
+    print("\n".join(lines))
+    if a.markdown:
+        a.markdown.write_text("\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
