@@ -72,6 +72,8 @@ class NumpyBackend(Backend):
     def __init__(self, kernels: bool | None = None):
         self.blas = BlasThreads()
         self.kernels = ort_kernels.available() if kernels is None else kernels
+        if self.kernels:  # the large products run on the kernels; OpenBLAS's pool would only spin beside them
+            self.blas.pin(1)
 
     def prepare_linear(self, w):
         if self.kernels and isinstance(w, np.ndarray) and w.ndim == 2:
