@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import ort_kernels
-from .base import Backend
+from .affine import dequantize_rows, quantize_affine
+from .base import Backend, QuantizedWeight
 from .blas import BlasThreads
 
 # NumPy has no erf. A float32 rational approximation, erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4]
@@ -76,9 +77,19 @@ class NumpyBackend(Backend):
             self.blas.pin(1)
 
     def prepare_linear(self, w):
+        if isinstance(w, QuantizedWeight):
+            if not (self.kernels and ort_kernels.supports(w.group_size, w.bits, w.shape[1])):
+                raise ValueError(f"{w.bits}-bit weights in groups of {w.group_size} need ONNX Runtime's kernels.")
+            k = ort_kernels.NBitsLinear(np.asarray(w.w), np.asarray(w.scales, dtype=np.float32),
+                                        np.asarray(w.biases, dtype=np.float32), w.group_size, w.bits)
+            k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
+            return k
         if self.kernels and isinstance(w, np.ndarray) and w.ndim == 2:
             return ort_kernels.FloatLinear(w)
         return w
+
+    def quantize(self, w, group_size, bits):
+        return quantize_affine(getattr(w, "w", w), group_size, bits)
 
     def linear(self, x, w, b=None):
         if isinstance(w, ort_kernels.Kernel):
@@ -110,6 +121,8 @@ class NumpyBackend(Backend):
         return np.ascontiguousarray(out.T)
 
     def embed(self, table, ids):
+        if isinstance(table, ort_kernels.NBitsLinear):
+            return dequantize_rows(table.q, np.asarray(ids, dtype=np.int64).reshape(-1))
         return super().embed(table.w if isinstance(table, ort_kernels.Kernel) else table, ids)
 
     def asarray(self, a, dtype=None):
