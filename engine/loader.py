@@ -58,7 +58,8 @@ def load_model(source: str | os.PathLike, *, backend: str = "auto", dtype: str |
     """Load a model from a local folder or a hub repo id, ready for ``start_session``.
 
     ``backend``: auto | numpy | mlx. ``dtype``: float32 | float16 | bfloat16 (MLX; NumPy is float32 only).
-    ``quantize``: 4 | 6 | 8 (MLX only). Raises ModelError / UsageError with one sentence.
+    ``quantize``: 4 | 6 | 8 on MLX, 4 | 8 on NumPy (with ONNX Runtime's kernels). Raises ModelError /
+    UsageError with one sentence.
     """
     if dtype is not None and dtype not in DTYPES:
         raise UsageError(f"Unknown dtype '{dtype}'; choose one of {', '.join(DTYPES)}.")
@@ -67,16 +68,16 @@ def load_model(source: str | os.PathLike, *, backend: str = "auto", dtype: str |
     B = get_backend(backend)
     if B.name == "numpy" and dtype not in (None, "float32"):
         raise UsageError(f"The NumPy backend computes in float32 only; use --backend mlx for {dtype}.")
-    if B.name == "numpy" and quantize is not None:
-        raise UsageError("Quantization runs on the MLX backend only.")
+    if B.name == "numpy" and quantize is not None and (quantize not in (4, 8) or not getattr(B, "kernels", False)):
+        raise UsageError("The NumPy backend quantizes to 8 or 4 bits, with onnxruntime installed."
+                         if quantize == 6 or getattr(B, "kernels", False) else
+                         "Quantizing on the NumPy backend needs onnxruntime (pip install onnxruntime).")
     folder = resolve_source(source)
     family, dialect, cfg = detect(folder)
     if family == "moonshine_streaming":
-        if quantize is not None:
-            raise UsageError("Quantization is not supported for Moonshine models (they are small).")
         from .models import moonshine
 
-        return moonshine.load(folder, cfg, B, dtype, **options)
+        return moonshine.load(folder, cfg, B, dtype, quantize=quantize, **options)
     from .models import voxtral
 
     return voxtral.load(folder, cfg, dialect, B, dtype, quantize=quantize, **options)

@@ -5,6 +5,9 @@ where ONNX Runtime imports, else to NumPy's BLAS; everything else is NumPy."""
 
 from __future__ import annotations
 
+import json
+import struct
+
 import numpy as np
 
 from . import ort_kernels
@@ -90,6 +93,26 @@ class NumpyBackend(Backend):
 
     def quantize(self, w, group_size, bits):
         return quantize_affine(getattr(w, "w", w), group_size, bits)
+
+    def save_tensors(self, path, tensors):
+        """A safetensors file of NumPy arrays (uint32, float32, ...): an 8-byte little-endian header length,
+        the JSON header, the raw little-endian data (the format's whole definition; the safetensors package
+        is not a runtime dependency)."""
+        names = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.uint32): "U32",
+                 np.dtype(np.int32): "I32", np.dtype(np.uint8): "U8", np.dtype(np.int64): "I64"}
+        header, offset, arrays = {}, 0, []
+        for name, a in tensors.items():
+            a = np.ascontiguousarray(a)
+            header[name] = {"dtype": names[a.dtype], "shape": list(a.shape),
+                            "data_offsets": [offset, offset + a.nbytes]}
+            offset += a.nbytes
+            arrays.append(a)
+        blob = json.dumps(header, separators=(",", ":")).encode()
+        blob += b" " * (-len(blob) % 8)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(blob)) + blob)
+            for a in arrays:
+                f.write(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
 
     def linear(self, x, w, b=None):
         if isinstance(w, ort_kernels.Kernel):

@@ -14,7 +14,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from ..backends import QuantizedWeight
+from ..backends.base import QuantizedWeight
 from ..errors import LivecapError
 from ..weights import TensorStore, read_header
 
