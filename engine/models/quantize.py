@@ -4,8 +4,9 @@ checkpoint file's path, size and mtime, the bit width, the group size and the fa
 so the next start loads the converted matrices directly instead of converting again.
 
 A family names its matrices as ``(canonical name, owner object, attribute)`` targets; each target's float
-matrix is replaced by ``Backend.prepare_linear`` of its quantized form. Matrices whose input width is not a
-whole number of groups stay in float.
+matrix is replaced by ``Backend.prepare_linear`` of its quantized form, in groups of 64 columns, or 32 or 16
+where 64 does not divide the width and the backend takes them (MLX: 32; NumPy's kernels: both); a matrix no
+group fits stays in float.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import hashlib
 import os
 from pathlib import Path
 
+import numpy as np
+
 from ..backends.base import QuantizedWeight
 from ..errors import LivecapError
 from ..weights import TensorStore, read_header
 
 GROUP = 64
+GROUPS = (GROUP, 32, 16)
 
 
 def cache_path(weights_file: Path, bits: int, tag: str = "") -> Path:
@@ -31,28 +35,49 @@ def cache_path(weights_file: Path, bits: int, tag: str = "") -> Path:
     return Path(user_cache_dir("livecap")) / "quantized" / f"{digest[:20]}.safetensors"
 
 
+def _group(bits: int, w, scales) -> int:
+    """The group size of a cached matrix, from its shapes: ``in / scale columns``."""
+    return (w.shape[1] * 32 // bits) // scales.shape[1]
+
+
 def quantize_targets(B, targets: list[tuple[str, object, str]], bits: int, weights_file: Path | None = None,
                      tag: str = "") -> bool:
     """Quantize the float matrices ``targets`` in place on backend ``B``; True when a cached copy was used."""
     targets = [t for t in targets if not isinstance(getattr(t[1], t[2]), QuantizedWeight)
-               and getattr(t[1], t[2]).shape[-1] % GROUP == 0]
+               and any(getattr(t[1], t[2]).shape[-1] % g == 0 for g in GROUPS)]
     path = cache_path(weights_file, bits, tag) if weights_file is not None else None
     if path is not None and path.is_file():
         try:
             store = TensorStore(read_header(path), path.name)
-            if all(f"{n}.scales" in store for n, _, _ in targets):
-                loaded = [QuantizedWeight(*(B.load(store, f"{n}.{k}") for k in ("weight", "scales", "biases")),
-                                          GROUP, bits) for n, _, _ in targets]
+            if all(f"{n}.scales" in store or f"{n}.float" in store for n, _, _ in targets):
+                loaded = []
+                for n, _, _ in targets:
+                    if f"{n}.float" in store:
+                        loaded.append(None)
+                        continue
+                    w, s, b = (B.load(store, f"{n}.{k}") for k in ("weight", "scales", "biases"))
+                    loaded.append(QuantizedWeight(w, s, b, _group(bits, w, s), bits))
                 for (_, owner, attr), q in zip(targets, loaded):
-                    setattr(owner, attr, B.prepare_linear(q))
+                    if q is not None:
+                        setattr(owner, attr, B.prepare_linear(q))
                 return True
         except (OSError, ValueError, RuntimeError, LivecapError):
             pass  # a damaged cache is rebuilt below
     saved = {}
     for n, owner, attr in targets:
-        q = B.quantize(getattr(owner, attr), GROUP, bits)
-        setattr(owner, attr, B.prepare_linear(q))
-        saved.update({f"{n}.weight": q.w, f"{n}.scales": q.scales, f"{n}.biases": q.biases})
+        w = getattr(owner, attr)
+        q = None
+        for g in (g for g in GROUPS if w.shape[-1] % g == 0):
+            try:
+                q = B.quantize(w, g, bits)
+                setattr(owner, attr, B.prepare_linear(q))
+                break
+            except (ValueError, RuntimeError, LivecapError):
+                q = None  # this group size is not supported here: try the next
+        if q is None:
+            saved[f"{n}.float"] = np.zeros(1, np.float32)  # stays float (recorded so the cache is complete)
+        else:
+            saved.update({f"{n}.weight": q.w, f"{n}.scales": q.scales, f"{n}.biases": q.biases})
     if path is not None and saved:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
