@@ -84,6 +84,6 @@ def quantize_targets(B, targets: list[tuple[str, object, str]], bits: int, weigh
             tmp = path.with_suffix(".tmp.safetensors")
             B.save_tensors(tmp, saved)
             os.replace(tmp, path)
-        except OSError:
+        except (OSError, LivecapError):
             pass  # no cache is only slower
     return False
