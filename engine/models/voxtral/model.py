@@ -262,14 +262,20 @@ class VoxtralModel:
 
 
 def _quantized(B: Backend, store, base: str, shape: tuple[int, int], dtype: str):
-    """An affine-quantized matrix: kept packed on MLX, dequantized to float32 on NumPy."""
-    import mlx.core as mx
-
+    """An affine-quantized matrix in the form the backend computes with (MLX: packed; NumPy: its 4/8-bit
+    kernels where they run, else float32)."""
     w, s, b = (store.raw(base + k) for k in ("weight", "scales", "biases"))
     bits = 32 * w.shape[1] // shape[1]
     group = shape[1] // s.shape[1]
     if w.shape[0] != shape[0] or bits not in (2, 3, 4, 5, 6, 8) or group * s.shape[1] != shape[1]:
         raise ModelError(f"The quantized tensor '{base}weight' does not fit the expected shape {list(shape)}.")
+    if B.name != "mlx":
+        from ...backends import ort_kernels
+
+        q = QuantizedWeight(w, store.numpy(base + "scales"), store.numpy(base + "biases"), group, bits)
+        if getattr(B, "kernels", False) and ort_kernels.supports(group, bits, shape[1]):
+            return B.prepare_linear(q)
+    import mlx.core as mx
 
     def arr(name, a):
         x = mx.array(a)
