@@ -78,7 +78,7 @@ def quantize_targets(B, targets: list[tuple[str, object, str]], bits: int, weigh
             saved[f"{n}.float"] = np.zeros(1, np.float32)  # stays float (recorded so the cache is complete)
         else:
             saved.update({f"{n}.weight": q.w, f"{n}.scales": q.scales, f"{n}.biases": q.biases})
-    if path is not None and saved:
+    if path is not None and saved and hasattr(B, "save_tensors"):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp.safetensors")
