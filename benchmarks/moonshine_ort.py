@@ -55,30 +55,19 @@ TOKENS_PER_SECOND = 6.5
 
 
 def read_bandwidth(mib: int = 512, runs: int = 5) -> dict[str, float]:
-    """GB/s of float32 matrix-vector products over ``mib`` MiB: NumPy/OpenBLAS with one thread and with every
-    thread, and the engine's own kernel (ONNX Runtime row chunks on the caller plus helper threads); the
-    best of them is this machine's read bound."""
+    """GB/s of a float32 matrix-vector product over ``mib`` MiB (NumPy/OpenBLAS) with one thread and with every
+    thread; the better is this machine's read bound."""
     import numpy as np
     from threadpoolctl import threadpool_limits
 
-    from engine.backends import cpu_pool, ort_kernels
-
     rows = mib * 2**20 // (4 * 4096)
     w = np.random.default_rng(0).standard_normal((rows, 4096), dtype=np.float32)
-    x = np.ones((1, 4096), np.float32)
+    x = np.ones(4096, np.float32)
     out = {}
     for threads in (1, os.cpu_count() or 1):
         with threadpool_limits(threads, user_api="blas"):
-            best, _ = _common.median_time(lambda: w @ x[0], runs, warmup=1)
-        out[f"numpy {threads} thread{'s' if threads > 1 else ''}"] = w.nbytes / best / 1e9
-    if ort_kernels.available():
-        kernel = ort_kernels.FloatLinear(w)
-        share, cpu_pool.contention.busy_share = cpu_pool.contention.busy_share, 2.0  # always offer the chunks
-        try:
-            best, _ = _common.median_time(lambda: kernel(x), runs, warmup=1)
-        finally:
-            cpu_pool.contention.busy_share = share
-        out["engine kernel, split"] = w.nbytes / best / 1e9
+            best, _ = _common.median_time(lambda: w @ x, runs, warmup=1)
+        out[f"{threads} thread{'s' if threads > 1 else ''}"] = w.nbytes / best / 1e9
     return out
 
 

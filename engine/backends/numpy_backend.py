@@ -1,7 +1,7 @@
-"""NumPy backend: float32 everywhere; the fast path on CPUs and the exactness reference.
+"""NumPy backend: float32 everywhere, BLAS matmuls; the fast path on CPUs and the exactness reference.
 
-Matrix products with weights go to ONNX Runtime's CPU kernels (``ort_kernels``: MLAS, float32 and 4/8-bit)
-where ONNX Runtime imports, else to NumPy's BLAS; everything else is NumPy."""
+Products with 8-bit / 4-bit weights (``quantize``, or a quantized checkpoint) run on ONNX Runtime's CPU
+kernels (``ort_kernels``), which NumPy has no equivalent for."""
 
 from __future__ import annotations
 
@@ -76,8 +76,6 @@ class NumpyBackend(Backend):
     def __init__(self, kernels: bool | None = None):
         self.blas = BlasThreads()
         self.kernels = ort_kernels.available() if kernels is None else kernels
-        if self.kernels:  # the large products run on the kernels; OpenBLAS's pool would only spin beside them
-            self.blas.pin(1)
 
     def prepare_linear(self, w):
         if isinstance(w, QuantizedWeight):
@@ -87,12 +85,10 @@ class NumpyBackend(Backend):
                                         np.asarray(w.biases, dtype=np.float32), w.group_size, w.bits)
             k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
             return k
-        if self.kernels and isinstance(w, np.ndarray) and w.ndim == 2:
-            return ort_kernels.FloatLinear(w)
         return w
 
     def quantize(self, w, group_size, bits):
-        return quantize_affine(getattr(w, "w", w), group_size, bits)
+        return quantize_affine(w, group_size, bits)
 
     def save_tensors(self, path, tensors):
         """A safetensors file of NumPy arrays (uint32, float32, ...): an 8-byte little-endian header length,
@@ -115,7 +111,7 @@ class NumpyBackend(Backend):
                 f.write(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
 
     def linear(self, x, w, b=None):
-        if isinstance(w, ort_kernels.Kernel):
+        if isinstance(w, ort_kernels.NBitsLinear):
             y = w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
             return y if b is None else y + b
         rows = x.size // x.shape[-1]
@@ -146,7 +142,7 @@ class NumpyBackend(Backend):
     def embed(self, table, ids):
         if isinstance(table, ort_kernels.NBitsLinear):
             return dequantize_rows(table.q, np.asarray(ids, dtype=np.int64).reshape(-1))
-        return super().embed(table.w if isinstance(table, ort_kernels.Kernel) else table, ids)
+        return super().embed(table, ids)
 
     def asarray(self, a, dtype=None):
         a = np.asarray(a)
@@ -205,8 +201,7 @@ class NumpyBackend(Backend):
         c_out, c_in, k = w.shape
         # [C_out, K * C_in], a linear weight for im2col rows (k-major, then channel): streaming convs have
         # few rows, and go through linear's fast paths for those.
-        return self.prepare_linear(
-            np.ascontiguousarray(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in)))
+        return np.ascontiguousarray(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in))
 
     def conv1d(self, x, w, b, stride=1):
         c_out, kc = w.shape

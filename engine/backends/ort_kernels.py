@@ -34,6 +34,7 @@ BITS = (4, 8)
 ACCURACY = {8: 4, 4: 4}  # MatMulNBits accuracy_level per bit width: 4 = int8 activations (the fast kernels)
 SPLIT_BYTES = 2 << 20  # a matrix this large is cut into row chunks that cpu_pool may run in parallel
 CHUNKS = 2 * cpu_pool.CPUS  # chunks of a split matrix (more than the threads, so that a late one is taken back)
+SESSION_THREADS = 1  # ONNX Runtime's own threads per session (1: none, the calling thread computes)
 _lock = threading.Lock()
 _ort: Any = None
 
@@ -68,19 +69,12 @@ def _session(model: bytes):
     ort = _runtime()
     so = ort.SessionOptions()
     so.log_severity_level = 3
-    so.intra_op_num_threads = so.inter_op_num_threads = 1
+    so.intra_op_num_threads, so.inter_op_num_threads = SESSION_THREADS, 1
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
-class Kernel:
-    """A weight prepared for ``__call__(x [rows, in]) -> [rows, out]`` (float32); ``shape`` is ``(out, in)``."""
-
-    shape: tuple[int, int]
-    nbytes: int
-
-
-class _RowChunks(Kernel):
+class _RowChunks:
     """A ``[out, in]`` product as sessions over row chunks: ``make(a, b)`` returns the model bytes of rows
     ``a:b``. Matrices under ``SPLIT_BYTES`` are one chunk."""
 
@@ -150,20 +144,3 @@ class NBitsLinear(_RowChunks):
                            {"": 17, "com.microsoft": 1})
 
         super().__init__(out_dim, in_dim, blob.nbytes + s.nbytes + rest.nbytes, make)
-
-
-class FloatLinear(_RowChunks):
-    """``x @ W.T`` for a float32 ``W [out, in]`` on ONNX Runtime's CPU kernels (MLAS SGEMM: as fast as
-    OpenBLAS's best kernels for many rows, 2-4x faster for 2-12 rows, and it picks its kernels from the CPU
-    whatever ``OPENBLAS_CORETYPE`` says). ``w`` keeps the matrix itself (for row lookups of tied embeddings,
-    and re-quantization)."""
-
-    def __init__(self, w: np.ndarray):
-        w = np.asarray(w, dtype=np.float32)
-        self.w = w
-
-        def make(a: int, c: int) -> bytes:
-            return P.model([P.node("Gemm", ["x", "W"], ["y"], transB=1)], [P.tensor("W", w[a:c])],
-                           [P.value_info("x", ["rows", w.shape[1]])], [P.value_info("y", ["rows", c - a])], {"": 17})
-
-        super().__init__(w.shape[0], w.shape[1], w.nbytes, make)
