@@ -10,7 +10,7 @@ import struct
 
 import numpy as np
 
-from . import ort_kernels
+from . import cpu_pool, ort_kernels
 from .affine import dequantize_rows, quantize_affine
 from .base import Backend, QuantizedWeight
 from .blas import BlasThreads
@@ -24,6 +24,9 @@ _ERF_P = tuple(np.float32(c) for c in (-2.72614225801306e-10, 2.77068142495902e-
 _ERF_Q = tuple(np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                                         -7.37332916720468e-03, -1.42647390514189e-02))
 _BLOCK = 16384
+SPLIT_BYTES = 2 << 20  # products over a matrix this large, or with this many multiply-adds, are cut into
+SPLIT_MACS = 1 << 24  # row ranges that cpu_pool may run in parallel
+CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
 
 
 def _block_bytes(rows: int) -> int:
@@ -75,6 +78,7 @@ class NumpyBackend(Backend):
 
     def __init__(self, kernels: bool | None = None):
         self.blas = BlasThreads()
+        self.blas.pin(1)  # parallelism comes from cpu_pool (see there why not OpenBLAS's pool)
         self.kernels = ort_kernels.available() if kernels is None else kernels
 
     def prepare_linear(self, w):
@@ -115,29 +119,42 @@ class NumpyBackend(Backend):
             y = w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
             return y if b is None else y + b
         rows = x.size // x.shape[-1]
+        x2 = x.reshape(rows, -1)
+        n = w.shape[0]
         block = _block_bytes(rows)
-        if block and w.nbytes >= 2 * block:
-            y = self._linear_chunked(x.reshape(rows, -1), w, block).reshape(*x.shape[:-1], w.shape[0])
-        elif rows <= 32:  # few rows (streaming): W @ x^T runs ~2x faster in OpenBLAS than x @ W^T
-            self.blas.for_work(x.size * w.shape[0], w.size)
-            y = np.ascontiguousarray((w @ x.reshape(rows, -1).T).T).reshape(*x.shape[:-1], w.shape[0])
+        step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
+        chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
+        if step >= n and chunks == 1:
+            # few rows (streaming): W @ x^T runs ~2x faster in OpenBLAS than x @ W^T
+            y = np.ascontiguousarray((w @ x2.T).T) if rows <= 32 else x2 @ w.T
         else:
-            self.blas.for_work(x.size * w.shape[0], w.size)
-            y = x @ w.T
+            y = self._linear_split(x2, w, step, chunks)
+        y = y.reshape(*x.shape[:-1], n)
         return y if b is None else y + b
 
-    def _linear_chunked(self, x, w, block: int):
-        """``x [rows, in] @ w.T`` for 2-12 rows as products over row blocks of ``w`` of ``block`` bytes:
-        OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the memory bandwidth, over
-        blocks that stay in L2 at nearly all of it (1.3-2x faster here; benchmarks/RESULTS.md)."""
-        n = w.shape[0]
-        out = np.empty((n, x.shape[0]), np.float32)
+    def _linear_split(self, x, w, step: int, chunks: int):
+        """``x [rows, in] @ w.T`` as independent products over row ranges of ``w`` that ``cpu_pool`` runs on the
+        calling thread plus a helper (one OpenBLAS thread each). Within a range, 2-12 rows go over blocks of
+        ``step`` weight rows: OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the memory
+        bandwidth, over blocks that stay in L2 at nearly all of it (1.3-2x faster; benchmarks/RESULTS.md)."""
+        n, rows = w.shape[0], x.shape[0]
+        few = rows <= 32
+        out = np.empty((n, rows) if few else (rows, n), np.float32)
         xt = x.T
-        step = max(8, block // (4 * w.shape[1]))
-        self.blas.for_work(x.shape[0] * w.shape[1] * step, step * w.shape[1])
-        for a in range(0, n, step):
-            np.matmul(w[a : a + step], xt, out=out[a : a + step])
-        return np.ascontiguousarray(out.T)
+
+        def job(a: int, c: int):
+            def run():
+                for s in range(a, c, step):
+                    e = min(c, s + step)
+                    if few:
+                        np.matmul(w[s:e], xt, out=out[s:e])
+                    else:
+                        out[:, s:e] = x @ w[s:e].T
+            return run
+
+        edges = [n * i // chunks for i in range(chunks + 1)]
+        cpu_pool.run([job(a, c) for a, c in zip(edges[:-1], edges[1:])])
+        return np.ascontiguousarray(out.T) if few else out
 
     def embed(self, table, ids):
         if isinstance(table, ort_kernels.NBitsLinear):
