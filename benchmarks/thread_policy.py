@@ -5,15 +5,16 @@ The Moonshine decoder step (ms per token, positions 1..N over 10 s of memory) an
 second of audio) of one full-size random model under each policy, interleaved round-robin in one process
 (medians of ``--runs`` rounds after a warm-up round):
 
-- float32 (NumPy/OpenBLAS): ``blas`` is the engine's policy (``engine.backends.blas``: one thread for
-  products under 64M multiply-adds over matrices under 4M elements, else the whole pool); ``blas-1`` /
-  ``blas-all``: one thread / the whole pool for every product;
-- 8-bit weights (ONNX Runtime kernels on row chunks, ``engine.backends.cpu_pool``): ``q8-adaptive`` is the
-  engine's policy (the chunks on the caller plus helper threads unless other processes keep the CPU busy);
-  ``q8-split``: the chunks always offered to the helpers; ``q8-caller``: everything on the calling thread;
-  ``q8-pool``: ONNX Runtime's own 2-thread pool per session (no chunks), as its deployments run.
+- float32 (NumPy/OpenBLAS, one OpenBLAS thread per product range): ``f32-adaptive`` is the engine's policy
+  (large products cut into row ranges that ``engine.backends.cpu_pool`` runs on the caller plus a helper
+  thread unless other processes keep the CPU busy); ``f32-split``: always offered to the helper;
+  ``f32-caller``: everything on the calling thread; ``blas-old``: the previous engine (no ranges;
+  ``engine.backends.blas``'s policy: one OpenBLAS thread for products under 64M multiply-adds over matrices
+  under 4M elements, else OpenBLAS's whole pool); ``blas-all``: OpenBLAS's whole pool for every product;
+- 8-bit weights (ONNX Runtime kernels on row chunks): ``q8-adaptive`` (the engine's policy), ``q8-split``,
+  ``q8-caller`` as above.
 
-The default set leaves out ``blas`` and ``blas-all``: once OpenBLAS's pool has run, its threads keep
+The default set leaves out ``blas-old`` and ``blas-all``: once OpenBLAS's pool has run, its threads keep
 spinning and slow whatever runs next in the process, so those two are measured in their own invocation.
 
 ``--busy N`` runs N busy-looping processes during the rounds: a loaded machine, as when captions run beside
@@ -41,8 +42,9 @@ for p in (ROOT, HERE):
 
 import _common  # noqa: E402
 
-POLICIES = ("q8-adaptive", "q8-split", "q8-caller", "blas-1")  # "blas" and "blas-all" start OpenBLAS's pool,
-# whose spinning threads slow whatever runs after them in the process: run those in their own invocation
+POLICIES = ("f32-adaptive", "f32-split", "f32-caller", "q8-adaptive", "q8-split", "q8-caller")
+# "blas-old" and "blas-all" start OpenBLAS's pool, whose spinning threads slow whatever runs after them in the
+# process: run those in their own invocation
 
 
 def _busy_loop() -> None:
@@ -73,39 +75,27 @@ def main(argv=None) -> int:
     policies = [x for x in a.policies.split(",") if x]
     with_kernels = moonshine.load(folder, cfg, NumpyBackend(kernels=True), quantize=8)
     with_blas = moonshine.load(folder, cfg, NumpyBackend(kernels=False))
-    with_pool = None
-    if "q8-pool" in policies:  # whole matrices, each session with ONNX Runtime's own pool of every CPU
-        from engine.backends import ort_kernels
-
-        saved = ort_kernels.SESSION_THREADS, ort_kernels.SPLIT_BYTES
-        ort_kernels.SESSION_THREADS, ort_kernels.SPLIT_BYTES = os.cpu_count() or 1, 1 << 62
-        try:
-            with_pool = moonshine.load(folder, cfg, NumpyBackend(kernels=True), quantize=8)
-        finally:
-            ort_kernels.SESSION_THREADS, ort_kernels.SPLIT_BYTES = saved
     audio = (np.random.default_rng(0).standard_normal(160000) * 0.1).astype(np.float32)
     tokens = [int(t) for t in np.random.default_rng(1).integers(259, 32000, 65)]
     ctx = {}
-    for m in (x for x in (with_kernels, with_blas, with_pool) if x is not None):
+    for m in (with_kernels, with_blas):
         enc, valid = m.encode(audio)
         ctx[id(m)] = (m.cross_kv(m.memory(enc)), valid)
-    blas_for_work = type(with_blas.B.blas).for_work
+    from engine.backends import numpy_backend as nb
+
+    split = nb.SPLIT_BYTES, nb.SPLIT_MACS
 
     def setup(policy):
         """The model for ``policy``, with the process-wide switches set for it."""
-        cpu_pool.contention.busy_share = {"q8-split": 2.0, "q8-caller": -1.0}.get(policy, cpu_pool.BUSY_SHARE)
+        mode = policy.split("-", 1)[1]
+        cpu_pool.contention.busy_share = {"split": 2.0, "caller": -1.0}.get(mode, cpu_pool.BUSY_SHARE)
         cpu_pool.contention._last = cpu_pool.contention._sample()  # noqa: SLF001 - fresh sample per policy
+        cpu_pool.contention._busy = mode == "caller"  # noqa: SLF001
         blas = with_blas.B.blas
-        blas.__dict__.pop("for_work", None)
-        if policy == "blas-1":
-            blas.for_work = lambda *_a, **_k: blas_for_work(blas, 0, 0)
-        elif policy == "blas-all":
-            blas.for_work = lambda *_a, **_k: blas_for_work(blas, 1 << 62, 0)
-        if policy == "q8-caller":
-            cpu_pool.contention._busy = True  # noqa: SLF001
-        if policy == "q8-pool":
-            return with_pool
-        return with_blas if policy.startswith("blas") else with_kernels
+        old = policy in ("blas-old", "blas-all")
+        nb.SPLIT_BYTES, nb.SPLIT_MACS = (1 << 62, 1 << 62) if old else split
+        blas.pin({"blas-old": None, "blas-all": blas.full}.get(policy, 1))
+        return with_kernels if policy.startswith("q8") else with_blas
 
     def step(m) -> float:
         xkv, valid = ctx[id(m)]
