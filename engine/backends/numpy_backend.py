@@ -24,8 +24,8 @@ _ERF_P = tuple(np.float32(c) for c in (-2.72614225801306e-10, 2.77068142495902e-
 _ERF_Q = tuple(np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                                         -7.37332916720468e-03, -1.42647390514189e-02))
 _BLOCK = 16384
-SPLIT_BYTES = 2 << 20  # products over a matrix this large, or with this many multiply-adds, are cut into
-SPLIT_MACS = 1 << 24  # row ranges that cpu_pool may run in parallel
+SPLIT_BYTES = 8 << 20  # products over a matrix this large, or with this many multiply-adds, are cut into
+SPLIT_MACS = 1 << 26  # row ranges that cpu_pool may run in parallel
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
 
 

@@ -32,7 +32,7 @@ from . import onnx_proto as P
 
 BITS = (4, 8)
 ACCURACY = {8: 4, 4: 4}  # MatMulNBits accuracy_level per bit width: 4 = int8 activations (the fast kernels)
-SPLIT_BYTES = 2 << 20  # a matrix this large is cut into row chunks that cpu_pool may run in parallel
+SPLIT_BYTES = 8 << 20  # a matrix this large is cut into row chunks that cpu_pool may run in parallel
 CHUNKS = 2 * cpu_pool.CPUS  # chunks of a split matrix (more than the threads, so that a late one is taken back)
 SESSION_THREADS = 1  # ONNX Runtime's own threads per session (1: none, the calling thread computes)
 _lock = threading.Lock()
