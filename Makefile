@@ -5,8 +5,8 @@ PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
-SYSDEPS := libportaudio2 pulseaudio libasound2-plugins libegl1 libgl1 libxkbcommon0 libxkbcommon-x11-0 \
-	libfontconfig1 libdbus-1-3 libglib2.0-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0 \
+SYSDEPS := libportaudio2 pulseaudio pulseaudio-utils libpulse0 libasound2-plugins libegl1 libgl1 libxkbcommon0 \
+	libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 libglib2.0-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0 \
 	libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 xvfb espeak-ng sox
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 

@@ -30,20 +30,28 @@ class Banner(QFrame):
         self.close_button.setObjectName("bannerClose")
         self.close_button.setText("\u2715")
         self.close_button.setToolTip("Dismiss")
+        self.close_button.setAccessibleName("Dismiss the message")
         self.close_button.setAutoRaise(True)
-        self.close_button.clicked.connect(self.dismiss)
+        self.close_button.clicked.connect(lambda: self.dismiss())
         self._layout = QHBoxLayout(self)
         self._layout.setContentsMargins(10, 6, 6, 6)
         self._layout.addWidget(self.label, 1)
         self._layout.addWidget(self.close_button)
         self.level = "info"
+        self.key = ""
         self.hide()
 
     def show_message(
-        self, level: str, text: str, actions: list[tuple[str, Callable[[], None]]] | None = None
+        self,
+        level: str,
+        text: str,
+        actions: list[tuple[str, Callable[[], None]]] | None = None,
+        key: str = "",
     ) -> None:
         """Show ``text`` at ``level`` ("info", "warning", "error") with optional (label, callback) buttons;
-        a button click runs its callback and dismisses the banner."""
+        a button click runs its callback and dismisses the banner. ``key`` names what the message is about
+        (e.g. "silence"), so that ``dismiss(key)`` removes it only while it is still the one shown."""
+        self.key = key
         self.level = level if level in LEVELS else "info"
         self.setProperty("level", self.level)
         for widget in (self, self.label, self.close_button):  # re-evaluate the [level=...] style rules
@@ -68,6 +76,10 @@ class Banner(QFrame):
     def buttons(self) -> list[QPushButton]:
         return list(self._buttons)
 
-    def dismiss(self) -> None:
+    def dismiss(self, key: str | None = None) -> None:
+        """Hide the message (with ``key``: only when the message shown has that key)."""
+        if key is not None and key != self.key:
+            return
         self.hide()
         self.label.clear()
+        self.key = ""

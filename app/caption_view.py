@@ -4,18 +4,28 @@ Each committed line is a paragraph; the last paragraph holds the partial (its st
 style, the still-changing tail grey + italic). Partial updates are coalesced to the screen rate
 (``COALESCE_MS``): only the latest state is drawn. The view follows new text unless the user has
 scrolled up; scrolling back to the bottom re-engages following.
+
+While it is empty it shows a hint for the session state (``show_state``), wrapped to the width it has. It
+shows no text cursor (it is read-only), yet keyboard users can still select and copy text.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QTextBlockFormat, QTextCharFormat, QTextCursor
+from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QTextEdit, QWidget
 
 from engine.events import CaptionEvent, Line
 
 COALESCE_MS = 50
 MAX_PARAGRAPHS = 2000
+HINTS = {
+    "no-model": "Captions appear here. First choose a model (Model \u25b8 Models\u2026, Ctrl+M).",
+    "loading": "Loading the model\u2026",
+    "idle": "Ready. Press Start (Space) and speak; captions appear here.",
+    "running": "Listening\u2026 captions appear here as words are recognised.",
+    "paused": "Paused. Press Resume (Space) to continue.",
+}
 
 
 class CaptionView(QTextEdit):
@@ -23,6 +33,7 @@ class CaptionView(QTextEdit):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._caption_font: QFont | None = None
         self.setObjectName("captionView")
         self.setReadOnly(True)
         self.setUndoRedoEnabled(False)
@@ -32,7 +43,11 @@ class CaptionView(QTextEdit):
         self.setTextInteractionFlags(
             Qt.TextInteractionFlag.TextSelectableByMouse | Qt.TextInteractionFlag.TextSelectableByKeyboard
         )
-        self.setPlaceholderText("Captions appear here. Choose a model, then press Start (Space).")
+        self.setCursorWidth(0)  # read-only: no blinking caret (keyboard selection still works)
+        self.setTabChangesFocus(True)
+        self.setAccessibleName("Captions")
+        self._hint = ""
+        self.show_state("no-model")
         self._tail_color = QColor("#808080")
         self._pending: CaptionEvent | None = None
         self._has_pending = False
@@ -46,9 +61,18 @@ class CaptionView(QTextEdit):
 
     # -- styling ---------------------------------------------------------------------------------
     def set_caption_font(self, font: QFont) -> None:
-        """The font of the caption text."""
+        """The font of the caption text (kept when a style sheet is applied or changed later)."""
+        self._caption_font = QFont(font)
         self.setFont(font)
         self.document().setDefaultFont(font)
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        # Re-polishing under a style sheet (a theme change) puts back the font the widget had when it was
+        # first polished; the caption font the user chose wins.
+        wanted = self._caption_font
+        if event.type() == QEvent.Type.FontChange and wanted is not None and self.font() != wanted:
+            self.set_caption_font(wanted)
 
     def set_tail_color(self, color: QColor) -> None:
         """The colour of the partial's changing tail (the theme picks one with enough contrast)."""
@@ -66,6 +90,34 @@ class CaptionView(QTextEdit):
         fmt.setFontItalic(True)
         fmt.setForeground(self._tail_color)
         return fmt
+
+    # -- state hint ------------------------------------------------------------------------------
+    def show_state(self, state: str) -> None:
+        """Show the hint for session ``state`` ("no-model", "loading", "idle", "running", "paused") while the
+        view is empty."""
+        self.set_hint(HINTS.get(state, ""))
+
+    def set_hint(self, text: str) -> None:
+        """The text drawn (grey, wrapped) while no caption is shown."""
+        if text != self._hint:
+            self._hint = text
+            self.setAccessibleDescription(text)
+            self.viewport().update()
+
+    def hint(self) -> str:
+        return self._hint
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        super().paintEvent(event)
+        if not self._hint or not self.document().isEmpty():
+            return
+        margin = int(self.document().documentMargin())
+        p = QPainter(self.viewport())
+        p.setFont(self.font())
+        p.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
+        rect = self.viewport().rect().adjusted(margin, margin, -margin, -margin)
+        p.drawText(rect, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap, self._hint)
+        p.end()
 
     # -- content ---------------------------------------------------------------------------------
     def clear_captions(self) -> None:

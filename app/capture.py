@@ -19,11 +19,12 @@ from typing import Any
 
 import numpy as np
 
+from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError
 
-TARGET_RATE = 16000
 BLOCK_SECONDS = 0.064
 LOST_AFTER_SECONDS = 2.0
+FIRST_BLOCK_GRACE_SECONDS = 6.0  # a PulseAudio monitor of an idle null sink starts after ~2 s
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def list_input_devices(sd: Any) -> list[InputDevice]:
                 index=index,
                 name=str(dev["name"]),
                 hostapi=api,
-                default_rate=float(dev.get("default_samplerate", TARGET_RATE)),
+                default_rate=float(dev.get("default_samplerate", SAMPLE_RATE)),
                 channels=int(dev["max_input_channels"]),
                 is_default=index == default_in,
             )
@@ -168,19 +169,21 @@ class MicSource:
 
     kind = "microphone"
 
-    def __init__(self, sd: Any, device: int | None = None, max_queue_seconds: float = 10.0) -> None:
+    def __init__(
+        self, sd: Any, device: int | None = None, max_queue_seconds: float = 10.0, channels: int | None = None
+    ) -> None:
         self._sd = sd
         self.device = device
+        self._want_channels = channels  # None: mono when the device allows it
         self.queue = AudioQueue(max_queue_seconds)
-        self.rate = TARGET_RATE
+        self.rate = SAMPLE_RATE
         self.channels = 1
         self.description = ""
         self._stream: Any = None
         self._closing = False
         self._ended = threading.Event()
-        self._opened_at = 0.0
         self._last_callback = 0.0
-        self.overflows = 0
+        self._got_block = False
 
     # -- lifecycle (engine worker thread) -------------------------------------------------------
     def open(self) -> None:
@@ -194,16 +197,18 @@ class MicSource:
             raise AudioError("The selected microphone is not available; choose another one.") from exc
         name = str(info.get("name", "microphone"))
         max_channels = int(info.get("max_input_channels", 1)) or 1
-        self.channels = 1
-        rate = TARGET_RATE
+        self.channels = min(self._want_channels or 1, max_channels)
+        rate = SAMPLE_RATE
         try:
-            sd.check_input_settings(device=self.device, samplerate=TARGET_RATE, channels=1, dtype="float32")
+            sd.check_input_settings(
+                device=self.device, samplerate=SAMPLE_RATE, channels=self.channels, dtype="float32"
+            )
         except Exception:  # "Invalid sample rate" and friends
             rate = int(round(float(info.get("default_samplerate", 48000)) or 48000))
             try:
-                sd.check_input_settings(device=self.device, samplerate=rate, channels=1, dtype="float32")
+                sd.check_input_settings(device=self.device, samplerate=rate, channels=self.channels, dtype="float32")
             except Exception:  # some devices refuse mono
-                self.channels = min(2, max_channels)
+                self.channels = max(self.channels, min(2, max_channels))
         self.rate = rate
         self._closing = False
         self._ended.clear()
@@ -224,7 +229,8 @@ class MicSource:
                 f"The microphone \u201c{name}\u201d could not be opened; check that it is connected and that "
                 "livecap may use it."
             ) from exc
-        self._opened_at = self._last_callback = time.monotonic()
+        self._last_callback = time.monotonic()
+        self._got_block = False
         self.description = f"{name} ({rate / 1000:g} kHz)"
 
     def close(self) -> None:
@@ -252,7 +258,8 @@ class MicSource:
             return True
         active = getattr(self._stream, "active", True)
         silent_for = time.monotonic() - self._last_callback
-        return (not active and not self._closing) or silent_for > LOST_AFTER_SECONDS
+        limit = LOST_AFTER_SECONDS if self._got_block else FIRST_BLOCK_GRACE_SECONDS
+        return (not active and not self._closing) or silent_for > limit
 
     @property
     def is_open(self) -> bool:
@@ -275,8 +282,7 @@ class MicSource:
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:
         now = time.monotonic()
         self._last_callback = now
-        if status:
-            self.overflows += 1
+        self._got_block = True
         self.queue.put(Block(np.array(indata, dtype=np.float32, copy=True), self.rate, now))
 
     def _finished(self) -> None:

@@ -66,6 +66,7 @@ class SessionController(QObject):
         loader: ModelLoader = default_loader,
         sounddevice: Any = None,
         journal_dir: str | Path | None = None,
+        audio: Any = None,
         parent: QObject | None = None,
     ) -> None:
         super().__init__(parent)
@@ -94,7 +95,7 @@ class SessionController(QObject):
 
         self._thread = QThread()
         self._thread.setObjectName("engine-worker")
-        self._worker = EngineWorker(loader, sounddevice)
+        self._worker = EngineWorker(loader, sounddevice, audio)  # audio: app.sources.AudioSystem or None
         self._worker.moveToThread(self._thread)
         w = self._worker
         self.request_load.connect(w.load_model)
@@ -293,7 +294,7 @@ class SessionController(QObject):
     @Slot(str)
     def _on_device_lost(self, text: str) -> None:
         self._lost_text = text
-        self.message.emit("warning", text + " Switching to the default microphone\u2026")
+        self.message.emit("warning", text + " Switching to the default device\u2026")
         self.device_lost.emit(text)
 
     @Slot(str)
@@ -331,7 +332,8 @@ class SessionController(QObject):
         self._session_started = False
         if self.store is None:
             return spec
-        info: dict[str, Any] = {"source": "file" if spec.input_file else "microphone"}
+        kinds = {"mic": "microphone", "system": "system audio", "both": "microphone + system audio"}
+        info: dict[str, Any] = {"source": "file" if spec.input_file else kinds.get(spec.source, spec.source)}
         if self.model is not None:
             info |= {"model": self.model.source, "family": self.model.family, "backend": self.model.backend}
         if spec.input_file:
@@ -385,7 +387,7 @@ class SessionController(QObject):
             self._live_srt_failed(exc)
 
     def _live_srt_failed(self, exc: Exception) -> None:
-        from app.worker import user_message
+        from engine.errors import user_message
 
         log.warning("live SRT failed", exc_info=True)
         self._live_srt = None

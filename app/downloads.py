@@ -2,8 +2,9 @@
 
 A job runs one function on a Python daemon thread (so a download stuck on a dead connection can never keep
 the app from quitting) and emits ``progress``/``succeeded``/``failed``/``finished`` from there; Qt queues
-them to the receivers on the GUI thread. ``DownloadJob.cancel()`` stops a download within one network read
-(``engine.hub.CancelToken``); what was downloaded is kept and the next download resumes.
+them to the receivers on the GUI thread. ``DownloadJob.cancel()`` stops a download at once (the download runs in
+a child process, which is ended: ``engine.hub.transfer``); what was downloaded is kept and the next download
+resumes.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 
-from engine import hub
-from engine.errors import LivecapError
+from engine import hub, install
+from engine.errors import LivecapError, user_message
+from engine.loader import check_folder
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +63,7 @@ class Job(QObject):
             self.failed.emit(str(e), e)
         except Exception as e:  # noqa: BLE001 - a worker must report, never die silently
             log.warning("%s", self._what, exc_info=True)
-            detail = (str(e).strip().splitlines() or [""])[0][:200]
-            self.failed.emit(f"{self._what} ({type(e).__name__}{': ' + detail if detail else ''}).", e)
+            self.failed.emit(user_message(e, self._what), e)
         else:
             self.succeeded.emit(result)
         finally:
@@ -83,7 +84,7 @@ class Job(QObject):
 
 
 class DownloadJob(Job):
-    """``engine.hub.download`` with progress signals and a cancel. ``repo_id`` is what the row shows."""
+    """``engine.install.install_model`` with progress signals and a cancel. ``repo_id`` is what the row shows."""
 
     def __init__(self, repo_id: str, *, revision: str | None = None, allow_patterns: Sequence[str] | None = None,
                  aliases: Sequence[str] = (), required: Sequence[str] = (), token: str | None = None,
@@ -96,10 +97,10 @@ class DownloadJob(Job):
         self._full_check = full_check
 
     def _download(self):
-        path = hub.download(self.repo_id, progress=self.progress.emit, cancel=self.token, **self._options)
+        path = install.install_model(self.repo_id, progress=self.progress.emit, cancel=self.token, **self._options)
         if self._full_check:
             try:
-                hub.check_folder(path, full=True)
+                check_folder(path, full=True)
             except LivecapError:
                 # The loader cannot use it: leave nothing behind that would look installed.
                 hub.delete_model(self.repo_id)
@@ -111,8 +112,8 @@ class DownloadJob(Job):
 
 
 class CheckJob(Job):
-    """Validate a local folder with the loader (``check_folder(full=True)``) off the GUI thread."""
+    """Validate a local folder with the loader (``engine.loader.check_folder(full=True)``) off the GUI thread."""
 
     def __init__(self, folder: str) -> None:
-        super().__init__(hub.check_folder, folder, full=True, what=f"The folder {folder} could not be checked")
+        super().__init__(check_folder, folder, full=True, what=f"The folder {folder} could not be checked")
         self.folder = folder

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from app.worker import user_message
+from engine.errors import user_message
 
 log = logging.getLogger("livecap")
 

@@ -1,7 +1,9 @@
 """The export dialog: pick a format (SRT, WebVTT, TXT with or without timestamps, JSON) and a file.
 
 The file is written atomically by ``engine.transcript``; when that fails (an unwritable folder, a full
-disk) the dialog shows the one-sentence reason and stays open, so nothing is lost.
+disk) the dialog shows the one-sentence reason and stays open, so nothing is lost. A file that exists already
+is replaced only after the user confirms (two formats share ``.txt``, so switching between them would
+otherwise overwrite the earlier export silently).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
@@ -27,7 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.export import FORMATS, ExportFormat, export, format_by_key, render
-from app.worker import user_message
+from engine.errors import user_message
 from engine.events import Line
 
 log = logging.getLogger(__name__)
@@ -52,6 +55,7 @@ class ExportDialog(QDialog):
         self.setMinimumWidth(560)
         self._lines = list(lines)
         self.saved_path: Path | None = None
+        self._confirmed: Path | None = None  # chosen in the file dialog, which asked about replacing it
 
         self.format_combo = QComboBox(self)
         self.format_combo.setObjectName("exportFormat")
@@ -59,7 +63,10 @@ class ExportDialog(QDialog):
             self.format_combo.addItem(fmt.label, fmt.key)
         self.path_edit = QLineEdit(self)
         self.path_edit.setObjectName("exportPath")
+        self.path_edit.setAccessibleName("File")
+        self.format_combo.setAccessibleName("Format")
         browse = QPushButton("Browse\u2026", self)
+        browse.setAccessibleName("Choose the file")
         browse.clicked.connect(self._browse)
         path_row = QHBoxLayout()
         path_row.addWidget(self.path_edit, 1)
@@ -71,6 +78,8 @@ class ExportDialog(QDialog):
         self.preview.setReadOnly(True)
         self.preview.setMaximumBlockCount(200)
         self.preview.setMinimumHeight(160)
+        self.preview.setAccessibleName("Preview")
+        self.preview.setTabChangesFocus(True)
         self.error_label = QLabel(self)
         self.error_label.setObjectName("exportError")
         self.error_label.setWordWrap(True)
@@ -113,6 +122,8 @@ class ExportDialog(QDialog):
         if not self.path_edit.text().strip():
             self._show_error("Choose a file name first.")
             return
+        if path.is_file() and path != self._confirmed and not self.confirm_replace(path):
+            return
         try:
             export(self._lines, path, self.format)
         except Exception as exc:  # ExportError, or anything else: one sentence, stay open
@@ -121,6 +132,17 @@ class ExportDialog(QDialog):
             return
         self.saved_path = path
         super().accept()
+
+    def confirm_replace(self, path: Path) -> bool:
+        """Ask whether to replace the existing file ``path``."""
+        answer = QMessageBox.question(
+            self,
+            "Replace the file?",
+            f"{path.name} already exists in {path.parent}. Replace it with this {self.format.label} export?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        return answer == QMessageBox.StandardButton.Yes
 
     def _show_error(self, text: str) -> None:
         self.error_label.setText(text)
@@ -154,3 +176,4 @@ class ExportDialog(QDialog):
         )
         if path:
             self.path_edit.setText(path)
+            self._confirmed = self.path()

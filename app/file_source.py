@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from app.capture import TARGET_RATE, Block
+from app.capture import Block
+from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError, LivecapError
 
 BLOCK_SECONDS = 0.1
@@ -28,7 +29,7 @@ class FileSource:
             raise ValueError("speed must be positive")
         self.path = Path(path)
         self.speed = float(speed)
-        self.rate = TARGET_RATE
+        self.rate = SAMPLE_RATE
         self.description = self.path.name
         self._audio = np.zeros(0, dtype=np.float32)
         self._pos = 0

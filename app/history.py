@@ -1,14 +1,29 @@
 """The history pane: every committed line with its timestamp, a search box and copy buttons.
 
 It follows new lines unless the user scrolled up (LiveCaptions #66/#90). Search hides non-matching
-lines (case-insensitive). "Copy" copies the selected lines (all when none is selected) as plain text;
-the context menu also copies with timestamps.
+lines (case-insensitive) and highlights the matches in the lines it keeps (``MatchDelegate`` draws each
+line as a small text document with the matches marked). "Copy" copies the selected lines (all when none is
+selected) as plain text; the context menu also copies with timestamps.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPoint, Qt, Signal
-from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
+import re
+
+from PySide6.QtCore import QModelIndex, QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import (
+    QAbstractTextDocumentLayout,
+    QAction,
+    QColor,
+    QGuiApplication,
+    QKeySequence,
+    QPainter,
+    QPalette,
+    QTextCharFormat,
+    QTextCursor,
+    QTextDocument,
+    QTextOption,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
@@ -18,6 +33,9 @@ from PySide6.QtWidgets import (
     QListWidgetItem,
     QMenu,
     QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QVBoxLayout,
     QWidget,
 )
@@ -26,6 +44,83 @@ from app.export import clock
 from engine.events import Line
 
 LINE_ROLE = Qt.ItemDataRole.UserRole
+MATCH_BACKGROUND = QColor("#ffd54f")  # with black text: readable on every theme
+MATCH_TEXT = QColor("#000000")
+HEIGHT_CACHE = 20000
+ITEM_PAD = QSize(4, 6)  # horizontal and vertical padding inside a row, in pixels (both sides together)
+
+
+class MatchDelegate(QStyledItemDelegate):
+    """Draws a history row as wrapped text with every occurrence of ``needle`` highlighted."""
+
+    def __init__(self, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.needle = ""
+        self._heights: dict[tuple[str, int, str], int] = {}
+
+    def document(self, text: str, width: float, option: QStyleOptionViewItem, skip: int = 0) -> QTextDocument:
+        """``text`` laid out at ``width`` with the matches of ``needle`` after its first ``skip`` characters
+        (the timestamp) marked."""
+        doc = QTextDocument()
+        doc.setDocumentMargin(0)
+        doc.setDefaultFont(option.font)
+        wrap = QTextOption()
+        wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        doc.setDefaultTextOption(wrap)
+        doc.setPlainText(text)
+        doc.setTextWidth(max(width, 1.0))
+        for start, end in self.matches(text, skip):
+            cursor = QTextCursor(doc)
+            cursor.setPosition(start)
+            cursor.setPosition(end, QTextCursor.MoveMode.KeepAnchor)
+            fmt = QTextCharFormat()
+            fmt.setBackground(MATCH_BACKGROUND)
+            fmt.setForeground(MATCH_TEXT)
+            cursor.mergeCharFormat(fmt)
+        return doc
+
+    def matches(self, text: str, start: int = 0) -> list[tuple[int, int]]:
+        """``(start, end)`` of each case-insensitive occurrence of ``needle`` in ``text`` from ``start`` on."""
+        if not self.needle:
+            return []
+        pattern = re.compile(re.escape(self.needle), re.IGNORECASE)
+        return [(m.start(), m.end()) for m in pattern.finditer(text, start)]
+
+    def _text_width(self, option: QStyleOptionViewItem) -> float:
+        view = self.parent()
+        width = view.viewport().width() if isinstance(view, QAbstractItemView) else option.rect.width()
+        return float(width - ITEM_PAD.width())
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: QModelIndex) -> None:
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        text, opt.text = opt.text, ""
+        style = opt.widget.style() if opt.widget is not None else QGuiApplication.instance().style()
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)  # background, selection
+        line = index.data(LINE_ROLE)
+        skip = len(text) - len(line.text) if isinstance(line, Line) and text.endswith(line.text) else 0
+        doc = self.document(text, opt.rect.width() - ITEM_PAD.width(), opt, skip)
+        context = QAbstractTextDocumentLayout.PaintContext()
+        selected = bool(opt.state & QStyle.StateFlag.State_Selected)
+        role = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text
+        context.palette.setColor(QPalette.ColorRole.Text, opt.palette.color(role))
+        painter.save()
+        painter.translate(QPointF(opt.rect.left() + ITEM_PAD.width() / 2, opt.rect.top() + ITEM_PAD.height() / 2))
+        painter.setClipRect(QRectF(0, 0, opt.rect.width(), opt.rect.height()))
+        doc.documentLayout().draw(painter, context)
+        painter.restore()
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
+        opt = QStyleOptionViewItem(option)
+        self.initStyleOption(opt, index)
+        width = self._text_width(opt)
+        key = (opt.text, int(width), opt.font.key())
+        height = self._heights.get(key)
+        if height is None:  # highlighting never changes the layout, so heights are cached per text and width
+            if len(self._heights) > HEIGHT_CACHE:
+                self._heights.clear()
+            height = self._heights[key] = int(self.document(opt.text, width, opt).size().height())
+        return QSize(int(width), height + ITEM_PAD.height())
 
 
 class HistoryPane(QWidget):
@@ -40,6 +135,7 @@ class HistoryPane(QWidget):
         self.search.setObjectName("historySearch")
         self.search.setPlaceholderText("Search the transcript")
         self.search.setClearButtonEnabled(True)
+        self.search.setAccessibleName("Search the transcript")
         self.search.textChanged.connect(self._apply_filter)
         self.matches = QLabel(self)
         self.matches.setObjectName("historyMatches")
@@ -51,9 +147,13 @@ class HistoryPane(QWidget):
         self.list.setUniformItemSizes(False)
         self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.setAccessibleName("Transcript history")
+        self.delegate = MatchDelegate(self.list)
+        self.list.setItemDelegate(self.delegate)
         self.list.customContextMenuRequested.connect(self._context_menu)
         self.copy_button = QPushButton("Copy", self)
         self.copy_button.setToolTip("Copy the selected lines, or the whole transcript when none is selected")
+        self.copy_button.setAccessibleName("Copy lines")
         self.copy_button.clicked.connect(lambda: self.copy(timestamps=False))
 
         self._copy_action = QAction("Copy", self.list)
@@ -125,10 +225,12 @@ class HistoryPane(QWidget):
 
     def _apply_filter(self, text: str) -> None:
         needle = text.strip().lower()
+        self.delegate.needle = needle
         for i in range(self.list.count()):
             item = self.list.item(i)
             item.setHidden(bool(needle) and needle not in item.data(LINE_ROLE).text.lower())
         self._update_matches()
+        self.list.viewport().update()
 
     def _update_matches(self) -> None:
         if not self.search.text().strip():

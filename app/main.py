@@ -2,6 +2,7 @@
 
     livecap [--model SOURCE] [--backend auto|numpy|mlx]
             [--input FILE [--speed X] [--save-transcript PATH] [--quit-at-end]]
+            [--source mic|system|both [--device NAME] [--quit-after SECONDS --save-transcript PATH]]
     livecap --self-test       check this installation offscreen and exit 0/1 (app/selftest.py)
     livecap --sessions | --export-session ID ... | --retranscribe ID --model SOURCE
                               the kept sessions, headless (app/sessions_cli.py)
@@ -9,7 +10,9 @@
 With ``--input`` the file is replayed in real time instead of the microphone. With ``--quit-at-end``
 and ``--save-transcript`` (.txt/.srt/.vtt/.json by extension) the whole GUI path runs unattended and
 the app exits when the file ends: 0 ok, 1 the transcript could not be written or the engine failed,
-2 usage, 3 model problem, 4 audio problem.
+2 usage, 3 model problem, 4 audio problem. ``--source`` picks what to caption for this run (System audio,
+the microphone, or both mixed; ``--device`` names the microphone, or the output for ``system``), and with
+``--quit-after`` the capture runs unattended for that many seconds, then saves and exits the same way.
 """
 
 from __future__ import annotations
@@ -41,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--save-transcript", metavar="PATH", help="write the transcript when --input ends")
     p.add_argument("--quit-at-end", action="store_true", help="exit when --input ends")
     p.add_argument("--delay-ms", type=int, help="Voxtral delay in ms for this run")
+    p.add_argument("--source", choices=("mic", "system", "both"), help="what to caption (default: the saved choice)")
+    p.add_argument("--device", metavar="NAME", help="microphone (mic, both) or output (system) by name, this run")
+    p.add_argument("--quit-after", type=float, metavar="SECONDS", help="capture this long, save, and exit")
     p.add_argument(
         "--self-test", action="store_true", help="check this installation offscreen (bundled model and clip) and exit"
     )
@@ -94,8 +100,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.speed <= 0:
         print("livecap: --speed must be positive.", file=sys.stderr)
         return 2
-    if (args.save_transcript or args.quit_at_end) and not args.input:
-        print("livecap: --save-transcript and --quit-at-end need --input FILE.", file=sys.stderr)
+    if args.quit_after is not None and (args.input or not args.quit_after > 0):
+        print("livecap: --quit-after takes positive seconds and captures live (not with --input).", file=sys.stderr)
+        return 2
+    if (args.save_transcript and not (args.input or args.quit_after)) or (args.quit_at_end and not args.input):
+        print(
+            "livecap: --save-transcript needs --input FILE or --quit-after; --quit-at-end needs --input.",
+            file=sys.stderr,
+        )
         return 2
 
     from PySide6.QtCore import QCoreApplication
@@ -129,6 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     window = MainWindow(controller, settings)
     if args.engine_factory:
         window.sessions_child_args = ["--engine-factory", args.engine_factory]
+    if args.source or args.device:
+        from app.sources.cli import apply_source_args
+
+        problem = apply_source_args(window.sources, args.source, args.device)
+        if problem:
+            print(f"livecap: {problem}", file=sys.stderr)
+            controller.shutdown()
+            return 2
     install_excepthook(window.notify_error)
     window.show()
 
@@ -142,6 +162,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         run = ReplayRun(
             window, args.input, speed=args.speed, save_to=args.save_transcript, quit_at_end=args.quit_at_end
         )
+        if not source:
+            run.fail("Choose a model with --model SOURCE.", 2)
+    elif args.quit_after is not None:
+        from app.live_run import CaptureRun
+
+        run = CaptureRun(window, args.quit_after, save_to=args.save_transcript)
         if not source:
             run.fail("Choose a model with --model SOURCE.", 2)
     else:

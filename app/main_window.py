@@ -13,9 +13,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, QTimer, Signal, Slot
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QColor, QFont, QGuiApplication, QKeySequence
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtGui import (
+    QAction,
+    QActionGroup,
+    QCloseEvent,
+    QColor,
+    QFont,
+    QGuiApplication,
+    QKeyEvent,
+    QKeySequence,
+)
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QApplication,
     QComboBox,
     QFileDialog,
@@ -24,6 +34,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QSplitter,
+    QStackedWidget,
     QStyle,
     QToolBar,
     QToolButton,
@@ -33,24 +44,26 @@ from PySide6.QtWidgets import (
 
 from app.banner import Banner
 from app.caption_view import CaptionView
-from app.capture import list_input_devices, refresh_devices
 from app.controller import SessionController
 from app.export_dialog import ExportDialog
 from app.history import HistoryPane
 from app.icons import media_icon
 from app.journal import RecoveredSession
-from app.level_meter import LevelMeter
 from app.overlay_manager import OverlayManager
 from app.paths import documents_dir
 from app.sessions_view import SessionsWindow, apply_session_settings
-from app.settings import BACKENDS, DELAY_CHOICES_MS, THEMES, Key, Settings, Shortcut
+from app.settings import BACKENDS, CAPTION_SIZES, DELAY_CHOICES_MS, THEMES, Key, Settings, Shortcut
+from app.source_picker import SourcePicker
 from app.status_bar import SessionStatusBar
 from app.theme import apply_theme, tail_color
+from app.welcome import WelcomePanel
 from app.worker import SessionSpec, Stats
 
 log = logging.getLogger(__name__)
 
 AUDIO_FILTER = "WAV audio (*.wav);;All files (*)"
+SILENT_DB = -90.0  # the level meter's floor: exact digital silence
+CAPTION_SIZE_STEP = 2
 
 
 class _Notifier(QObject):
@@ -61,7 +74,8 @@ class _Notifier(QObject):
 
 class MainWindow(QMainWindow):
     """The livecap main window. ``sounddevice`` gives the module used to list devices (lazy import when
-    ``None``); the controller's worker captures with the same module."""
+    ``None``); the controller's worker captures with the same module. ``audio`` (an
+    ``app.sources.AudioSystem``) lists microphones and outputs; made from ``sounddevice`` when ``None``."""
 
     def __init__(
         self,
@@ -69,9 +83,11 @@ class MainWindow(QMainWindow):
         settings: Settings,
         *,
         sounddevice: Any = None,
+        audio: Any = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        self._audio = audio
         self.setObjectName("mainWindow")
         self.setWindowTitle("livecap")
         self.controller = controller
@@ -79,7 +95,6 @@ class MainWindow(QMainWindow):
         self._sd = sounddevice
         self._notifier = _Notifier(self)
         self._notifier.message.connect(lambda text: self.banner.show_message("error", text))
-        self._input_file: str | None = None
         self.sessions_window: SessionsWindow | None = None
         self.sessions_child_args: list[str] = []  # extra arguments for re-transcription processes (tests)
 
@@ -104,9 +119,14 @@ class MainWindow(QMainWindow):
         self.banner = Banner(self)
         self.caption_view = CaptionView(self)
         self.history = HistoryPane(self)
+        self.welcome = WelcomePanel(self)  # in the caption pane's place while no model is loaded
+        self.caption_stack = QStackedWidget(self)
+        self.caption_stack.setObjectName("captionStack")
+        self.caption_stack.addWidget(self.caption_view)
+        self.caption_stack.addWidget(self.welcome)
         self.splitter = QSplitter(Qt.Orientation.Horizontal, self)
         self.splitter.setObjectName("mainSplitter")
-        self.splitter.addWidget(self.caption_view)
+        self.splitter.addWidget(self.caption_stack)
         self.splitter.addWidget(self.history)
         self.splitter.setStretchFactor(0, 3)
         self.splitter.setStretchFactor(1, 2)
@@ -128,20 +148,12 @@ class MainWindow(QMainWindow):
         self.model_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.model_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_DirIcon))
         self.model_button.setToolTip("Choose, download or add a model")
+        self.model_button.setAccessibleName("Model: none chosen")
         self.model_button.clicked.connect(self.choose_model)
-        self.device_combo = QComboBox(self)
-        self.device_combo.setObjectName("deviceCombo")
-        self.device_combo.setMinimumContentsLength(14)
-        self.device_combo.setSizeAdjustPolicy(
-            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
-        )
-        self.device_combo.setToolTip("Microphone")
-        self.refresh_button = QToolButton(self)
-        self.refresh_button.setObjectName("refreshDevices")
-        self.refresh_button.setIcon(self.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload))
-        self.refresh_button.setToolTip("Refresh the list of microphones")
-        self.refresh_button.clicked.connect(lambda: self.refresh_devices(rescan=True))
-        self.level_meter = LevelMeter(self)
+        self.sources = SourcePicker(self, self.settings, self._audio_system())
+        self.device_combo = self.sources.device_combo
+        self.refresh_button = self.sources.refresh_button
+        self.level_meter = self.sources.level_meter
         self.delay_combo = QComboBox(self)
         self.delay_combo.setObjectName("delayCombo")
         for ms in DELAY_CHOICES_MS:
@@ -149,6 +161,7 @@ class MainWindow(QMainWindow):
         self.delay_combo.setToolTip(
             "Voxtral: how far the model may look ahead. Shorter is faster, longer is more accurate."
         )
+        self.delay_combo.setAccessibleName("Delay (how far Voxtral may look ahead)")
 
     def _action(
         self, text: str, shortcut: Shortcut | None = None, icon: QStyle.StandardPixmap | None = None
@@ -159,18 +172,20 @@ class MainWindow(QMainWindow):
         if shortcut is not None:
             action.setShortcut(QKeySequence(self.settings.shortcut(shortcut)))
             action.setToolTip(f"{shortcut.value[2]} ({self.settings.shortcut(shortcut)})")
+            self._shortcut_actions[shortcut] = action
         self.addAction(action)
         return action
 
     def _build_actions(self) -> None:
         sp = QStyle.StandardPixmap
-        self.start_action = self._action("Start")
+        self._shortcut_actions: dict[Shortcut, QAction] = {}
+        # Start and Pause share Space: only one of them is enabled at a time (idle/paused vs running).
+        self.start_action = self._action("Start", Shortcut.START_PAUSE)
         self.start_action.setToolTip("Start captioning (Space)")
-        self.pause_action = self._action("Pause")
+        self.pause_action = self._action("Pause", Shortcut.START_PAUSE)
         self.pause_action.setToolTip("Pause captioning (Space)")
         self.stop_action = self._action("Stop", Shortcut.STOP)
         self._refresh_icons()
-        self.toggle_action = self._action("Start / pause", Shortcut.START_PAUSE)
         self.open_model_action = self._action("Models\u2026", Shortcut.OPEN_MODEL, sp.SP_DirOpenIcon)
         self.open_folder_action = self._action("Open model folder\u2026")
         self.replay_action = self._action("Replay audio file\u2026", Shortcut.REPLAY_FILE)
@@ -186,11 +201,22 @@ class MainWindow(QMainWindow):
         self.sessions_action.setEnabled(self.controller.store is not None)
         self.quit_action = self._action("Quit", Shortcut.QUIT)
         self.quit_action.setToolTip("Quit (a session in progress ends and is kept in Sessions)")
+        self.larger_action = self._action("Larger caption text", Shortcut.LARGER_TEXT)
+        self.larger_action.setShortcuts(
+            [QKeySequence(self.settings.shortcut(Shortcut.LARGER_TEXT)), QKeySequence("Ctrl+=")]
+        )
+        self.smaller_action = self._action("Smaller caption text", Shortcut.SMALLER_TEXT)
         self.overlays.toggle_action.setIconText("Overlay")
         self.overlays.toggle_action.setShortcut(QKeySequence(self.settings.shortcut(Shortcut.OVERLAY)))
+        self.overlays.toggle_action.setToolTip(
+            f"Show the captions in a small always-on-top window ({self.settings.shortcut(Shortcut.OVERLAY)})"
+        )
         self.overlays.presentation_action.setShortcut(
             QKeySequence(self.settings.shortcut(Shortcut.PRESENTATION))
         )
+        self._shortcut_actions[Shortcut.START_PAUSE] = self.start_action
+        self._shortcut_actions[Shortcut.OVERLAY] = self.overlays.toggle_action
+        self._shortcut_actions[Shortcut.PRESENTATION] = self.overlays.presentation_action
         self.addAction(self.overlays.toggle_action)
         self.addAction(self.overlays.presentation_action)
 
@@ -205,10 +231,7 @@ class MainWindow(QMainWindow):
         bar.addSeparator()
         bar.addWidget(self.model_button)
         bar.addSeparator()
-        bar.addWidget(_label("Input", self))
-        bar.addWidget(self.device_combo)
-        bar.addWidget(self.refresh_button)
-        bar.addWidget(self.level_meter)
+        self.sources.install(bar)
         bar.addSeparator()
         self.delay_label = _label("Delay", self)
         self._delay_widgets = [bar.addWidget(self.delay_label), bar.addWidget(self.delay_combo)]
@@ -234,6 +257,8 @@ class MainWindow(QMainWindow):
         session_menu = menus.addMenu("&Session")
         for action in (self.start_action, self.pause_action, self.stop_action):
             session_menu.addAction(action)
+        session_menu.addSeparator()
+        session_menu.addMenu(self.sources.menu)
 
         model_menu = menus.addMenu("&Model")
         model_menu.addAction(self.open_model_action)
@@ -254,6 +279,8 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.overlays.presentation_action)
         view_menu.addSeparator()
         view_menu.addAction("Caption font\u2026").triggered.connect(self.choose_caption_font)
+        view_menu.addAction(self.larger_action)
+        view_menu.addAction(self.smaller_action)
         theme_menu = view_menu.addMenu("Theme")
         self.theme_group = QActionGroup(self)
         for name in THEMES:
@@ -274,7 +301,6 @@ class MainWindow(QMainWindow):
         self.start_action.triggered.connect(self.start_or_resume)
         self.pause_action.triggered.connect(c.pause)
         self.stop_action.triggered.connect(c.stop)
-        self.toggle_action.triggered.connect(self.toggle)
         self.open_model_action.triggered.connect(self.choose_model)
         self.open_folder_action.triggered.connect(self.choose_model_folder)
         self.replay_action.triggered.connect(self.choose_replay_file)
@@ -284,7 +310,11 @@ class MainWindow(QMainWindow):
         self.find_action.triggered.connect(self.history.focus_search)
         self.quit_action.triggered.connect(self.close)
         self.sessions_action.triggered.connect(self.show_sessions)
-        self.device_combo.activated.connect(self._device_chosen)
+        self.larger_action.triggered.connect(lambda: self.change_caption_size(CAPTION_SIZE_STEP))
+        self.smaller_action.triggered.connect(lambda: self.change_caption_size(-CAPTION_SIZE_STEP))
+        self.welcome.model_ready.connect(self._welcome_model_ready)
+        self.welcome.add_folder_requested.connect(self.choose_model_folder)
+        self.welcome.more_models_requested.connect(self.choose_model)
         self.delay_combo.activated.connect(
             lambda: self.settings.set_value(Key.DELAY_MS, int(self.delay_combo.currentData()))
         )
@@ -299,6 +329,7 @@ class MainWindow(QMainWindow):
         c.stats_changed.connect(self._on_stats)
         c.input_changed.connect(self.status.set_input)
         c.message.connect(self.show_message)
+        c.silence_hint.connect(self._on_silence_hint)
         c.session_finished.connect(self._on_session_finished)
 
     def _restore(self) -> None:
@@ -357,13 +388,6 @@ class MainWindow(QMainWindow):
         elif self.controller.state == "idle":
             self.start_session(self._session_spec())
 
-    def toggle(self) -> None:
-        """Space: start when idle, pause when running, resume when paused."""
-        if self.controller.state == "running":
-            self.controller.pause()
-        else:
-            self.start_or_resume()
-
     def start_file(self, path: str, speed: float = 1.0) -> None:
         """Replay ``path`` as if it were live (``speed`` times real time)."""
         self.start_session(self._session_spec(input_file=path, speed=speed))
@@ -407,31 +431,8 @@ class MainWindow(QMainWindow):
         return self.sessions_window
 
     def refresh_devices(self, rescan: bool = True) -> None:
-        """Fill the device picker (``rescan``: make PortAudio look for new devices; only while idle)."""
-        sd = self._sounddevice()
-        if sd is None:
-            self.device_combo.clear()
-            self.device_combo.addItem("No audio system", "")
-            return
-        if rescan and self.controller.state in ("idle", "no-model", "loading"):
-            try:
-                refresh_devices(sd)
-            except Exception:
-                log.warning("device rescan failed", exc_info=True)
-        wanted = self.settings.value(Key.DEVICE)
-        devices = list_input_devices(sd)
-        self.device_combo.clear()
-        self.device_combo.addItem("System default", "")
-        for dev in devices:
-            label = dev.name + (f" ({dev.hostapi})" if dev.hostapi else "")
-            self.device_combo.addItem(label, dev.name)
-        index = self.device_combo.findData(wanted)
-        if wanted and index < 0:
-            self.device_combo.addItem(f"{wanted} (not connected)", wanted)
-            index = self.device_combo.count() - 1
-        self.device_combo.setCurrentIndex(max(index, 0))
-        if not devices:
-            self.device_combo.setItemText(0, "No microphone found")
+        """Fill the source pickers (``rescan``: make PortAudio look for new devices; only while idle)."""
+        self.sources.refresh(rescan, idle=self.controller.state in ("idle", "no-model", "loading"))
 
     def choose_caption_font(self) -> None:
         ok, font = QFontDialog.getFont(self.caption_view.font(), self, "Caption font")
@@ -439,6 +440,20 @@ class MainWindow(QMainWindow):
             self.settings.set_value(Key.CAPTION_FONT, font.toString())
             self.settings.set_value(Key.CAPTION_FONT_SIZE, max(font.pointSize(), 1))
             self._apply_caption_font()
+
+    def change_caption_size(self, step: int) -> int:
+        """Make the caption text ``step`` points larger (or smaller), within ``CAPTION_SIZES``; remembered."""
+        lo, hi = CAPTION_SIZES
+        size = max(lo, min(hi, self.caption_view.font().pointSize() + step))
+        stored = self.settings.value(Key.CAPTION_FONT)
+        font = QFont()
+        if stored and font.fromString(stored):
+            font.setPointSize(size)
+            self.settings.set_value(Key.CAPTION_FONT, font.toString())
+        self.settings.set_value(Key.CAPTION_FONT_SIZE, size)
+        self._apply_caption_font()
+        self.status.showMessage(f"Caption text {size} pt.", 2000)
+        return size
 
     def set_theme(self, name: str) -> None:
         app = QApplication.instance()
@@ -479,9 +494,19 @@ class MainWindow(QMainWindow):
         """Thread-safe: show ``text`` as an error in the banner (used by the excepthook)."""
         self._notifier.message.emit(text)
 
+    def shortcut_rows(self) -> list[tuple[str, str, str]]:
+        """``(keys, what it does, where it is in the menus)`` for every shortcut."""
+        rows = []
+        for s in Shortcut:
+            action = self._shortcut_actions.get(s)
+            where = self._menu_path(action) if action is not None else ""
+            rows.append((self.settings.shortcut(s), s.value[2], where))
+        return rows
+
     def show_shortcuts(self) -> None:
         rows = "".join(
-            f"<tr><td><b>{self.settings.shortcut(s)}</b></td><td>{s.value[2]}</td></tr>" for s in Shortcut
+            f"<tr><td><b>{keys}</b></td><td>{what}</td><td>{where}</td></tr>"
+            for keys, what, where in self.shortcut_rows()
         )
         QMessageBox.information(self, "Keyboard shortcuts", f"<table cellspacing=6>{rows}</table>")
 
@@ -495,13 +520,22 @@ class MainWindow(QMainWindow):
             self._sd = sounddevice
         return self._sd
 
+    def _audio_system(self) -> Any:
+        if self._audio is None:
+            sd = self._sounddevice()
+            if sd is not None:
+                from app.sources import AudioSystem
+
+                self._audio = AudioSystem(sd)
+        return self._audio
+
     def _session_spec(self, input_file: str | None = None, speed: float = 1.0) -> SessionSpec:
         options: dict[str, Any] = {}
         model = self.controller.model
         if model is not None and model.has_delay:
             options["delay_ms"] = int(self.delay_combo.currentData())
-        device = self.device_combo.currentData() or None
-        return SessionSpec(input_file=input_file, speed=speed, device=device, options=options)
+        s = self.sources
+        return SessionSpec(input_file, speed, s.device, options, source=s.kind, output=s.output)
 
     @Slot(str)
     def _on_state(self, state: str) -> None:
@@ -511,12 +545,10 @@ class MainWindow(QMainWindow):
         self.start_action.setText("Resume" if state == "paused" else "Start")
         self.pause_action.setEnabled(state == "running")
         self.stop_action.setEnabled(active)
-        self.toggle_action.setEnabled(idle or active)
         self.model_button.setEnabled(not active and state != "loading")
         self.open_model_action.setEnabled(not active and state != "loading")
         self.backend_group.setEnabled(not active)
-        self.device_combo.setEnabled(not active)
-        self.refresh_button.setEnabled(not active)
+        self.sources.set_enabled(not active)
         self.replay_action.setEnabled(idle)
         model = self.controller.model
         has_delay = model is not None and model.has_delay
@@ -533,17 +565,22 @@ class MainWindow(QMainWindow):
             "loading": " \u2014 loading model",
         }
         self.setWindowTitle("livecap" + suffix.get(state, ""))
-        if not active:
-            self.level_meter.set_level(-90)
+        if state != "running":  # paused or stopped: no audio is read
+            self.sources.clear_levels()
+        self.caption_view.show_state(state)
+        self.status.set_state(state)
+        self._show_welcome(state == "no-model")
 
     @Slot(object)
     def _on_model(self, info: Any) -> None:
         self.status.set_model(info)
         if info is None:
             self.model_button.setText("Choose model\u2026")
+            self.model_button.setAccessibleName("Model: none chosen")
         else:
             name = info.name if len(info.name) <= 28 else info.name[:27] + "\u2026"
             self.model_button.setText(name)
+            self.model_button.setAccessibleName(f"Model: {info.name}")
             self.model_button.setToolTip(f"{info.source}\nClick to choose another model")
         self._on_state(self.controller.state)
 
@@ -553,21 +590,26 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_stats(self, stats: Stats) -> None:
-        self.level_meter.set_level(stats.level_db)
+        self.sources.show_levels(stats.level_db, stats.tracks)
         self.status.set_stats(stats)
+        if stats.level_db > SILENT_DB:  # audio arrives: the "pure silence" hint no longer holds
+            self.banner.dismiss("silence")
+
+    def _on_silence_hint(self) -> None:
+        """The controller just put its "pure silence" warning in the banner: tag it so that it can go again."""
+        self.banner.key = "silence"
 
     @Slot(str)
     def _on_session_finished(self, reason: str) -> None:
         self.caption_view.flush()
+        self.status.end_session()
+        self.banner.dismiss("silence")
         n = len(self.controller.lines)
         kept = " Kept in Sessions." if self.controller.store is not None else ""
         if reason == "input ended":
             self.status.showMessage(f"The file ended; {n} line(s) transcribed.{kept}", 8000)
         elif reason == "stopped":
             self.status.showMessage(f"Stopped; {n} line(s) in the transcript.{kept}", 8000)
-
-    def _device_chosen(self) -> None:
-        self.settings.set_value(Key.DEVICE, str(self.device_combo.currentData() or ""))
 
     def _backend_chosen(self, action: QAction) -> None:
         self.settings.set_value(Key.BACKEND, str(action.data()))
@@ -617,6 +659,45 @@ class MainWindow(QMainWindow):
         ):
             action.setIcon(media_icon(kind, palette, None if plain or accent is None else QColor(accent)))
 
+    def _show_welcome(self, on: bool) -> None:
+        """The welcome (no model yet) or the captions in the caption pane."""
+        showing = self.caption_stack.currentWidget() is self.welcome
+        if on and not showing:
+            self.welcome.refresh()
+            self.caption_stack.setCurrentWidget(self.welcome)
+            self.welcome.focus_first()
+        elif not on and showing:
+            focus = QApplication.focusWidget()
+            self.caption_stack.setCurrentWidget(self.caption_view)
+            if focus is None or self.welcome.isAncestorOf(focus):  # keep Space one key away from Start
+                self.caption_view.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _welcome_model_ready(self, source: str) -> None:
+        self.load_model(source)
+        self.caption_view.setFocus(Qt.FocusReason.OtherFocusReason)
+
+    def _menu_path(self, action: QAction) -> str:
+        """Where ``action`` is in the menu bar, e.g. "Model \u25b8 Models\u2026" ("" when in no menu)."""
+
+        def walk(menu_action: QAction, trail: list[str]) -> str:
+            menu = menu_action.menu()
+            if menu is None:
+                return ""
+            for child in menu.actions():
+                name = child.text().replace("&", "")
+                if child is action:
+                    return " \u25b8 ".join([*trail, name])
+                found = walk(child, [*trail, name])
+                if found:
+                    return found
+            return ""
+
+        for top in self.menuBar().actions():
+            found = walk(top, [top.text().replace("&", "")])
+            if found:
+                return found
+        return ""
+
     def _apply_caption_font(self) -> None:
         font = QFont(QGuiApplication.font())
         stored = self.settings.value(Key.CAPTION_FONT)
@@ -629,6 +710,16 @@ class MainWindow(QMainWindow):
             self, "About livecap", "livecap: on-device live captions (Voxtral Realtime, Moonshine Streaming)."
         )
 
+    def event(self, event: QEvent) -> bool:
+        """Space presses a focused button or opens a focused list rather than starting captioning, so every
+        control works from the keyboard."""
+        if event.type() == QEvent.Type.ShortcutOverride and isinstance(event, QKeyEvent):
+            focus = QApplication.focusWidget()
+            if event.key() == Qt.Key.Key_Space and isinstance(focus, (QAbstractButton, QComboBox)):
+                event.accept()
+                return True
+        return super().event(event)
+
     def closeEvent(self, event: QCloseEvent) -> None:
         """Save the layout, end the session cleanly (its lines are journaled), stop the worker."""
         s = self.settings
@@ -638,6 +729,7 @@ class MainWindow(QMainWindow):
         if self.sessions_window is not None:
             self.sessions_window.cancel_retranscribe()
             self.sessions_window.close()
+        self.welcome.cancel()
         running = self.controller.state in ("running", "paused")
         self.controller.shutdown()
         if running and self.controller.last_session_id and self.controller.store is not None:

@@ -45,19 +45,21 @@ from PySide6.QtWidgets import (
 
 from app.banner import Banner
 from app.downloads import CheckJob, DownloadJob, Job, progress_text
-from engine import hub
+from app.hub_messages import download_problem
+from app.settings import Key
+from engine import formats, hub, install
 from engine.catalog import Catalog, CatalogEntry, Machine, chip_fit, load_catalog, recommend
 from engine.errors import LivecapError
 
 log = logging.getLogger(__name__)
 
-SETTINGS_KEY = "model/source"
 TOKEN_URL = "https://huggingface.co/settings/tokens"
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian",
                   "pt": "Portuguese", "nl": "Dutch", "ru": "Russian", "ar": "Arabic", "hi": "Hindi",
                   "zh": "Chinese", "ja": "Japanese", "ko": "Korean"}
 ERROR_STYLE = "color: #c62828;"
+FAMILY_NAMES = {"moonshine_streaming": "Moonshine Streaming", "voxtral_realtime": "Voxtral Realtime"}
 _LIVE_JOBS: set[Job] = set()  # jobs outlive a closed dialog until their thread ends
 
 
@@ -69,9 +71,10 @@ class Row:
     source: str
     name: str
     entry: CatalogEntry | None = None
-    state: hub.LocalModel | None = None
+    state: install.LocalModel | None = None
     folder_ok: bool = False
     folder_problem: str = ""
+    family: str = ""  # a folder's model family, when the loader recognises it
 
     @property
     def repo_ids(self) -> list[str]:
@@ -101,10 +104,8 @@ def _read_source(settings: Any) -> str:
     if settings is None:
         settings = QSettings()
     if hasattr(settings, "set_value"):  # app.settings.Settings
-        from app.settings import Key
-
         return str(settings.value(Key.MODEL_SOURCE) or "")
-    value = settings.value(SETTINGS_KEY)
+    value = settings.value(Key.MODEL_SOURCE.key)
     return str(value) if value else ""
 
 
@@ -112,18 +113,17 @@ def _write_source(settings: Any, source: str) -> None:
     if settings is None:
         settings = QSettings()
     if hasattr(settings, "set_value"):
-        from app.settings import Key
-
         settings.set_value(Key.MODEL_SOURCE, source)
     else:
-        settings.setValue(SETTINGS_KEY, source)
+        settings.setValue(Key.MODEL_SOURCE.key, source)
     try:
         settings.sync()
     except AttributeError:  # pragma: no cover - a settings stand-in without sync
         pass
 
 
-def _languages(entry: CatalogEntry | None) -> str:
+def languages_text(entry: CatalogEntry | None) -> str:
+    """``"English"`` or ``"13 languages"`` for a catalog entry ("" for None)."""
     if entry is None or not entry.languages:
         return ""
     if len(entry.languages) == 1:
@@ -167,6 +167,7 @@ class ModelDialog(QDialog):
         self._job: DownloadJob | None = None
         self._busy = False
         self._check: CheckJob | None = None
+        self._error_source: str | None = None  # the row the error label is about
         self._last_progress: hub.Progress | None = None
         saved = _read_source(settings)
         if saved and Path(saved).expanduser().is_dir():
@@ -187,6 +188,7 @@ class ModelDialog(QDialog):
 
         self.tree = QTreeWidget(self)
         self.tree.setObjectName("modelList")
+        self.tree.setAccessibleName("Speech models")
         self.tree.setColumnCount(len(self.COLUMNS))
         self.tree.setHeaderLabels(list(self.COLUMNS))
         self.tree.setRootIsDecorated(False)
@@ -210,6 +212,7 @@ class ModelDialog(QDialog):
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.details.setOpenExternalLinks(True)
         self.details.setMinimumHeight(104)
+        self.details.setAccessibleName("Selected model details")
 
         self.download_button = QPushButton("Download", self)
         self.download_button.setObjectName("downloadButton")
@@ -253,6 +256,7 @@ class ModelDialog(QDialog):
         self.token_edit.setObjectName("tokenEdit")
         self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)
         self.token_edit.setClearButtonEnabled(True)
+        self.token_edit.setAccessibleName("Access token")
         self.remember_token = QCheckBox("Remember on this computer", self)
         self.remember_token.setObjectName("rememberToken")
         self.token_hint = QLabel(self)
@@ -269,6 +273,7 @@ class ModelDialog(QDialog):
         self.custom_edit.setObjectName("customEdit")
         self.custom_edit.setPlaceholderText("owner/name on the Hugging Face hub, or a folder on this computer")
         self.custom_edit.returnPressed.connect(self._add_custom)
+        self.custom_edit.setAccessibleName("Add a model: hub id or folder")
         self.browse_button = QPushButton("Browse\u2026", self)
         self.browse_button.setObjectName("browseButton")
         self.browse_button.clicked.connect(self._browse)
@@ -341,22 +346,22 @@ class ModelDialog(QDialog):
         claimed: set[str] = set()
         rec_key = self.recommendation.entry.key if self.recommendation else None
         for e in self.catalog:
-            state = hub.local_state(e.repo_ids, e.revision, e.required_files, scans)
-            name = e.name + ("  (recommended)" if e.key == rec_key else "")
+            state = install.local_state(e.repo_ids, e.revision, e.required_files, scans)
+            name = e.name + (" (recommended)" if e.key == rec_key else "")
             rows.append(Row("catalog", e.repo_id, name, e, state))
             claimed.update(r.lower() for r in e.repo_ids)
         for key, scan in sorted(scans.items()):
             if key in claimed:
                 continue
-            rows.append(Row("hub", scan.repo_id, scan.repo_id, None, hub.local_state(scan.repo_id, scans=scans)))
+            rows.append(Row("hub", scan.repo_id, scan.repo_id, None, install.local_state(scan.repo_id, scans=scans)))
             claimed.add(key)
         for rid in self._pending:
             if rid.lower() not in claimed:
                 rows.append(Row("hub", rid, rid))
         for folder in self._folders:
-            problem = hub.snapshot_problem(Path(folder))
+            problem = install.snapshot_problem(Path(folder))
             rows.append(Row("folder", folder, Path(folder).name or folder, folder_ok=not problem,
-                            folder_problem=problem))
+                            folder_problem=problem, family=_folder_family(Path(folder))))
         self.rows = rows
         self.tree.blockSignals(True)
         self.tree.clear()
@@ -380,10 +385,15 @@ class ModelDialog(QDialog):
     def _cells(self, row: Row) -> list[str]:
         e = row.entry
         if row.kind == "folder":
-            return [row.name, "", "", "", "Local folder" if row.folder_ok else "Local folder, not usable"]
+            family = FAMILY_NAMES.get(row.family, "")
+            status = "Local folder" if row.folder_ok else "Local folder, not usable"
+            weights = _weights_bytes(Path(row.source))
+            return [f"{row.name} \u00b7 {family}" if family else row.name, self._family_languages(row.family),
+                    f"{hub.format_bytes(_folder_bytes(Path(row.source)))} on disk",
+                    f"about {hub.format_bytes(weights)}" if weights else "", status]
         download = hub.format_bytes(e.download_bytes) if e else ""
         memory = hub.format_bytes(e.memory_bytes) if e else ""
-        return [row.name, _languages(e), download, memory, self._status(row)]
+        return [row.name, languages_text(e), download, memory, self._status(row)]
 
     def _status(self, row: Row) -> str:
         job = self._job
@@ -452,6 +462,10 @@ class ModelDialog(QDialog):
 
     def _update_selection(self) -> None:
         row = self.selected_row()
+        if self._error_source is not None and (row is None or row.source != self._error_source):
+            self._error_source = None  # the error was about another model
+            self.error_label.hide()
+        focus = self.focusWidget()
         job_running = self.busy
         mine = bool(job_running and row is not None and row.kind != "folder"
                     and self._job.repo_id.lower() in {r.lower() for r in row.repo_ids})
@@ -466,6 +480,8 @@ class ModelDialog(QDialog):
         self.open_button.setEnabled(row is not None and row.path is not None and row.path.is_dir())
         self.use_button.setEnabled(row is not None and row.installed)
         self.details.setText(self._details(row) if row is not None else "")
+        if isinstance(focus, QPushButton) and not focus.isEnabled():
+            self._move_focus_from(focus)
         for i, r in enumerate(self.rows):  # keep the status column live
             item = self.tree.topLevelItem(i)
             if item is not None and r.kind != "folder":
@@ -475,6 +491,10 @@ class ModelDialog(QDialog):
         e = row.entry
         if row.kind == "folder":
             head = f"<b>Local folder</b> {_esc(row.source)}"
+            family = FAMILY_NAMES.get(row.family)
+            if family:
+                langs = self._family_languages(row.family)
+                head += f"<br>A {_esc(family)} model" + (f" ({_esc(langs)})." if langs else ".")
             if row.folder_ok:
                 return head + "<br>The loader accepts this folder."
             return head + f"<br><span style='{ERROR_STYLE}'>{_esc(row.folder_problem)}</span>"
@@ -513,9 +533,27 @@ class ModelDialog(QDialog):
             lines.append(_esc(s.problem))
         return "<br>".join(lines)
 
-    def _show_error(self, text: str) -> None:
+    def _family_languages(self, family: str) -> str:
+        """What the catalog says about the languages of ``family`` ("English", "13 languages"), or ""."""
+        entry = next((e for e in self.catalog if e.family == family), None)
+        return languages_text(entry)
+
+    def _show_error(self, text: str, about: str | None = None) -> None:
+        """Show ``text`` about the model ``about`` (default: the selected one); it goes when another row is
+        selected. "" hides it."""
+        row = self.row_for(about) if about else self.selected_row()
+        self._error_source = (row.source if row is not None else about) if text else None
         self.error_label.setText(text)
         self.error_label.setVisible(bool(text))
+
+    def _move_focus_from(self, button: QPushButton) -> None:
+        """``button`` was just disabled while it had focus: go to the button that continues the task (Cancel
+        while downloading, Download or Use after), else the list, never into the token field."""
+        for candidate in (self.cancel_button, self.download_button, self.use_button):
+            if candidate is not button and candidate.isEnabled() and candidate.isVisible():
+                candidate.setFocus(Qt.FocusReason.OtherFocusReason)
+                return
+        self.tree.setFocus(Qt.FocusReason.OtherFocusReason)
 
     # -- token --------------------------------------------------------------------------------------------------
     def _token(self) -> str | None:
@@ -608,12 +646,12 @@ class ModelDialog(QDialog):
             kept = f"{hub.format_bytes(p.done)} kept" if p else "Nothing lost"
             self.progress_label.setText(f"Cancelled \u00b7 {kept}; Resume download continues from there.")
         else:
+            text = download_problem(exc, repo_id)
             self.progress_label.setText("Download failed.")
-            self._show_error(message)
-            if repo_id in self._pending:
-                self.custom_status.setText(message)
-                self.custom_status.setStyleSheet(ERROR_STYLE)
-                self.custom_status.show()
+            if repo_id in self._pending:  # said once, where the user typed the id
+                self._custom_message(text, error=True)
+            else:
+                self._show_error(text, about=repo_id)
         if repo_id in self._pending:
             self._pending.remove(repo_id)
         self.refresh()
@@ -724,7 +762,7 @@ class ModelDialog(QDialog):
         family, _dialect = result
         if folder and folder not in self._folders:
             self._folders.append(folder)
-        name = "Moonshine Streaming" if family == "moonshine_streaming" else "Voxtral Realtime"
+        name = FAMILY_NAMES.get(family, family)
         self._custom_message(f"Added {folder}: a {name} model the loader accepts.")
         self.refresh()
         self.select_source(folder)
@@ -747,6 +785,30 @@ class ModelDialog(QDialog):
             job.cancel()
             job.wait(2.0)
         super().done(result)
+
+
+def _folder_family(folder: Path) -> str:
+    """The model family the loader sees in ``folder`` ("" when none)."""
+    try:
+        return formats.detect(folder)[0]
+    except (LivecapError, OSError):
+        return ""
+
+
+def _folder_bytes(folder: Path) -> int:
+    """The size of the files directly in ``folder``."""
+    try:
+        return sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+    except OSError:
+        return 0
+
+
+def _weights_bytes(folder: Path) -> int:
+    """The size of the weight files in ``folder`` (about the memory the model takes)."""
+    try:
+        return sum(p.stat().st_size for p in folder.glob("*.safetensors"))
+    except OSError:
+        return 0
 
 
 def _esc(text: str) -> str:

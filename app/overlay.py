@@ -3,7 +3,8 @@
 Drag it anywhere to move it; drag an edge to resize it (``startSystemMove``/``startSystemResize``, which
 also work on Wayland, with a manual fallback). Click-through makes it ignore the mouse
 (``Qt.WindowTransparentForInput``; turn it off from the main window's View menu). Presentation mode
-shows the captions full screen with a larger font (Esc leaves it). Text is laid out with a
+shows the captions full screen with a larger font (Esc leaves it), sized to the space the window really has
+(a window manager may not make it full screen), so no line is ever cut. Text is laid out with a
 QTextDocument and only the last ``lines`` wrapped lines are painted, bottom-aligned, so the newest
 words are always visible.
 
@@ -43,6 +44,9 @@ PAD_Y = 10
 EDGE = 8
 KEEP_LINES = 8
 PRESENTATION_SCALE = 1.8
+PRESENTATION_MARGIN = 0.08  # of the height, above and below the text in presentation mode
+MIN_POINT_SIZE = 6.0
+FULL_SCREEN_CHECK_MS = 400  # how long a window manager gets to make the presentation window full screen
 DEFAULT_POINT_SIZE = 26
 
 
@@ -118,7 +122,20 @@ class CaptionOverlay(QWidget):
             font.setPointSize(DEFAULT_POINT_SIZE)
         if self._presentation:
             font.setPointSizeF(font.pointSizeF() * PRESENTATION_SCALE)
+            room = self._presentation_area().height()
+            while font.pointSizeF() > MIN_POINT_SIZE and self._text_height(font) > room:
+                font.setPointSizeF(max(MIN_POINT_SIZE, font.pointSizeF() * 0.95))
         return font
+
+    def _text_height(self, font: QFont) -> float:
+        """The height of ``lines`` lines in ``font``."""
+        return QFontMetricsF(font).lineSpacing() * self._style.lines + 1
+
+    def _presentation_area(self) -> QRectF:
+        """Where the text goes in presentation mode: inside the padding, less a margin above and below."""
+        area = QRectF(self.rect()).adjusted(PAD_X, PAD_Y, -PAD_X, -PAD_Y)
+        margin = area.height() * PRESENTATION_MARGIN
+        return area.adjusted(0, margin, 0, -margin)
 
     # -- content -----------------------------------------------------------------------------------
     def commit(self, line: Line) -> None:
@@ -160,6 +177,7 @@ class CaptionOverlay(QWidget):
         if on:
             self._normal_geometry = self.geometry()
             self.showFullScreen()
+            QTimer.singleShot(FULL_SCREEN_CHECK_MS, self, self._cover_screen)
             self.activateWindow()
             self.setFocus()
         else:
@@ -168,6 +186,12 @@ class CaptionOverlay(QWidget):
                 self.setGeometry(self._normal_geometry)
         self.presentation_changed.emit(on)
         self.update()
+
+    def _cover_screen(self) -> None:
+        """Some window managers ignore full screen for a tool window: then cover the screen by hand."""
+        screen = self.screen()
+        if self._presentation and screen is not None and self.geometry() != screen.geometry():
+            self.setGeometry(screen.geometry())
 
     def _apply_flags(self) -> None:
         visible = self.isVisible()
@@ -243,9 +267,9 @@ class CaptionOverlay(QWidget):
             shown = lines[-self._style.lines :]
             first_top, last_bottom = shown[0][1], shown[-1][2]
             area = QRectF(self.rect()).adjusted(PAD_X, PAD_Y, -PAD_X, -PAD_Y)
-            if self._presentation:
-                area.setTop(area.bottom() - (last_bottom - first_top) - area.height() * 0.08)
-                area.setBottom(area.bottom() - area.height() * 0.08)
+            if self._presentation:  # the lines sit low on the screen, like subtitles
+                area = self._presentation_area()
+                area.setTop(max(area.top(), area.bottom() - (last_bottom - first_top)))
             p.save()
             p.setClipRect(area)
             p.translate(QPointF(area.left(), area.bottom() - last_bottom))

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QApplication
 
 from app.export import export
 from app.main_window import MainWindow
-from app.worker import user_message
+from engine.errors import user_message
 
 
 class ReplayRun(QObject):

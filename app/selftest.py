@@ -151,11 +151,11 @@ def _check_resources() -> None:
         raise SelfTestError(f"the model catalog could not be read ({type(exc).__name__}: {exc})") from exc
     if len(catalog) == 0:
         raise SelfTestError("the model catalog is empty")
-    try:  # the download path (engine.hub) imports these lazily, so a bundle could lack them unnoticed
+    try:  # the download path (engine.hub, engine.hub_worker) imports these lazily: a bundle could lack them
         import httpx2  # noqa: F401
         import huggingface_hub
 
-        for name in ("HfApi", "hf_hub_url", "get_hf_file_metadata", "scan_cache_dir"):
+        for name in ("HfApi", "hf_hub_download", "set_client_factory", "scan_cache_dir"):
             getattr(huggingface_hub, name)
     except Exception as exc:
         raise SelfTestError(f"the model download client does not load ({type(exc).__name__}: {exc})") from exc

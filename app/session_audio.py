@@ -21,11 +21,12 @@ from typing import BinaryIO
 
 import numpy as np
 
+from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
 
-RATE = 16000
+RATE = SAMPLE_RATE  # what the engine is fed
 RAW_NAME = "audio.pcm"
 FLAC_NAME = "audio.flac"
 BLOCK = RATE * 60  # samples per block when compressing or reading

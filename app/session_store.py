@@ -70,7 +70,7 @@ class SessionSummary:
     title: str
     started: str  # ISO 8601 local time ("" when unknown)
     duration: float  # seconds of audio
-    source: str  # "microphone" | "file" | "system audio" | "unknown"
+    source: str  # "microphone" | "file" | "system audio" | "microphone + system audio" | "unknown"
     input: str  # the input's description
     model: str
     lines: int

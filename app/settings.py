@@ -13,7 +13,10 @@ from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
 
-DELAY_CHOICES_MS: tuple[int, ...] = (*range(80, 1201, 80), 2400)
+from engine.models.voxtral.session import DELAYS_MS
+
+CAPTION_SIZES: tuple[int, int] = (8, 96)  # the caption font size range, in points
+DELAY_CHOICES_MS: tuple[int, ...] = DELAYS_MS  # the Voxtral delays the engine accepts (one list, the engine's)
 THEMES: tuple[str, ...] = ("system", "light", "dark", "high-contrast")
 BACKENDS: tuple[str, ...] = ("auto", "numpy", "mlx")
 
@@ -25,6 +28,8 @@ class Key(enum.Enum):
     BACKEND = ("model/backend", "auto")
     DELAY_MS = ("model/delay-ms", 480)
     DEVICE = ("audio/device", "")  # device name; "" = system default
+    SOURCE = ("audio/source", "")  # "system" | "mic" | "both"; "" = first run (System audio where available)
+    OUTPUT = ("audio/output", "")  # output id for System audio; "" = the default output, followed
     CAPTION_FONT = ("captions/font", "")  # QFont.toString(); "" = application font, larger
     CAPTION_FONT_SIZE = ("captions/font-size", 18)
     THEME = ("ui/theme", "system")
@@ -63,7 +68,7 @@ class Shortcut(enum.Enum):
 
     START_PAUSE = ("start-pause", "Space", "Start, pause or resume captioning")
     STOP = ("stop", "Ctrl+.", "Stop the session")
-    OPEN_MODEL = ("open-model", "Ctrl+M", "Choose a model folder")
+    OPEN_MODEL = ("open-model", "Ctrl+M", "Choose, download or add a model")
     REPLAY_FILE = ("replay-file", "Ctrl+R", "Replay an audio file")
     EXPORT = ("export", "Ctrl+E", "Export the transcript")
     COPY_ALL = ("copy-all", "Ctrl+Shift+C", "Copy the whole transcript")
@@ -71,6 +76,8 @@ class Shortcut(enum.Enum):
     SESSIONS = ("sessions", "Ctrl+Shift+S", "Show the sessions library")
     OVERLAY = ("overlay", "Ctrl+Shift+O", "Show or hide the caption overlay")
     PRESENTATION = ("presentation", "F11", "Full-screen presentation mode")
+    LARGER_TEXT = ("larger-text", "Ctrl++", "Larger caption text")
+    SMALLER_TEXT = ("smaller-text", "Ctrl+-", "Smaller caption text")
     QUIT = ("quit", "Ctrl+Q", "Quit")
 
 

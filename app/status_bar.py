@@ -1,4 +1,5 @@
-"""The status bar: model and backend, elapsed time, audio-to-caption latency, and "can't keep up"."""
+"""The status bar: session state (Captioning / Paused), model and backend, elapsed time, audio-to-caption
+latency, and "can't keep up" (short, with the numbers in its tooltip; gone when the session ends)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,12 @@ class SessionStatusBar(QStatusBar):
         self.keepup_label = QLabel("", self)
         self.keepup_label.setObjectName("keepUpLabel")
         self.keepup_label.hide()
+        self.state_label = QLabel("", self)
+        self.state_label.setObjectName("stateLabel")
+        self.state_label.hide()
         self.addWidget(self.input_label, 1)
-        for label in (self.keepup_label, self.latency_label, self.elapsed_label, self.model_label):
+        for label in (self.state_label, self.keepup_label, self.latency_label, self.elapsed_label,
+                      self.model_label):
             self.addPermanentWidget(label)
         self._latency: float | None = None
 
@@ -45,6 +50,20 @@ class SessionStatusBar(QStatusBar):
             )
             self.model_label.setText(f"{info.name} \u00b7 {family} \u00b7 {info.backend}")
             self.model_label.setToolTip(info.source)
+
+    def set_state(self, state: str) -> None:
+        """Show the session state: "Captioning" while running, "Paused" while paused, nothing otherwise."""
+        text = {"running": "\u25cf Captioning", "paused": "\u275a\u275a Paused"}.get(state, "")
+        self.state_label.setText(text)
+        self.state_label.setProperty("state", state)
+        self.state_label.style().unpolish(self.state_label)
+        self.state_label.style().polish(self.state_label)
+        self.state_label.setAccessibleName(text.split(" ", 1)[-1] if text else "")
+        self.state_label.setVisible(bool(text))
+
+    def end_session(self) -> None:
+        """The session ended: the keep-up warning no longer applies."""
+        self.keepup_label.hide()
 
     def set_input(self, description: str) -> None:
         self.input_label.setText(f"Input: {description}" if description else "")
@@ -72,10 +91,13 @@ class SessionStatusBar(QStatusBar):
                 parts.append(f"{stats.backlog_s:.1f} s behind")
             if stats.dropped_s > 0:
                 parts.append(f"{stats.dropped_s:.1f} s of audio dropped")
-            self.keepup_label.setText("\u26a0 Can't keep up: " + ", ".join(parts))
+            detail = ", ".join(parts)
+            self.keepup_label.setText("\u26a0 Can't keep up")
             self.keepup_label.setToolTip(
-                "The model is slower than real time on this machine; try a smaller model or another backend."
+                f"{detail[0].upper()}{detail[1:]}. The model is slower than real time on this machine; try a "
+                "smaller model or another backend."
             )
+            self.keepup_label.setAccessibleName(f"Can't keep up: {detail}")
             self.keepup_label.show()
         else:
             self.keepup_label.hide()

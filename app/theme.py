@@ -1,6 +1,7 @@
 """Themes: light, dark and high contrast (a QPalette plus a style sheet from ``resources/themes``).
 
-"system" leaves the platform's palette alone. ``tail_color`` is the grey of the partial tail that keeps
+"system" leaves the platform's palette alone. Each theme sets its link colours too (links in rich-text labels
+stay readable on a dark background). ``tail_color`` is the grey of the partial tail that keeps
 enough contrast on each theme's background.
 """
 
@@ -31,6 +32,8 @@ _PALETTES: dict[str, dict[QPalette.ColorRole, str]] = {
         QPalette.ColorRole.ToolTipText: "#1b1b1b",
         QPalette.ColorRole.PlaceholderText: "#7a7a7a",
         QPalette.ColorRole.Mid: "#b8b8b8",
+        QPalette.ColorRole.Link: "#1557b0",
+        QPalette.ColorRole.LinkVisited: "#6a3bb0",
     },
     "dark": {
         QPalette.ColorRole.Window: "#23262b",
@@ -46,6 +49,8 @@ _PALETTES: dict[str, dict[QPalette.ColorRole, str]] = {
         QPalette.ColorRole.ToolTipText: "#e6e6e6",
         QPalette.ColorRole.PlaceholderText: "#8d939b",
         QPalette.ColorRole.Mid: "#4a4f57",
+        QPalette.ColorRole.Link: "#8cbcff",
+        QPalette.ColorRole.LinkVisited: "#c6a6ff",
     },
     "high-contrast": {
         QPalette.ColorRole.Window: "#000000",
@@ -61,6 +66,8 @@ _PALETTES: dict[str, dict[QPalette.ColorRole, str]] = {
         QPalette.ColorRole.ToolTipText: "#ffffff",
         QPalette.ColorRole.PlaceholderText: "#c8c8c8",
         QPalette.ColorRole.Mid: "#ffffff",
+        QPalette.ColorRole.Link: "#7fdfff",
+        QPalette.ColorRole.LinkVisited: "#ffa8ff",
     },
 }
 

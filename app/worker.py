@@ -25,10 +25,14 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
-from app.capture import TARGET_RATE, Block, MicSource, refresh_devices, resolve_device
+from app.audio_source import AudioSource
+from app.capture import Block, refresh_devices
 from app.file_source import FileSource
 from app.session_audio import AudioRecorder
-from engine.errors import AudioError, LivecapError
+from engine.audio import SAMPLE_RATE
+from engine.errors import AudioError, LivecapError, user_message
+from engine.events import CaptionEvent
+from engine.protocols import Model, Session
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ MAX_SECONDS_PER_TICK = 1.0
 SILENCE_HINT_AFTER_S = 4.0
 RECOVER_EVERY_S = 2.0
 
-ModelLoader = Callable[..., Any]
+ModelLoader = Callable[..., Model]
 
 
 @dataclass(frozen=True)
@@ -62,15 +66,18 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class SessionSpec:
-    """How to start a session: replay ``input_file`` at ``speed``, or capture the device named
-    ``device`` ("" or None: the system default). ``options`` go to ``model.start_session``. With
-    ``audio_path`` the audio the engine is fed is kept there (``app.session_audio``)."""
+    """How to start a session: replay ``input_file`` at ``speed``, or capture ``source`` ("mic",
+    "system" or "both"; ``app.sources``) from the microphone ``device`` and the output ``output`` ("" or
+    None: the defaults). ``options`` go to ``model.start_session``. With ``audio_path`` the audio the
+    engine is fed is kept there (``app.session_audio``)."""
 
     input_file: str | None = None
     speed: float = 1.0
     device: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     audio_path: str | None = None
+    source: str = "mic"
+    output: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,21 +89,14 @@ class Stats:
     backlog_s: float  # audio captured but not yet fed to the model
     dropped_s: float  # audio dropped because the queue was full (this session)
     audio_s: float  # audio fed to the session so far
+    tracks: dict[str, float] | None = None  # "Both": each input's level, dBFS ({"mic": .., "system": ..})
 
 
-def default_loader(source: str, *, backend: str = "auto") -> Any:
+def default_loader(source: str, *, backend: str = "auto") -> Model:
     """``engine.load_model`` (imported lazily, so the app starts even while the engine is missing)."""
     from engine import load_model
 
     return load_model(source, backend=backend)
-
-
-def user_message(exc: BaseException, what: str) -> str:
-    """One sentence for the user: the engine's own sentence, or ``what`` plus the exception's first line."""
-    if isinstance(exc, LivecapError):
-        return str(exc)
-    detail = (str(exc).strip().splitlines() or [""])[0][:200]
-    return f"{what} ({type(exc).__name__}{': ' + detail if detail else ''})."
 
 
 def exit_code(exc: BaseException, default: int) -> int:
@@ -123,13 +123,15 @@ class EngineWorker(QObject):
     session_finished = Signal(str)  # "stopped" | "input ended" | "error"
     shut_down = Signal()
 
-    def __init__(self, loader: ModelLoader = default_loader, sounddevice: Any = None) -> None:
+    def __init__(self, loader: ModelLoader = default_loader, sounddevice: Any = None, audio: Any = None) -> None:
         super().__init__()
         self._loader = loader
         self._sd = sounddevice
-        self._model: Any = None
-        self._session: Any = None
-        self._source: Any = None
+        self._audio = audio  # app.sources.AudioSystem, made on first use
+        self._spec = SessionSpec()
+        self._model: Model | None = None
+        self._session: Session | None = None
+        self._source: AudioSource | None = None
         self._resampler: Any = None
         self._resampler_key: tuple[int, int] | None = None
         self._timer: QTimer | None = None
@@ -197,7 +199,7 @@ class EngineWorker(QObject):
         self._source.close()
         self._feed(self._source.read())
         if self._recovering:  # resume on the default device rather than the one that vanished
-            self._source = MicSource(self._sounddevice(), None)
+            self._source = self._fallback_source()
             self._recovering = False
         if self._session is not None:
             self._set_state("paused")
@@ -232,16 +234,22 @@ class EngineWorker(QObject):
         self.shut_down.emit()
 
     # -- internals ------------------------------------------------------------------------------
-    def _make_source(self, spec: SessionSpec) -> Any:
+    def _make_source(self, spec: SessionSpec) -> AudioSource:
+        self._spec = spec
         if spec.input_file:
             return FileSource(spec.input_file, spec.speed)
-        sd = self._sounddevice()
-        index = resolve_device(sd, spec.device)
-        if spec.device and index is None:
-            self.notice.emit(
-                f"The microphone \u201c{spec.device}\u201d is not connected; using the default one."
-            )
-        return MicSource(sd, index)
+        return self._audio_system().make_source(spec.source, spec.device, spec.output, self.notice.emit)
+
+    def _fallback_source(self) -> Any:
+        """The same kind of source on the default devices (after a device vanished)."""
+        return self._audio_system().make_source(self._spec.source)
+
+    def _audio_system(self) -> Any:
+        if self._audio is None:
+            from app.sources import AudioSystem
+
+            self._audio = AudioSystem(self._sounddevice())
+        return self._audio
 
     def _sounddevice(self) -> Any:
         if self._sd is None:
@@ -287,6 +295,8 @@ class EngineWorker(QObject):
             self._handle_loss()
         else:
             blocks = source.read(MAX_SECONDS_PER_TICK)
+            for text in getattr(source, "notices", list)():  # output changes, hints
+                self.notice.emit(text)
             if blocks and not self._feed(blocks):
                 return
             if source.ended and not blocks:
@@ -323,12 +333,12 @@ class EngineWorker(QObject):
         samples = block.samples
         channels = samples.shape[1] if samples.ndim == 2 else 1
         key = (block.rate, channels)
-        if key == (TARGET_RATE, 1):
+        if key == (SAMPLE_RATE, 1):
             return np.ascontiguousarray(samples.reshape(-1), dtype=np.float32)
         if self._resampler_key != key:
             from engine.audio import Resampler
 
-            self._resampler = Resampler(block.rate, TARGET_RATE, channels=channels)
+            self._resampler = Resampler(block.rate, SAMPLE_RATE, channels=channels)
             self._resampler_key = key
         data = samples if channels > 1 else samples.reshape(-1)
         return np.asarray(self._resampler.process(data), dtype=np.float32).reshape(-1)
@@ -354,7 +364,7 @@ class EngineWorker(QObject):
             else:
                 self._zero_run = 0
 
-    def _emit_events(self, events: list[Any]) -> None:
+    def _emit_events(self, events: list[CaptionEvent]) -> None:
         if not events:
             return
         now = time.monotonic()
@@ -368,7 +378,7 @@ class EngineWorker(QObject):
 
     def _arrival_of(self, seconds: float) -> float | None:
         """When the audio at session time ``seconds`` arrived from the source (``None``: unknown)."""
-        target = seconds * TARGET_RATE
+        target = seconds * SAMPLE_RATE
         for fed, arrived in self._arrivals:
             if fed >= target:
                 return arrived
@@ -383,7 +393,8 @@ class EngineWorker(QObject):
         source = self._source
         dropped = self._dropped_before + (source.dropped_seconds if source is not None else 0.0)
         backlog = source.backlog_seconds if source is not None else 0.0
-        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / TARGET_RATE))
+        tracks = source.track_levels() if hasattr(source, "track_levels") else None
+        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / SAMPLE_RATE, tracks))
 
     def _handle_loss(self) -> None:
         source = self._source
@@ -391,7 +402,8 @@ class EngineWorker(QObject):
         source.close()
         self._feed(source.read())
         self._dropped_before += source.dropped_seconds
-        self.device_lost.emit(f"The microphone \u201c{source.description}\u201d stopped delivering audio.")
+        what = "The microphone" if source.kind == "microphone" else "The audio input"
+        self.device_lost.emit(f"{what} \u201c{source.description}\u201d stopped delivering audio.")
         self._recovering = True
         self._next_recover = 0.0
         self._try_recover()
@@ -406,8 +418,8 @@ class EngineWorker(QObject):
             refresh_devices(sd)
         except Exception:  # a failed re-scan leaves the old list; try to open anyway
             log.debug("device refresh failed", exc_info=True)
-        source = MicSource(sd, None)
         try:
+            source = self._fallback_source()
             source.open()
         except AudioError:
             return
@@ -418,7 +430,7 @@ class EngineWorker(QObject):
 
     def _stop(self, reason: str) -> None:
         source, session = self._source, self._session
-        events: list[Any] = []
+        events: list[CaptionEvent] = []
         failed = False
         if source is not None:
             source.close()

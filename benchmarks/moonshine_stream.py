@@ -8,7 +8,7 @@ feed is timed; inside it, partial decodes, speculative final decodes and commits
 - chunk: a feed minus its partial / speculative / commit work (VAD + incremental encoder + cross-K/V append);
 - partial: one partial (provisional tail + prefix-reusing decode of the open segment);
 - spec: one speculative final decode (run when the fed audio reaches the last active VAD hop + tail pad,
-  inside the hang-over; see engine/models/moonshine/live.py);
+  inside the hang-over; see engine/models/moonshine/speculation.py);
 - commit@end: compute from the VAD's end-of-segment decision to the committed line, the like-for-like number
   for the vendor's "end-of-phrase VAD decision to final text" (~0 when the speculation served the line,
   else encoder flush + final decode);

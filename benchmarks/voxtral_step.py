@@ -30,7 +30,7 @@ How each implementation is driven (exactly):
   ``quantize=8|4``): encoder ``frames, state = m.conv_stem(mel8, state); enc = m.encoder(frames, 4p, ring);
   emb = m.project(enc)`` (+ ``mx.eval`` on MLX), ring from ``m.new_encoder_ring()``; decoder
   ``np.argmax(m.decoder([tok], emb, p, dring, ada))`` on NumPy, and on MLX as the session runs it (the id
-  sampled and fed back on the device: ``tok = B.argmax_dev(m.decoder(tok, emb, p, dring, ada,
+  sampled and fed back on the device: ``tok = B.argmax(m.decoder(tok, emb, p, dring, ada,
   host=False))``, ``mx.eval(tok)``), ring from ``m.new_decoder_ring()``, ``ada = m.ada_scales(6)``. Caches
   prefilled with ``ring.advance`` + ``ring.write``. On MLX's CPU device our build runs quantized products
   with float32 activations (MLX has no native bf16 quantized kernel there; ``MlxBackend.cpu_quantized_f32``)
@@ -468,7 +468,7 @@ class EngineBench:
             if not hasattr(self.tok, "shape"):
                 self.tok = self.B.asarray(np.array([self.tok], np.int32), "int32")
             logits = self.m.decoder(self.tok, emb, self.pos, self.dring, self.ada, host=False)
-            self.tok = self.B.argmax_dev(logits)
+            self.tok = self.B.argmax(logits)
             self.B.eval(self.tok)
         else:
             logits = self.m.decoder([self.tok], emb, self.pos, self.dring, self.ada)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ModelError
+from .memory import total_memory
 
 GB = 1_000_000_000
 GIB = 1 << 30
@@ -62,10 +63,7 @@ class CatalogEntry:
     precision: str = ""
     params: str = ""
     download_bytes: int = 0
-    download_exact: bool = False
-    size_note: str = ""
     memory_bytes: int = 0
-    memory_note: str = ""
     languages: tuple[str, ...] = ()
     license: str = ""
     gated: bool = False
@@ -75,7 +73,6 @@ class CatalogEntry:
     backends: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     bandwidth_gbs: float | None = None
     description: str = ""
-    notes: str = ""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CatalogEntry:
@@ -105,16 +102,11 @@ class CatalogEntry:
         """Whether ``repo_id`` names this entry (case-insensitive, aliases included)."""
         return repo_id.strip().lower() in {r.lower() for r in self.repo_ids}
 
-    @property
-    def multilingual(self) -> bool:
-        return len(self.languages) > 1
-
 
 @dataclass(frozen=True)
 class Catalog:
     entries: tuple[CatalogEntry, ...]
     apple_bandwidth_gbs: dict[str, float] = field(default_factory=dict)
-    about: str = ""
 
     def __iter__(self):
         return iter(self.entries)
@@ -150,7 +142,7 @@ def parse_catalog(data: dict[str, Any]) -> Catalog:
         raise ModelError("The model catalog has no list of models.")
     entries = tuple(CatalogEntry.from_dict(d) for d in data["models"])
     bw = data.get("apple_bandwidth_gbs") or {}
-    return Catalog(entries, {str(k): float(v) for k, v in bw.items()}, str(data.get("about", "")))
+    return Catalog(entries, {str(k): float(v) for k, v in bw.items()})
 
 
 @lru_cache(maxsize=4)
@@ -210,31 +202,7 @@ class Machine:
 
 
 def _ram_bytes() -> int:
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        pass
-    if sys.platform == "darwin":
-        try:
-            return int(subprocess.run(["sysctl", "-n", "hw.memsize"], capture_output=True, text=True,
-                                      timeout=2).stdout.strip())
-        except (OSError, ValueError, subprocess.SubprocessError):
-            pass
-    if sys.platform == "win32":  # pragma: no cover - Windows only
-        import ctypes
-
-        class _Status(ctypes.Structure):
-            _fields_ = [("dwLength", ctypes.c_ulong), ("dwMemoryLoad", ctypes.c_ulong),
-                        ("ullTotalPhys", ctypes.c_ulonglong), ("ullAvailPhys", ctypes.c_ulonglong),
-                        ("ullTotalPageFile", ctypes.c_ulonglong), ("ullAvailPageFile", ctypes.c_ulonglong),
-                        ("ullTotalVirtual", ctypes.c_ulonglong), ("ullAvailVirtual", ctypes.c_ulonglong),
-                        ("ullAvailExtendedVirtual", ctypes.c_ulonglong)]
-
-        s = _Status()
-        s.dwLength = ctypes.sizeof(_Status)
-        if ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(s)):
-            return int(s.ullTotalPhys)
-    return 8 * GIB  # unknown: assume a common size rather than fail
+    return total_memory() or 8 * GIB  # unknown: assume a common size rather than fail
 
 
 def _apple_chip() -> str | None:
@@ -304,14 +272,3 @@ def chip_fit(entry: CatalogEntry, chip: str | None, catalog: Catalog | None = No
     if share <= MARGINAL:
         return "marginal"
     return "too slow"
-
-
-def fit_table(entry: CatalogEntry, catalog: Catalog | None = None) -> list[tuple[str, str]]:
-    """``[(chip, verdict), ...]`` over the catalog's Apple chips, for the details pane."""
-    catalog = catalog or load_catalog()
-    rows = []
-    for chip in catalog.apple_bandwidth_gbs:
-        verdict = chip_fit(entry, chip, catalog)
-        if verdict is not None:
-            rows.append((chip, verdict))
-    return rows

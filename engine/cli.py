@@ -12,10 +12,11 @@ import os
 import sys
 import time
 
+from .audio import SAMPLE_RATE
 from .errors import LivecapError, UsageError
+from .models.voxtral.session import DELAYS_MS as VOXTRAL_DELAYS
 
 PROG = "livecap-transcribe"
-VOXTRAL_DELAYS = tuple(range(80, 1201, 80)) + (2400,)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -67,11 +68,11 @@ def run(argv: list[str] | None = None) -> int:
             options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
     session = model.start_session(**options)
     lines = []
-    step = max(1, int(round(args.chunk_ms * 16)))
+    step = max(1, int(round(args.chunk_ms * (SAMPLE_RATE / 1000))))
     t0 = time.monotonic()
     for i in range(0, len(audio), step):
         if args.realtime:
-            wait = t0 + i / 16000 - time.monotonic()
+            wait = t0 + i / SAMPLE_RATE - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
         for ev in session.feed(audio[i : i + step]):

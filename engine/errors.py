@@ -38,3 +38,16 @@ class ExportError(LivecapError):
     """A transcript or caption file cannot be written (unwritable folder, a directory in the way, ...)."""
 
     exit_code = 1
+
+
+def os_reason(err: OSError) -> str:
+    """The reason an OS call failed, to end a sentence: ``"permission denied"``, ``"no such file or directory"``."""
+    return (err.strerror or str(err)).rstrip(".").lower()
+
+
+def user_message(exc: BaseException, what: str) -> str:
+    """One sentence for the user: the engine's own sentence, or ``what`` plus the exception's first line."""
+    if isinstance(exc, LivecapError):
+        return str(exc)
+    detail = (str(exc).strip().splitlines() or [""])[0][:200]
+    return f"{what} ({type(exc).__name__}{': ' + detail if detail else ''})."

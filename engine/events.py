@@ -9,7 +9,7 @@ shows them in the normal style and the rest as the grey tail).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,6 @@ class CaptionEvent:
     committed: tuple[Line, ...] = ()
     partial: Line | None = None
     partial_stable: int = 0
-    extras: dict = field(default_factory=dict)
 
     @property
     def stable_text(self) -> str:

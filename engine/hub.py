@@ -1,23 +1,15 @@
-"""Hub access through huggingface_hub: cache state, resumable downloads with byte progress and cancel,
-delete, token handling, offline mode, and the check that a downloaded folder is a model the loader accepts.
+"""The Hugging Face hub: plan a download, transfer it, scan and delete the cache. Installing a model (picking
+revisions and aliases, checking the result) is ``engine.install``'s job.
 
-Everything lands in the standard HF cache (``$HF_HOME/hub/models--org--name/{blobs,snapshots,refs}``), so a
-model another tool already downloaded is found, and ours are visible to other tools. ``HF_HOME``,
-``HF_HUB_CACHE``, ``HF_ENDPOINT``, ``HF_HUB_OFFLINE`` and ``HF_TOKEN`` are read **at call time** (functions
-below) and passed to huggingface_hub explicitly (``endpoint=``, ``cache_dir=``, ``token=``), because
-huggingface_hub itself reads them once at import.
+Everything lands in the standard HF cache through huggingface_hub's public API, so a model another tool
+downloaded is found and ours are visible to other tools. ``HF_HOME``, ``HF_HUB_CACHE``, ``HF_ENDPOINT``,
+``HF_HUB_OFFLINE`` and ``HF_TOKEN`` are read **at call time** (functions below) and passed on explicitly.
 
-How a download works (``download``):
-1. the plan: the repo's file list with sizes (``model_info(files_metadata=True)``), filtered by the
-   catalog's ``allow_patterns``, pinned to one commit; what is already in the cache (complete blobs and
-   ``blobs/<etag>.incomplete`` partial files) is subtracted, then the free disk space is checked;
-2. each missing file is streamed over plain HTTP (never Xet, whose Rust transfer cannot be cancelled) into
-   ``blobs/<etag>.incomplete`` as the bytes arrive, with a cancel check and a progress report per read; a
-   dropped connection or a later call resumes with a ``Range`` request from the partial file's end;
-3. only when every file is complete are the ``snapshots/<commit>/`` links (and ``refs/<branch>``) made,
-   so a cancelled or failed download never leaves a folder the loader could mistake for a model;
-4. the snapshot is checked with ``engine.loader.detect`` and the weight headers; a folder that fails is
-   removed again and the loader's sentence raised.
+- ``plan_download``: one ``model_info`` call (with a timeout) for the file list, sizes and commit;
+- ``transfer``: ``hf_hub_download`` per file in a child process (``engine.hub_worker``, a plain subprocess) that the
+  parent watches: byte progress with speed and time left comes back over a pipe; ``cancel`` ends the process at
+  once; a transfer that brings no byte for ``STALL_LIMIT_S`` is stopped with one sentence;
+- ``scan_models`` / ``delete_model``: ``scan_cache_dir`` and its delete strategy.
 Errors are ``HubError`` (a ``ModelError``) with one sentence for the user.
 """
 
@@ -25,9 +17,13 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import json
 import logging
 import os
+import queue
 import shutil
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -44,12 +40,14 @@ log = logging.getLogger(__name__)
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "tekken.json", "*.model"]
 DEFAULT_ENDPOINT = "https://huggingface.co"
 LIBRARY_NAME = "livecap"
+PARTIAL_FOLDER = ".livecap-partial"  # inside a repo's cache folder: bytes a later transfer resumes from
 
 SPACE_MARGIN = 64 * 1024 * 1024  # keep this much free beyond the download
-RETRIES = 5  # attempts in a row without new bytes before a dropped connection is an error
-RETRY_WAIT_S = 0.5
-FULL_LOAD_LIMIT = 2_000_000_000  # check_folder(full=True) loads weights up to this size with NumPy
+DEFAULT_TIMEOUT_S = 10.0  # connect/read timeout of each hub call (HF_HUB_ETAG_TIMEOUT overrides it)
+STALL_LIMIT_S = 25.0  # a transfer that brings no byte for this long is given up (it resumes later)
 PROGRESS_INTERVAL_S = 0.1
+WORKER_FLAG = "--livecap-hub-worker"  # argv[1] of a frozen app run as the download worker (livecap_main.py)
+STOP_GRACE_S = 1.0  # after an interrupt, how long the child may take to clean up before it is ended
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -68,6 +66,14 @@ def endpoint() -> str:
 def offline() -> bool:
     """Whether ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) is set: no network access at all."""
     return _truthy(os.environ.get("HF_HUB_OFFLINE")) or _truthy(os.environ.get("TRANSFORMERS_OFFLINE"))
+
+
+def timeout_s() -> float:
+    """Seconds each hub call may wait to connect or for the next byte: ``HF_HUB_ETAG_TIMEOUT`` or 10."""
+    try:
+        return max(1.0, float(os.environ.get("HF_HUB_ETAG_TIMEOUT") or DEFAULT_TIMEOUT_S))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
 
 
 def _expand(p: str) -> Path:
@@ -129,21 +135,14 @@ def forget_token() -> None:
         pass
 
 
-def _hf():
-    """Import huggingface_hub and mirror the call-time environment into it (it reads variables once, at import).
+def repo_folder(repo_id: str) -> str:
+    """The cache folder name of a model repo: ``models--org--name``."""
+    return "models--" + repo_id.replace("/", "--")
 
-    Offline mode follows ``HF_HUB_OFFLINE`` now. Telemetry is switched off: besides extra user-agent fields,
-    huggingface_hub 2.x fetches an "agent harness" registry from the endpoint it saw at import time (the
-    real hub even when ``HF_ENDPOINT`` now names a mirror) and caches it under the import-time ``HF_HOME``.
-    """
-    try:
-        import huggingface_hub
-        from huggingface_hub import constants
-    except ImportError as e:  # pragma: no cover - a dependency
-        raise ModelError("huggingface_hub is not installed; give a local model folder instead.") from e
-    constants.HF_HUB_OFFLINE = offline()
-    constants.HF_HUB_DISABLE_TELEMETRY = True
-    return huggingface_hub
+
+def partial_dir(repo_id: str) -> Path:
+    """Where the bytes of unfinished files of ``repo_id`` are kept for the next transfer to resume from."""
+    return cache_dir() / repo_folder(repo_id) / PARTIAL_FOLDER
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -171,7 +170,7 @@ class OfflineError(HubError):
 
 
 class HubUnreachableError(HubError):
-    """The network or the hub is down, or the connection kept dropping."""
+    """The network or the hub is down, silent, or the connection kept dropping."""
 
 
 class DiskSpaceError(HubError):
@@ -182,17 +181,8 @@ class DownloadCancelled(HubError):
     """The download was cancelled; what was downloaded is kept and a later download resumes."""
 
 
-class DownloadBusyError(HubError):
-    """Another process is downloading the same file right now."""
-
-
-def _httpx():
-    """The HTTP client module huggingface_hub uses: ``httpx2`` (2.x) or ``httpx`` (1.x)."""
-    try:
-        import httpx2 as module
-    except ImportError:  # pragma: no cover - huggingface_hub 1.x
-        import httpx as module
-    return module
+_ERRORS = {cls.__name__: cls for cls in (HubError, GatedModelError, ModelNotFoundError, RevisionMissingError,
+                                         OfflineError, HubUnreachableError, DiskSpaceError, DownloadCancelled)}
 
 
 def offline_message(repo_id: str) -> str:
@@ -205,12 +195,21 @@ def _short(exc: BaseException) -> str:
     return text[:160] or type(exc).__name__
 
 
-def _translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: str | None = None,
-               filename: str | None = None) -> HubError:
+def _unreachable(exc: BaseException) -> HubUnreachableError:
+    import httpx2
+
+    if isinstance(exc, httpx2.TimeoutException):
+        return HubUnreachableError(f"The hub at {endpoint()} did not answer within {timeout_s():.0f} s; check the "
+                                   "connection and try again.")
+    return HubUnreachableError(f"The hub at {endpoint()} cannot be reached ({_short(exc)}); check the connection "
+                               "and try again.")
+
+
+def translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: str | None = None,
+              filename: str | None = None) -> HubError:
     """One sentence for an exception raised by huggingface_hub or its HTTP client."""
-    hf = _hf()
-    errors = hf.errors
-    httpx = _httpx()
+    import httpx2
+    from huggingface_hub import errors
 
     status = getattr(getattr(exc, "response", None), "status_code", None)
     if isinstance(exc, HubError):
@@ -243,9 +242,11 @@ def _translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: 
         return GatedModelError(f"The hub refused access to {repo_id} (403): your token lacks permission for it.")
     if isinstance(exc, errors.HfHubHTTPError) and status is not None:
         return HubUnreachableError(f"The hub answered {status} for {repo_id}; try again later.")
-    if isinstance(exc, (httpx.HTTPError, errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)):
-        return HubUnreachableError(f"The hub at {endpoint()} cannot be reached ({_short(exc)}); check the "
-                                   "connection and try again.")
+    cause = exc.__cause__ or exc.__context__
+    if isinstance(exc, errors.LocalEntryNotFoundError) and cause is not None and not isinstance(cause, type(exc)):
+        return translate(cause, repo_id, token_sent=token_sent, revision=revision, filename=filename)
+    if isinstance(exc, (httpx2.HTTPError, errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)):
+        return _unreachable(exc)
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return DiskSpaceError(f"The disk filled up while downloading {repo_id}; free some space and try again "
                               "(the part already downloaded is kept).")
@@ -287,23 +288,13 @@ def format_duration(seconds: float | None) -> str:
 
 
 class CancelToken:
-    """Set from any thread to stop a download. The running download raises ``DownloadCancelled`` within one
-    chunk; a connection that is stalled (no bytes coming) is closed so the stop is immediate too."""
+    """Set from any thread to stop a download: the running transfer is ended at once (``DownloadCancelled``)."""
 
     def __init__(self) -> None:
         self._event = threading.Event()
-        self._lock = threading.Lock()
-        self._closers: list[Callable[[], Any]] = []
 
     def cancel(self) -> None:
         self._event.set()
-        with self._lock:
-            closers = list(self._closers)
-        for close in closers:
-            try:
-                close()
-            except Exception:  # noqa: BLE001 - closing a socket another thread reads from: best effort
-                log.debug("closing the download connection failed", exc_info=True)
 
     @property
     def cancelled(self) -> bool:
@@ -312,15 +303,6 @@ class CancelToken:
     def wait(self, seconds: float) -> bool:
         """Sleep up to ``seconds``; True (early) when cancelled."""
         return self._event.wait(seconds)
-
-    def _push(self, close: Callable[[], Any]) -> None:
-        with self._lock:
-            self._closers.append(close)
-
-    def _pop(self, close: Callable[[], Any]) -> None:
-        with self._lock:
-            if close in self._closers:
-                self._closers.remove(close)
 
 
 @dataclass(frozen=True)
@@ -346,219 +328,6 @@ class Progress:
 ProgressCallback = Callable[[Progress], Any]
 
 
-class _Meter:
-    """Turns per-chunk byte counts into throttled ``Progress`` reports with speed and time left."""
-
-    def __init__(self, repo_id: str, total: int, already: int, file_count: int,
-                 callback: ProgressCallback | None, cancel: CancelToken | None) -> None:
-        self.repo_id, self.total, self.file_count = repo_id, total, file_count
-        self.callback, self.cancel = callback, cancel
-        self.base = already  # bytes of files that are complete (or were, before this try)
-        self.current = 0  # bytes of the file being downloaded (its partial prefix included)
-        self.file, self.index = "", 0
-        self.transferred = 0  # bytes received in this try: the speed counts these only
-        self.last_emit = 0.0
-        self.speed = 0.0
-        self._window: list[tuple[float, int]] = []
-
-    @property
-    def done(self) -> int:
-        return self.base + self.current
-
-    def start_file(self, name: str, index: int, have: int) -> None:
-        self.file, self.index, self.current = name, index, have
-        self.emit(force=True)
-
-    def set_file_bytes(self, have: int) -> None:
-        self.current = have
-        self.emit(force=True)
-
-    def check_cancel(self) -> None:
-        if self.cancel is not None and self.cancel.cancelled:
-            raise DownloadCancelled(f"The download of {self.repo_id} was cancelled; what was downloaded is kept "
-                                    "and the next download resumes from there.")
-
-    def advance(self, n: int) -> None:
-        self.current += n
-        self.transferred += n
-        self.check_cancel()
-        self.emit()
-
-    def end_file(self, size: int) -> None:
-        self.base += size
-        self.current = 0
-
-    def emit(self, force: bool = False, finished: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self.last_emit < PROGRESS_INTERVAL_S:
-            return
-        self.last_emit = now
-        done = self.done
-        self._window.append((now, self.transferred))
-        while len(self._window) > 2 and now - self._window[0][0] > 5.0:
-            self._window.pop(0)
-        t_first, got_first = self._window[0]
-        if now - t_first > 0.2 and self.transferred > got_first:
-            self.speed = (self.transferred - got_first) / (now - t_first)
-        eta = (self.total - done) / self.speed if self.speed > 0 and self.total >= done else None
-        if self.callback is not None:
-            self.callback(Progress(self.repo_id, done, self.total, self.file, self.index, self.file_count,
-                                   self.speed, eta, finished))
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Cache state
-
-
-def _repo_folder(repo_id: str) -> str:
-    return "models--" + repo_id.replace("/", "--")
-
-
-@dataclass(frozen=True)
-class RepoScan:
-    """What the cache holds for one repo id (from ``scan_cache_dir`` plus the partial files)."""
-
-    repo_id: str
-    path: Path
-    size_on_disk: int  # blobs referenced by snapshots
-    partial_bytes: int  # .incomplete files and complete blobs no snapshot uses yet
-    revisions: dict[str, Path]  # commit -> snapshot folder
-    refs: dict[str, str]  # ref name -> commit
-    last_modified: dict[str, float] = field(default_factory=dict)  # commit -> time
-
-
-def scan_models(cache: Path | None = None) -> dict[str, RepoScan]:
-    """Every cached model repo, keyed by lower-case repo id. Never touches the network."""
-    cache = Path(cache) if cache is not None else cache_dir()
-    if not cache.is_dir():
-        return {}
-    hf = _hf()
-    info = hf.scan_cache_dir(cache)
-    result: dict[str, RepoScan] = {}
-    for repo in info.repos:
-        if repo.repo_type != "model":
-            continue
-        used = {f.blob_path.resolve() for rev in repo.revisions for f in rev.files}
-        partial = 0
-        blobs = repo.repo_path / "blobs"
-        if blobs.is_dir():
-            for b in blobs.iterdir():
-                try:
-                    if b.name.endswith(".incomplete") or (b.is_file() and b.resolve() not in used):
-                        partial += b.stat().st_size
-                except OSError:
-                    continue
-        if not repo.revisions and not partial:
-            continue  # an empty folder left by a download that failed before its first byte
-        result[repo.repo_id.lower()] = RepoScan(
-            repo_id=repo.repo_id, path=repo.repo_path, size_on_disk=repo.size_on_disk, partial_bytes=partial,
-            revisions={r.commit_hash: r.snapshot_path for r in repo.revisions},
-            refs={ref: r.commit_hash for r in repo.revisions for ref in r.refs},
-            last_modified={r.commit_hash: r.last_modified for r in repo.revisions})
-    # Repos with partial downloads only (no snapshots folder yet) are scan warnings, not repos.
-    for folder in cache.glob("models--*"):
-        repo_id = folder.name[len("models--"):].replace("--", "/")
-        if repo_id.lower() in result or not folder.is_dir():
-            continue
-        partial = sum(p.stat().st_size for p in (folder / "blobs").glob("*") if p.is_file())
-        if partial:
-            result[repo_id.lower()] = RepoScan(repo_id, folder, 0, partial, {}, {})
-    return result
-
-
-@dataclass(frozen=True)
-class LocalModel:
-    """The local state of a model (under its id or one of its aliases).
-
-    ``complete``: ``path`` is a snapshot the loader accepts. Otherwise ``problem`` says why not, and
-    ``partial_bytes`` tells how much a download would resume from."""
-
-    repo_id: str
-    commit: str | None
-    path: Path | None
-    size_on_disk: int
-    partial_bytes: int
-    complete: bool
-    problem: str = ""
-
-
-def local_state(repo_ids: str | Sequence[str], revision: str | None = None, required: Sequence[str] = (),
-                scans: dict[str, RepoScan] | None = None) -> LocalModel | None:
-    """What is on disk for a model; None when nothing of it is cached. No network.
-
-    Among the cached snapshots the pinned ``revision`` wins, then ``refs/main``, then the newest; a copy at
-    another revision (downloaded by another tool, say) still counts as installed when the loader accepts it.
-    """
-    ids = [repo_ids] if isinstance(repo_ids, str) else list(repo_ids)
-    scans = scan_models() if scans is None else scans
-    best: LocalModel | None = None
-    for rid in ids:
-        s = scans.get(rid.lower())
-        if s is None:
-            continue
-        order: list[str] = []
-        if revision and revision in s.revisions:
-            order.append(revision)
-        if "main" in s.refs and s.refs["main"] in s.revisions:
-            order.append(s.refs["main"])
-        order += sorted(s.revisions, key=lambda c: -s.last_modified.get(c, 0.0))
-        seen: set[str] = set()
-        first_problem = ""
-        for commit in order:
-            if commit in seen:
-                continue
-            seen.add(commit)
-            path = s.revisions[commit]
-            problem = snapshot_problem(path, required)
-            if not problem:
-                return LocalModel(s.repo_id, commit, path, s.size_on_disk, s.partial_bytes, True)
-            first_problem = first_problem or problem
-        if best is None:
-            commit = order[0] if order else None
-            best = LocalModel(s.repo_id, commit, s.revisions.get(commit) if commit else None, s.size_on_disk,
-                              s.partial_bytes, False, first_problem or "The download is not finished.")
-    return best
-
-
-def snapshot_problem(folder: Path, required: Sequence[str] = ()) -> str:
-    """``""`` when ``folder`` holds every required file and passes ``check_folder``; else one sentence."""
-    missing = [name for name in required if not (folder / name).is_file()]
-    if missing:
-        return f"The file {missing[0]} is missing from the downloaded model."
-    try:
-        check_folder(folder)
-    except ModelError as e:
-        return str(e)
-    return ""
-
-
-def check_folder(folder: str | os.PathLike, *, full: bool = False) -> tuple[str, str]:
-    """``(family, dialect)`` when the loader accepts ``folder``; else ModelError with the loader's sentence.
-
-    Checks the config (``engine.loader.detect``), the safetensors headers against the file sizes (a
-    truncated download fails here) and the tokenizer file. ``full=True`` also builds the model with the
-    NumPy backend when its weights are at most ``FULL_LOAD_LIMIT`` bytes (bigger ones would need many GB of
-    memory in float32; for them the structural check is the validation).
-    """
-    from .loader import detect, load_model
-    from .weights import open_checkpoint
-
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ModelError(f"The model folder {folder} does not exist.")
-    family, dialect, _ = detect(folder)
-    stem = "consolidated" if dialect == "mistral" else "model"
-    open_checkpoint(folder, stem)
-    tokenizer = "tokenizer.json" if family == "moonshine_streaming" else "tekken.json"
-    if not (folder / tokenizer).is_file():
-        raise ModelError(f"The model folder {folder} has no {tokenizer}.")
-    if full:
-        size = sum(p.stat().st_size for p in folder.glob("*.safetensors"))
-        if size <= FULL_LOAD_LIMIT:
-            load_model(str(folder), backend="numpy")
-    return family, dialect
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Planning
 
@@ -573,7 +342,7 @@ class RemoteFile:
 @dataclass(frozen=True)
 class Plan:
     """What a download of ``repo_id`` at ``commit`` involves. Bytes: ``total`` = all selected files,
-    ``have`` = complete or partial on disk already, ``remaining`` = still to fetch."""
+    ``have`` = complete or kept partial bytes on disk already, ``remaining`` = still to fetch."""
 
     repo_id: str
     revision: str
@@ -599,31 +368,31 @@ def _select(names: Iterable[str], allow_patterns: Sequence[str] | None) -> list[
     return chosen
 
 
-def _have_bytes(repo_dir: Path, commit: str, f: RemoteFile) -> int:
+def _have_bytes(repo_id: str, commit: str, f: RemoteFile) -> int:
+    repo_dir = cache_dir() / repo_folder(repo_id)
     if (repo_dir / "snapshots" / commit / f.name).is_file():
         return f.size or 0
     if f.etag:
-        blob = repo_dir / "blobs" / f.etag
-        if blob.is_file():
-            return blob.stat().st_size
-        part = repo_dir / "blobs" / (f.etag + ".incomplete")
-        if part.is_file():
-            return min(part.stat().st_size, f.size or 0)
+        for p in (repo_dir / "blobs" / f.etag, partial_dir(repo_id) / f.etag):
+            if p.is_file():
+                return min(p.stat().st_size, f.size or 0)
     return 0
 
 
 def plan_download(repo_id: str, *, revision: str | None = None, allow_patterns: Sequence[str] | None = None,
                   token: str | None = None) -> Plan:
-    """The file list, sizes and commit of ``repo_id`` (one hub API call) and what the cache already has."""
-    hf = _hf()
+    """The file list, sizes and commit of ``repo_id`` (one hub call, ``timeout_s()`` at most between bytes)
+    and what the cache already has."""
     if offline():
         raise OfflineError(offline_message(repo_id))
+    from huggingface_hub import HfApi
+
     tok = get_token(token)
     try:
-        info = hf.HfApi(endpoint=endpoint(), library_name=LIBRARY_NAME).model_info(
-            repo_id, revision=revision, files_metadata=True, token=tok or False)
+        info = HfApi(endpoint=endpoint(), library_name=LIBRARY_NAME).model_info(
+            repo_id, revision=revision, files_metadata=True, token=tok or False, timeout=timeout_s())
     except Exception as e:  # noqa: BLE001 - translated into one sentence
-        raise _translate(e, repo_id, token_sent=bool(tok), revision=revision) from e
+        raise translate(e, repo_id, token_sent=bool(tok), revision=revision) from e
     if not info.sha:
         raise HubError(f"The hub did not say which commit of {repo_id} to download.")
     siblings = {s.rfilename: s for s in (info.siblings or [])}
@@ -636,10 +405,10 @@ def plan_download(repo_id: str, *, revision: str | None = None, allow_patterns: 
             files.append(RemoteFile(name, s.size, s.blob_id))
     if not files:
         raise ModelNotFoundError(f"The model {repo_id} has none of the files livecap reads.")
-    repo_dir = cache_dir() / _repo_folder(info.id or repo_id)
+    rid = info.id or repo_id
     total = sum(f.size or 0 for f in files)
-    have = sum(_have_bytes(repo_dir, info.sha, f) for f in files)
-    return Plan(info.id or repo_id, revision or "main", info.sha, tuple(files), total, have, bool(info.gated))
+    have = sum(_have_bytes(rid, info.sha, f) for f in files)
+    return Plan(rid, revision or "main", info.sha, tuple(files), total, have, bool(info.gated))
 
 
 def free_space(folder: Path) -> int:
@@ -662,260 +431,258 @@ def check_free_space(needed: int, folder: Path | None = None, repo_id: str = "th
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Downloading
+# Transfer
 
 
-def _headers(token: str | None) -> dict[str, str]:
-    hf = _hf()
-    from importlib.metadata import PackageNotFoundError, version
+class _Meter:
+    """Turns the child's byte counts into throttled ``Progress`` reports with speed and time left."""
 
-    try:
-        ver = version("livecap")
-    except PackageNotFoundError:
-        ver = "dev"
-    headers = hf.utils.build_hf_headers(token=token or False, library_name=LIBRARY_NAME, library_version=ver)
-    headers["Accept-Encoding"] = "identity"  # sizes and ranges must be of the file itself
-    return headers
+    def __init__(self, plan: Plan, callback: ProgressCallback | None) -> None:
+        self.plan, self.callback = plan, callback
+        self.sizes = [f.size or 0 for f in plan.files]
+        self.complete = 0  # bytes of finished files
+        self.file, self.index, self.resumed, self.current = "", 0, 0, 0
+        self.network = 0  # bytes received in this try: the speed counts these only
+        self.last_emit = 0.0
+        self.pending = False  # a count held back by the throttle, sent by ``flush``
+        self.speed = 0.0
+        self._window: list[tuple[float, int]] = []
+
+    @property
+    def done(self) -> int:
+        return self.complete + max(self.resumed, self.current)
+
+    def start_file(self, index: int, name: str, resumed: int) -> None:
+        self.file, self.index, self.resumed, self.current = name, index, resumed, 0
+        self.emit(force=True)
+
+    def bytes(self, current: int, network: int) -> None:
+        self.current, self.network = current, network
+        self.emit()
+
+    def end_file(self, index: int) -> None:
+        self.complete += self.sizes[index - 1]
+        self.resumed = self.current = 0
+
+    def flush(self) -> None:
+        """Send the count the throttle held back once its interval has passed (the last bytes before the
+        network goes quiet would otherwise never be shown)."""
+        if self.pending and time.monotonic() - self.last_emit >= PROGRESS_INTERVAL_S:
+            self.emit(force=True)
+
+    def emit(self, force: bool = False, finished: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last_emit < PROGRESS_INTERVAL_S:
+            self.pending = True
+            return
+        self.last_emit, self.pending = now, False
+        done = min(self.done, self.plan.total) if self.plan.total else self.done
+        self._window.append((now, self.network))
+        while len(self._window) > 2 and now - self._window[0][0] > 5.0:
+            self._window.pop(0)
+        t_first, got_first = self._window[0]
+        if now - t_first > 0.2 and self.network > got_first:
+            self.speed = (self.network - got_first) / (now - t_first)
+        total = self.plan.total
+        eta = (total - done) / self.speed if self.speed > 0 and total >= done else None
+        if self.callback is not None:
+            self.callback(Progress(self.plan.repo_id, done, total, self.file, self.index, len(self.plan.files),
+                                   self.speed, eta, finished))
 
 
-def _same_origin(a: str, b: str) -> bool:
-    from urllib.parse import urlsplit
+def _worker_command() -> list[str]:
+    """How to start ``engine.hub_worker``: this Python with ``-m``, or a frozen app with the worker flag."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable, WORKER_FLAG]
+    return [sys.executable, "-m", "engine.hub_worker"]
 
-    ua, ub = urlsplit(a), urlsplit(b)
-    return (ua.scheme, ua.hostname, ua.port) == (ub.scheme, ub.hostname, ub.port)
+
+def _worker_env() -> dict[str, str]:
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])  # the same engine package as this process's
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
 
 
-def _stream_file(repo_id: str, commit: str, f: RemoteFile, repo_dir: Path, token: str | None,
-                 meter: _Meter, cancel: CancelToken | None) -> Path:
-    """Fetch one file into ``blobs/<etag>`` (resuming ``blobs/<etag>.incomplete``); returns the blob path."""
-    hf = _hf()
-    httpx = _httpx()
-    ep = endpoint()
-    url = hf.hf_hub_url(repo_id, f.name, revision=commit, endpoint=ep)
-    failures = 0
-    meta = None
-    blob = part = None
-    while True:
-        if cancel is not None and cancel.cancelled:
-            meter.check_cancel()
+def _stop(proc: subprocess.Popen, interrupt: bool) -> None:
+    """End the child: an interrupt first (POSIX; huggingface_hub then removes its temporary file itself), then
+    terminate, then kill."""
+    steps = [proc.terminate, proc.kill]
+    if interrupt and os.name == "posix":
+        steps.insert(0, lambda: proc.send_signal(signal.SIGINT))
+    for step in steps:
+        if proc.poll() is not None:
+            return
         try:
-            if meta is None:  # (re)read the metadata: a signed CDN address may have expired
-                meta = hf.get_hf_file_metadata(url, token=token or False, endpoint=ep,
-                                               timeout=float(os.environ.get("HF_HUB_ETAG_TIMEOUT") or 10))
-                if not meta.etag:
-                    raise HubError(f"The hub sent no ETag for {f.name} of {repo_id}.")
-                blob = repo_dir / "blobs" / meta.etag
-                part = blob.with_name(meta.etag + ".incomplete")
-            assert blob is not None and part is not None
-            size = meta.size if meta.size is not None else f.size
-            if blob.is_file():
-                return blob
-            blob.parent.mkdir(parents=True, exist_ok=True)
-            have = part.stat().st_size if part.is_file() else 0
-            if size is not None and have > size:
-                part.unlink()
-                have = 0
-            meter.set_file_bytes(have)
-            if size is not None and have == size:
-                os.replace(part, blob)
-                return blob
-            got = _get_range(meta.location or url, url, part, have, token, meter, cancel)
-            if size is None or part.stat().st_size == size:
-                os.replace(part, blob)
-                return blob
-            failures = 0 if got else failures + 1
-        except DownloadCancelled:
-            raise
-        except (httpx.TransportError, httpx.StreamError) as e:
-            meter.check_cancel()
-            failures += 1
-            meta = None
-            if failures > RETRIES:
-                raise HubUnreachableError(f"The connection to {ep} kept dropping while downloading {f.name} "
-                                          f"({_short(e)}); try again later: the download resumes where it "
-                                          "stopped.") from e
-            log.info("download of %s interrupted (%s); resuming", f.name, _short(e))
-            if cancel is not None:
-                cancel.wait(RETRY_WAIT_S * failures)
-            else:
-                time.sleep(RETRY_WAIT_S * failures)
-        except (ModelError, KeyboardInterrupt):
-            raise
-        except Exception as e:  # noqa: BLE001 - hub HTTP errors, disk errors: one sentence
-            raise _translate(e, repo_id, token_sent=bool(token), revision=commit, filename=f.name) from e
-
-
-def _get_range(location: str, hub_url: str, part: Path, have: int, token: str | None, meter: _Meter,
-               cancel: CancelToken | None) -> int:
-    """Append the bytes from offset ``have`` to ``part``; returns how many arrived."""
-    hf = _hf()
-    headers = _headers(token)
-    if not _same_origin(location, hub_url):
-        headers.pop("authorization", None)  # a signed CDN address: the token stays on the hub
-    if have:
-        headers["Range"] = f"bytes={have}-"
-    timeout = float(os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or 10)
-    got = 0
-    with hf.utils.get_session().stream("GET", location, headers=headers, timeout=timeout) as r:
-        close = _closer(r)
-        if cancel is not None:
-            cancel._push(close)
-        try:
-            if r.status_code >= 400:
-                r.read()
-                hf.utils.hf_raise_for_status(r)
-            if have and r.status_code != 206:  # the server ignored the range: start the file again
-                have = 0
-                meter.set_file_bytes(0)
-            with open(part, "ab" if have else "wb") as out:
-                for chunk in r.iter_bytes():  # as it arrives: a drop loses nothing already received
-                    if not chunk:
-                        continue
-                    out.write(chunk)
-                    got += len(chunk)
-                    meter.advance(len(chunk))
-        finally:
-            if cancel is not None:
-                cancel._pop(close)
-    return got
-
-
-def _closer(response) -> Callable[[], None]:
-    """Something that stops a read blocked in another thread: shutting the socket down wakes ``recv``
-    (closing the response object alone does not)."""
-
-    def close() -> None:
-        stream = response.extensions.get("network_stream")
-        sock = stream.get_extra_info("socket") if stream is not None else None
-        if sock is not None:
-            import socket
-
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-        else:
-            response.close()
-
-    return close
-
-
-def _link(blob: Path, pointer: Path) -> None:
-    """``snapshots/<commit>/<file>`` -> ``../../blobs/<etag>`` (relative, as huggingface_hub makes it); where
-    symlinks are not allowed (Windows without developer mode) the blob is copied instead."""
-    pointer.parent.mkdir(parents=True, exist_ok=True)
-    if pointer.is_symlink() or pointer.exists():
-        pointer.unlink()
-    try:
-        os.symlink(os.path.relpath(blob, pointer.parent), pointer)
-    except (OSError, NotImplementedError):
-        shutil.copyfile(blob, pointer)
-
-
-def _write_ref(repo_dir: Path, revision: str, commit: str) -> None:
-    if revision == commit:
-        return
-    ref = repo_dir / "refs" / revision
-    ref.parent.mkdir(parents=True, exist_ok=True)
-    tmp = ref.with_name(ref.name + ".tmp")
-    tmp.write_text(commit)
-    os.replace(tmp, ref)
-
-
-def remove_revision(repo_dir: Path, commit: str) -> None:
-    """Delete one cached revision (its links, refs, and blobs nobody else uses) via ``scan_cache_dir``."""
-    hf = _hf()
-    info = hf.scan_cache_dir(repo_dir.parent)
-    if any(rev.commit_hash == commit for repo in info.repos for rev in repo.revisions):
-        info.delete_revisions(commit).execute()
-
-
-def download(repo_id: str, *, revision: str | None = None, allow_patterns: Sequence[str] | None = None,
-             token: str | None = None, progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
-             aliases: Sequence[str] = (), required: Sequence[str] = (), validate: bool = True,
-             pin_fallback: bool = True) -> Path:
-    """Download what is missing of ``repo_id`` and return its snapshot folder (see the module docstring).
-
-    ``progress`` is called from this thread with ``Progress`` reports (bytes monotonic within one try);
-    ``cancel`` stops it with ``DownloadCancelled``. ``aliases`` are tried in turn when the hub does not know
-    ``repo_id``. When the pinned ``revision`` is gone from the hub (histories do get squashed) and
-    ``pin_fallback`` is set, the newest revision is downloaded instead (with a warning in the log); the
-    validation still decides whether it is usable. Raises HubError/ModelError with one sentence; a failure
-    leaves no snapshot behind.
-    """
-    _hf()
-    tok = get_token(token)
-    if offline():
-        state = local_state([repo_id, *aliases], revision, required)
-        if state is not None and state.complete and state.path is not None:
-            return state.path
-        raise OfflineError(offline_message(repo_id))
-    plan = None
-    for i, rid in enumerate([repo_id, *aliases]):
-        try:
-            try:
-                plan = plan_download(rid, revision=revision, allow_patterns=allow_patterns, token=tok)
-            except RevisionMissingError:
-                if not (pin_fallback and revision):
-                    raise
-                log.warning("revision %s of %s is not on the hub; downloading the newest one", revision, rid)
-                plan = plan_download(rid, revision=None, allow_patterns=allow_patterns, token=tok)
-            break
-        except ModelNotFoundError:
-            if i == len(aliases):
-                raise
-    assert plan is not None
-    repo_dir = cache_dir() / _repo_folder(plan.repo_id)
-    check_free_space(plan.remaining, cache_dir(), plan.repo_id)
-    (repo_dir / "snapshots").mkdir(parents=True, exist_ok=True)  # scan_cache_dir lists the repo from now on
-    meter = _Meter(plan.repo_id, plan.total, 0, len(plan.files), progress, cancel)
-    blobs: list[tuple[RemoteFile, Path]] = []
-    hf = _hf()
-    for index, f in enumerate(plan.files, 1):
-        pointer = repo_dir / "snapshots" / plan.commit / f.name
-        meter.start_file(f.name, index, 0)
-        known_blob = repo_dir / "blobs" / f.etag if f.etag else None
-        existing = next((p for p in (pointer, known_blob) if p is not None and p.is_file()
-                         and (f.size is None or p.stat().st_size == f.size)), None)
-        if existing is not None:  # complete already: no request at all
-            blobs.append((f, existing))
-            meter.end_file(existing.stat().st_size)
+            step()
+            proc.wait(STOP_GRACE_S)
+        except (OSError, subprocess.TimeoutExpired):
             continue
-        lock = repo_dir.parent / ".locks" / repo_dir.name / f"{f.etag or f.name.replace('/', '_')}.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        from filelock import Timeout
 
+
+def _read_messages(stream, inbox: queue.Queue) -> None:
+    for line in stream:
         try:
-            with hf.utils.WeakFileLock(lock, timeout=1.0):
-                blob = _stream_file(plan.repo_id, plan.commit, f, repo_dir, tok, meter, cancel)
-        except Timeout as e:
-            raise DownloadBusyError(f"{f.name} of {plan.repo_id} is being downloaded by another program; try again "
-                                    "when it has finished.") from e
-        blobs.append((f, blob))
-        meter.end_file(blob.stat().st_size)
-    meter.emit(force=True, finished=True)
-    # Every file is complete: only now does the snapshot appear.
-    snapshot = repo_dir / "snapshots" / plan.commit
-    for f, blob in blobs:
-        pointer = snapshot / f.name
-        if blob != pointer:
-            _link(blob, pointer)
-    _write_ref(repo_dir, plan.revision, plan.commit)
-    if validate:
-        problem = snapshot_problem(snapshot, required)
-        if problem:
+            inbox.put(json.loads(line))
+        except ValueError:
+            log.debug("download process: %s", line.rstrip())
+    inbox.put(None)
+
+
+def cancelled_error(repo_id: str) -> DownloadCancelled:
+    return DownloadCancelled(f"The download of {repo_id} was cancelled; what was downloaded is kept and the next "
+                             "download resumes from there.")
+
+
+def transfer(plan: Plan, *, token: str | None = None, progress: ProgressCallback | None = None,
+             cancel: CancelToken | None = None) -> Path:
+    """Fetch every file of ``plan`` into the HF cache with ``hf_hub_download`` in a child process; returns the
+    snapshot folder. Files already complete are not fetched again, and kept partial bytes are resumed from.
+
+    ``progress`` is called on this thread; ``cancel`` ends the transfer at once (``DownloadCancelled``). A
+    transfer that brings no byte for ``STALL_LIMIT_S`` stops with ``HubUnreachableError``. The snapshot folder
+    may hold some files of an unfinished transfer; the files that mark it as a model come last.
+    """
+    tok = get_token(token)
+    job = {"env": {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_ETAG_TIMEOUT": str(int(timeout_s())),
+                   "HF_HUB_DOWNLOAD_TIMEOUT": os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or str(int(timeout_s()))},
+           "repo_id": plan.repo_id, "revision": plan.revision, "commit": plan.commit, "endpoint": endpoint(),
+           "cache_dir": str(cache_dir()),
+           "token": tok or False, "partial_dir": str(partial_dir(plan.repo_id)),
+           "files": [[f.name, f.size, f.etag] for f in plan.files]}
+    meter = _Meter(plan, progress)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(_worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_worker_env(),
+                                text=True, encoding="utf-8",
+                                creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
+    except OSError as e:
+        raise HubError(f"The download of {plan.repo_id} could not start ({e.strerror or e}).") from e
+    inbox: queue.Queue = queue.Queue()
+    assert proc.stdin is not None and proc.stdout is not None
+    threading.Thread(target=_read_messages, args=(proc.stdout, inbox), name="livecap-download-reader",
+                     daemon=True).start()
+    heard_from = ended = False  # talking: an interrupt now reaches huggingface_hub, not an import
+    last_bytes = time.monotonic()
+    try:
+        try:
+            proc.stdin.write(json.dumps(job) + "\n")
+            proc.stdin.close()
+        except OSError:
+            pass  # the child died at once: its end of the pipe says so below
+        while True:
+            if cancel is not None and cancel.cancelled:
+                _stop(proc, interrupt=heard_from)
+                raise cancelled_error(plan.repo_id)
             try:
-                remove_revision(repo_dir, plan.commit)
-            except Exception:  # noqa: BLE001 - the sentence below matters more than the clean-up
-                log.warning("could not remove the unusable download %s", snapshot, exc_info=True)
-                shutil.rmtree(snapshot, ignore_errors=True)
-            raise ModelError(problem)
-    return snapshot
+                message = inbox.get(timeout=0.05)
+            except queue.Empty:
+                meter.flush()
+                if time.monotonic() - last_bytes > STALL_LIMIT_S:
+                    _stop(proc, interrupt=heard_from)
+                    raise HubUnreachableError(f"The hub at {endpoint()} sent nothing for {STALL_LIMIT_S:.0f} s while "
+                                              f"downloading {plan.repo_id}; try again later: the download resumes "
+                                              "where it stopped.") from None
+                continue
+            if message is None:
+                code = proc.wait()
+                raise HubError(f"The download of {plan.repo_id} stopped unexpectedly (exit code {code}); try "
+                               "again: it resumes where it stopped.")
+            kind, *rest = message
+            ended = kind in ("done", "cancelled", "error")  # the child exits right after these
+            if not heard_from:
+                heard_from = True
+                log.debug("download process for %s ready after %.2f s", plan.repo_id, time.monotonic() - started)
+            if kind == "log":
+                log.log(min(rest[0], logging.INFO), "%s: %s", plan.repo_id, rest[1])
+            elif kind == "file":
+                last_bytes = time.monotonic()
+                meter.start_file(*rest)
+            elif kind == "bytes":
+                if rest[0] != meter.current or rest[1] != meter.network:
+                    last_bytes = time.monotonic()
+                meter.bytes(*rest)
+            elif kind == "file_done":
+                last_bytes = time.monotonic()
+                meter.end_file(rest[0])
+            elif kind == "done":
+                meter.emit(force=True, finished=True)
+                return Path(rest[0])
+            elif kind == "cancelled":
+                raise cancelled_error(plan.repo_id)
+            elif kind == "error":
+                raise _ERRORS.get(rest[0], HubError)(rest[1])
+    finally:
+        if ended:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        _stop(proc, interrupt=heard_from)
+        proc.stdout.close()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cache scan and delete
+
+
+@dataclass(frozen=True)
+class RepoScan:
+    """What the cache holds for one repo id (from ``scan_cache_dir`` plus the kept partial files)."""
+
+    repo_id: str
+    path: Path
+    size_on_disk: int  # blobs referenced by snapshots
+    partial_bytes: int  # kept bytes of unfinished files (a later download resumes from them)
+    revisions: dict[str, Path]  # commit -> snapshot folder
+    refs: dict[str, str]  # ref name -> commit
+    last_modified: dict[str, float] = field(default_factory=dict)  # commit -> time
+
+
+def _partial_bytes(repo_path: Path) -> int:
+    folder = repo_path / PARTIAL_FOLDER
+    total = 0
+    if folder.is_dir():
+        for p in folder.iterdir():
+            try:  # a kept file whose blob is complete is a leftover of a transfer ended just then
+                if p.is_file() and not (repo_path / "blobs" / p.name).exists():
+                    total += p.stat().st_size
+            except OSError:
+                continue
+    return total
+
+
+def scan_models(cache: Path | None = None) -> dict[str, RepoScan]:
+    """Every cached model repo, keyed by lower-case repo id. Never touches the network."""
+    cache = Path(cache) if cache is not None else cache_dir()
+    if not cache.is_dir():
+        return {}
+    from huggingface_hub import scan_cache_dir
+
+    info = scan_cache_dir(cache)
+    result: dict[str, RepoScan] = {}
+    for repo in info.repos:
+        if repo.repo_type != "model":
+            continue
+        partial = _partial_bytes(repo.repo_path)
+        revisions = {r.commit_hash: r.snapshot_path for r in repo.revisions if any(r.snapshot_path.iterdir())}
+        if not revisions and not partial:
+            continue  # an empty folder left by a download that failed before its first byte
+        result[repo.repo_id.lower()] = RepoScan(
+            repo_id=repo.repo_id, path=repo.repo_path, size_on_disk=repo.size_on_disk, partial_bytes=partial,
+            revisions=revisions, refs={ref: r.commit_hash for r in repo.revisions for ref in r.refs},
+            last_modified={r.commit_hash: r.last_modified for r in repo.revisions})
+    return result
 
 
 def delete_model(repo_ids: str | Sequence[str], scans: dict[str, RepoScan] | None = None) -> int:
-    """Delete every cached revision and partial download of a model (all its ids); returns the bytes freed."""
-    hf = _hf()
+    """Delete every cached revision and unfinished download of a model (all its ids); returns the bytes freed.
+
+    Revisions go through ``scan_cache_dir``'s delete strategy; what no revision owns (kept partial bytes,
+    temporary files of a transfer that was ended) goes with the repo's folder."""
+    from huggingface_hub import scan_cache_dir
+
     ids = [repo_ids] if isinstance(repo_ids, str) else list(repo_ids)
     scans = scan_models() if scans is None else scans
     freed = 0
@@ -923,74 +690,26 @@ def delete_model(repo_ids: str | Sequence[str], scans: dict[str, RepoScan] | Non
         s = scans.get(rid.lower())
         if s is None:
             continue
+        leftovers = {}  # by inode: a kept partial file is a second name of a temporary file
+        for p in s.path.rglob("*"):
+            if p.is_file() and not p.is_symlink() and (p.name.endswith(".incomplete")
+                                                       or p.parent.name == PARTIAL_FOLDER):
+                st = p.stat()
+                leftovers[(st.st_dev, st.st_ino)] = st.st_size
+        freed += sum(leftovers.values())
         if s.revisions:
-            strategy = hf.scan_cache_dir(s.path.parent).delete_revisions(*s.revisions)
+            strategy = scan_cache_dir(s.path.parent).delete_revisions(*s.revisions)
             freed += strategy.expected_freed_size
             strategy.execute()
-        if s.path.exists():  # partial files only, or leftovers
-            freed += s.partial_bytes
-            shutil.rmtree(s.path, ignore_errors=True)
-        lock_dir = s.path.parent / ".locks" / s.path.name
-        shutil.rmtree(lock_dir, ignore_errors=True)
+        shutil.rmtree(s.path, ignore_errors=True)
+        shutil.rmtree(s.path.parent / ".locks" / s.path.name, ignore_errors=True)
     return freed
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The CLI path
+def remove_revision(repo_id: str, commit: str) -> None:
+    """Delete one cached revision of ``repo_id`` (its links, ref, and blobs nobody else uses)."""
+    from huggingface_hub import scan_cache_dir
 
-
-class _TerminalBar:
-    """A tqdm byte bar on stderr when it is a terminal (and HF_HUB_DISABLE_PROGRESS_BARS is not set)."""
-
-    def __init__(self, repo_id: str) -> None:
-        self.repo_id = repo_id
-        self.bar = None
-        stream = sys.stderr
-        self.enabled = (stream is not None and hasattr(stream, "isatty") and stream.isatty()
-                        and not _truthy(os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS")))
-        self.announced = False
-
-    def __call__(self, p: Progress) -> None:
-        if not self.enabled:
-            if not self.announced and sys.stderr is not None:
-                print(f"Downloading {self.repo_id} ({format_bytes(p.total)})...", file=sys.stderr, flush=True)
-                self.announced = True
-            return
-        if self.bar is None:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=p.total, initial=p.done, unit="B", unit_scale=True, unit_divisor=1000,
-                            desc=self.repo_id, file=sys.stderr, dynamic_ncols=True)
-        self.bar.update(p.done - self.bar.n)
-        self.bar.set_postfix_str(p.file, refresh=False)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def fetch_model(repo_id: str, revision: str | None = None) -> Path:
-    """The local snapshot folder of ``repo_id``, downloading missing files into the HF cache.
-
-    A model that is already complete on disk is used as is, without asking the hub (so it works offline).
-    Repos in the catalog use its pinned revision, aliases and file list; others download ``ALLOW_PATTERNS``.
-    Shows a byte progress bar on stderr when it is a terminal. Raises ModelError with one sentence.
-    """
-    from .catalog import find_entry
-
-    entry = find_entry(repo_id)
-    ids = [repo_id] + ([r for r in entry.repo_ids if r.lower() != repo_id.lower()] if entry else [])
-    rev = revision or (entry.revision if entry else None)
-    patterns = list(entry.allow_patterns) if entry and entry.allow_patterns else None
-    required = list(entry.required_files) if entry else []
-    state = local_state(ids, rev, required)
-    if state is not None and state.complete and state.path is not None:
-        return state.path
-    if offline():
-        raise OfflineError(offline_message(repo_id))
-    bar = _TerminalBar(repo_id)
-    try:
-        return download(ids[0], revision=rev, allow_patterns=patterns, aliases=ids[1:], required=required,
-                        progress=bar)
-    finally:
-        bar.close()
+    info = scan_cache_dir(cache_dir())
+    if any(rev.commit_hash == commit for repo in info.repos for rev in repo.revisions):
+        info.delete_revisions(commit).execute()

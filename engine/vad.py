@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .audio import SAMPLE_RATE
+
 HOP = 512  # samples per VAD decision at 16 kHz (32 ms)
 
 
@@ -66,7 +68,7 @@ class SegmentEvent:
 class Segmenter:
     """Turns hop probabilities into segment start/end events."""
 
-    def __init__(self, opts: VadOptions | None = None, rate: int = 16000):
+    def __init__(self, opts: VadOptions | None = None, rate: int = SAMPLE_RATE):
         self.o = opts or VadOptions()
         self.rate = rate
         self.reset()

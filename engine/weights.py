@@ -10,7 +10,6 @@ Every problem a user can meet (missing, truncated or corrupt file; missing tenso
 from __future__ import annotations
 
 import json
-import os
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -144,11 +143,3 @@ def open_checkpoint(folder: Path, stem: str = "model") -> TensorStore:
             raise ModelError(f"The checkpoint in {folder} is missing the tensor '{missing[0]}'.")
         return TensorStore(infos, folder.name)
     raise ModelError(f"No {stem}.safetensors weights found in {folder}.")
-
-
-def file_size(path: os.PathLike) -> int:
-    """Size in bytes of a file (0 when missing)."""
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0

@@ -13,10 +13,12 @@ It serves plain files (never Xet: no ``X-Xet-*`` headers or links, so every clie
 
 Switches for failure tests: ``drop_at[file] = offset`` closes the connection once after sending the file up
 to that byte (``drop_always`` keeps doing it for requests that cover the offset; ``down_after_drop`` then
-takes the whole network down), ``down`` closes every connection unanswered, ``rate`` limits the bytes per
-second of every body,
-``stall_at[file] = offset`` stops sending there until ``release.set()``. ``requests`` records every request
-(method, path, headers) for assertions.
+takes the whole network down), ``down`` closes every connection unanswered, ``silent`` accepts connections and
+reads requests but never answers (until ``release.set()`` or ``stop()``), ``rate`` limits the bytes per second of
+every body, ``stall_at[file] = offset`` stops sending there until ``release.set()``. ``requests`` records every
+request (method, path, headers) and ``body_bytes[file]`` counts the file bytes actually sent, for assertions.
+``padded(data, n)`` makes a safetensors file ``n`` bytes longer (trailing bytes the format allows), so a test
+file is bigger than huggingface_hub's 10 MB write step.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 LFS_PATTERNS = ("*.safetensors", "*.bin", "*.npz")
+
+
+def padded(data: bytes, extra: int) -> bytes:
+    """A safetensors file with ``extra`` trailing zero bytes: still valid and loadable, just bigger."""
+    return data + b"\0" * extra
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -89,6 +96,8 @@ class FakeHub:
         self.stall_at: dict[str, int] = {}
         self.release = threading.Event()
         self.down = False  # close every connection without an answer (the network is gone)
+        self.silent = False  # accept and read every request, answer nothing (a hung server)
+        self.body_bytes: dict[str, int] = {}  # file name -> body bytes sent (all requests together)
         self.down_after_drop = False  # a drop_at also takes the network down
         self.cdn = cdn
         self.chunk = chunk
@@ -169,6 +178,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, head: bool) -> None:
         path = unquote(urlsplit(self.path).path)
         self.hub.requests.append(Request(self.command, path, {k.lower(): v for k, v in self.headers.items()}))
+        if self.hub.silent:
+            self.hub.release.wait(120)
+            self._abort()
+            return
         if self.hub.down:
             self._abort()
             return
@@ -320,7 +333,7 @@ class _Handler(BaseHTTPRequestHandler):
         while pos < end:
             n = min(hub.chunk, end - pos)
             if drop is not None and pos < drop <= pos + n:
-                self.wfile.write(f.data[pos:drop])
+                self._write(f, pos, drop)
                 self.wfile.flush()
                 if not hub.drop_always:
                     hub.drop_at.pop(f.name, None)
@@ -329,18 +342,22 @@ class _Handler(BaseHTTPRequestHandler):
                 self._abort()
                 return
             if stall is not None and pos < stall <= pos + n:
-                self.wfile.write(f.data[pos:stall])
+                self._write(f, pos, stall)
                 self.wfile.flush()
                 pos = stall
                 hub.stall_at.pop(f.name, None)
                 stall = None
                 hub.release.wait(30)
                 continue
-            self.wfile.write(f.data[pos:pos + n])
+            self._write(f, pos, pos + n)
             pos += n
             if hub.rate:
                 self.wfile.flush()
                 time.sleep(n / hub.rate)
+
+    def _write(self, f: FakeFile, start: int, end: int) -> None:
+        self.wfile.write(f.data[start:end])
+        self.hub.body_bytes[f.name] = self.hub.body_bytes.get(f.name, 0) + end - start
 
     def _abort(self) -> None:
         """Close the socket in the middle of the body (the client sees fewer bytes than Content-Length)."""

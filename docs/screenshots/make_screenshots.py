@@ -2,8 +2,11 @@
 
     xvfb-run -s "-screen 0 1280x800x24" .venv/bin/python docs/screenshots/make_screenshots.py
 
-(``QT_QPA_PLATFORM=offscreen`` works too.) The captions are fed to the app's own controller as caption
-events, as the engine worker would, so the windows show exactly what a session shows.
+(``QT_QPA_PLATFORM=offscreen`` works too; run a window manager such as openbox on the Xvfb display to see
+the presentation window as a desktop shows it.) The captions are fed to the app's own controller as caption
+events, as the engine worker would, so the windows show exactly what a session shows. The first-run welcome
+is shown on a 16 GB, 8-core PC; its download is a stand-in job that reports progress and failure the way
+``app.downloads.DownloadJob`` does (no network).
 """
 
 from __future__ import annotations
@@ -15,18 +18,22 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from PySide6.QtCore import QPointF, QRect, Qt, QTimer  # noqa: E402
+from PySide6.QtCore import QObject, QPointF, QRect, Qt, QTimer, Signal  # noqa: E402
 from PySide6.QtGui import QColor, QFont, QLinearGradient, QPainter, QPixmap  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
+import app.welcome as welcome_mod  # noqa: E402
 from app.controller import SessionController  # noqa: E402
 from app.export_dialog import ExportDialog  # noqa: E402
 from app.main_window import MainWindow  # noqa: E402
 from app.session_store import SessionStore  # noqa: E402
 from app.sessions_view import SessionsWindow  # noqa: E402
 from app.settings import Key, Settings  # noqa: E402
+from app.sources import AudioSystem, Endpoint  # noqa: E402
 from app.theme import apply_theme  # noqa: E402
 from app.worker import ModelInfo, Stats  # noqa: E402
+from engine import hub  # noqa: E402
+from engine.catalog import Machine  # noqa: E402
 from engine.events import CaptionEvent, Line  # noqa: E402
 
 LINES = [
@@ -59,7 +66,9 @@ def _settle(app: QApplication, ms: int = 300) -> None:
 def _feed(controller: SessionController) -> None:
     controller._on_model_loaded(ModelInfo("moonshine-streaming-small", "moonshine_streaming", "numpy"))
     controller._on_worker_state("running")
-    controller._on_session_started("Built-in Microphone (48 kHz)")
+    controller._on_session_started(
+        "System audio: Built-in Audio Analog Stereo (16 kHz) \u2014 follows the default output"
+    )
     controller._on_captions([CaptionEvent(committed=(line,)) for line in LINES])
     controller._on_captions([CaptionEvent(partial=Line(PARTIAL, 17.2, 20.4), partial_stable=STABLE)])
     controller._on_stats(Stats(level_db=-17.0, latency_s=0.62, backlog_s=0.0, dropped_s=0.0, audio_s=20.4))
@@ -70,7 +79,7 @@ def _window(app: QApplication, tmp: Path, theme: str) -> tuple[MainWindow, Sessi
     settings.set_value(Key.THEME, theme)
     apply_theme(app, theme)
     controller = SessionController(loader=_stub_loader, journal_dir=tmp / theme)
-    window = MainWindow(controller, settings, sounddevice=_FakeSd())
+    window = MainWindow(controller, settings, sounddevice=_FakeSd(), audio=AudioSystem(_FakeSd(), _Outputs()))
     window.resize(1200, 680)
     window.show()
     _feed(controller)
@@ -103,6 +112,117 @@ class _FakeSd:
     @staticmethod
     def query_hostapis():  # noqa: ANN205
         return [{"name": "ALSA"}]
+
+
+class _Outputs:
+    """A system-audio backend that lists outputs and microphones by name, as PulseAudio does."""
+
+    def unavailable_reason(self):  # noqa: ANN201
+        return None
+
+    def outputs(self) -> list[Endpoint]:
+        return [
+            Endpoint("alsa_output.pci-0000_00_1f.3.analog-stereo", "Built-in Audio Analog Stereo", True),
+            Endpoint("bluez_output.AC_80_0A.1", "WH-1000XM4 (Bluetooth)"),
+            Endpoint("alsa_output.usb-Focusrite.analog-stereo", "Scarlett Solo USB"),
+        ]
+
+    def microphones(self) -> list[Endpoint]:
+        return [
+            Endpoint("pulse:alsa_input.pci-0000_00_1f.3.analog-stereo", "Built-in Audio Analog Stereo", True),
+            Endpoint("pulse:alsa_input.usb-Blue_Yeti.analog-stereo", "Yeti Stereo Microphone"),
+        ]
+
+
+def _source_shots(app: QApplication, tmp: Path, out: Path) -> None:
+    """The Source picker: its choices open over the toolbar, and Both with a meter per input."""
+    window, controller = _window(app, tmp, "light")
+    controller._on_worker_state("idle")  # the pickers are enabled between sessions
+    window.resize(1366, 680)  # a laptop-wide window: Both shows two pickers and two meters
+    _settle(app, 100)
+    window.level_meter.set_level(-14.0)
+    top = window.toolbar.geometry().bottom() + 150
+    for name, combo, kind in (
+        ("source_picker.png", window.sources.source_combo, "system"),
+        ("source_outputs.png", window.sources.output_combo, "system"),
+    ):
+        window.sources.set_kind(kind, save=False)
+        _settle(app, 100)
+        combo.showPopup()
+        _settle(app)
+        shot = window.grab(QRect(0, 0, window.width(), top))
+        popup = combo.view().window()
+        p = QPainter(shot)
+        p.drawPixmap(window.mapFromGlobal(popup.mapToGlobal(popup.rect().topLeft())), popup.grab())
+        p.end()
+        combo.hidePopup()
+        shot.save(str(out / name))
+    window.sources.set_kind("both", save=False)
+    window.sources.device_combo.setCurrentIndex(2)
+    _settle(app, 100)
+    window.sources.show_levels(-20.0, {"mic": -31.0, "system": -9.0})
+    _settle(app)
+    window.grab(QRect(0, 0, window.width(), top)).save(str(out / "source_both.png"))
+    window.close()
+
+
+class _StandInJob(QObject):
+    """Looks like ``app.downloads.DownloadJob`` to the welcome; the script drives its signals."""
+
+    progress = Signal(object)
+    succeeded = Signal(object)
+    failed = Signal(str, object)
+    finished = Signal()
+    last: _StandInJob | None = None
+
+    def __init__(self, repo_id: str, **_: object) -> None:
+        super().__init__()
+        self.repo_id = repo_id
+        self.running = True
+        self.token = hub.CancelToken()
+        _StandInJob.last = self
+
+    def start(self) -> None:
+        pass
+
+    def cancel(self) -> None:
+        self.token.cancel()
+
+    def end(self) -> None:
+        self.running = False
+        self.finished.emit()
+
+
+def _welcome_shots(app: QApplication, tmp: Path, out: Path) -> None:
+    """welcome.png (first run), welcome_download.png (downloading), welcome_unreachable.png."""
+    welcome_mod.DownloadJob = _StandInJob  # type: ignore[misc,assignment]
+    settings = Settings(tmp / "welcome.ini")
+    apply_theme(app, "light")
+    controller = SessionController(loader=_stub_loader, journal_dir=tmp / "welcome")
+    window = MainWindow(controller, settings, sounddevice=_FakeSd())
+    window.welcome._machine = Machine(16 << 30, False, 8)
+    window.welcome.refresh()
+    window.resize(1200, 680)
+    window.show()
+    _settle(app)
+    window.grab().save(str(out / "welcome.png"))
+
+    entry = window.welcome.entry
+    window.welcome.download_button.click()
+    job = _StandInJob.last
+    total = entry.download_bytes
+    job.progress.emit(hub.Progress(entry.repo_id, int(total * 0.38), total, "model.safetensors", 2, 4,
+                                   speed=23_500_000, eta=total * 0.62 / 23_500_000))
+    _settle(app)
+    window.grab().save(str(out / "welcome_download.png"))
+
+    job.running = False
+    job.failed.emit("raw", hub.HubUnreachableError("The hub cannot be reached ([Errno 101] Network is unreachable)"))
+    job.end()
+    _settle(app)
+    window.grab().save(str(out / "welcome_unreachable.png"))
+    window.close()
+    controller.shutdown()
 
 
 def _desktop_backdrop(width: int, height: int) -> QPixmap:
@@ -178,6 +298,9 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp())
     out = HERE
 
+    _welcome_shots(app, tmp, out)
+
+    _source_shots(app, tmp, out)
     window, controller = _window(app, tmp, "light")
     window.grab().save(str(out / "main_window.png"))
 
@@ -192,6 +315,13 @@ def main() -> int:
     p.end()
     backdrop.save(str(out / "overlay.png"))
     overlay.hide()
+
+    controller._on_worker_state("paused")  # paused, searching the history
+    window.history.search.setText("the")
+    _settle(app)
+    window.grab().save(str(out / "main_window_paused_search.png"))
+    window.history.search.clear()
+    controller._on_worker_state("running")
 
     dialog = ExportDialog(
         controller.lines, folder=str(Path.home() / "Documents"), fmt_key="srt", parent=window

@@ -10,7 +10,7 @@ import numpy as np
 
 from engine.audio.resample import SAMPLE_RATE, downmix, resample
 from engine.audio.wav import decode_wav
-from engine.errors import AudioError
+from engine.errors import AudioError, os_reason
 
 
 def read_audio(path_or_dash: str | os.PathLike[str]) -> np.ndarray:
@@ -35,8 +35,7 @@ def read_audio(path_or_dash: str | os.PathLike[str]) -> np.ndarray:
     except FileNotFoundError:
         raise AudioError(f"Cannot read audio from {name}: no such file.") from None
     except OSError as err:
-        reason = (err.strerror or str(err)).rstrip(".").lower()
-        raise AudioError(f"Cannot read audio from {name}: {reason}.") from None
+        raise AudioError(f"Cannot read audio from {name}: {os_reason(err)}.") from None
     return resample(downmix(samples), rate, SAMPLE_RATE)
 
 

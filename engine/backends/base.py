@@ -1,40 +1,36 @@
 """The op set every model is written against, with generic implementations over an array module.
 
 A backend wraps one array library (NumPy or MLX). Models call only these methods plus plain array
-arithmetic (``+``, ``*``, slicing, ``.reshape``, ``.transpose``), which both libraries share, so each
-model family is written once. Shapes are batch-free: a sequence is ``[T, D]``, heads are ``[H, T, hd]``.
+arithmetic (``+``, ``*``, comparisons, slicing, ``.reshape``, ``.transpose``), which both libraries share,
+so each model family is written once; they never ask which backend they run on and never touch its array
+module. Shapes are batch-free: a sequence is ``[T, D]``, heads are ``[H, T, hd]``.
 
-Weights: ``linear`` takes PyTorch-layout ``[out, in]`` matrices (or whatever ``prepare_linear``
-returned for them); ``conv1d`` takes what ``prepare_conv`` returned for a ``[C_out, C_in, K]`` kernel.
+The backend owns every decision that differs between libraries: the dtype a model computes in
+(``compute_dtype``, ``astype``), the form of a weight (``prepare_linear`` for float and quantized matrices,
+``prepare_conv``), quantization (``quantize``), masks built on the device (``ring_mask``), sampling on the
+device (``argmax``), and whether it can hold a checkpoint at all (``check_fits``).
+
+Weights: ``linear`` takes what ``prepare_linear`` returned for a PyTorch-layout ``[out, in]`` matrix or a
+``QuantizedWeight`` (``quant.py``); ``conv1d`` takes what ``prepare_conv`` returned for a
+``[C_out, C_in, K]`` kernel.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..errors import BackendError
+from .quant import QuantizedWeight
+
 Array = Any
 
 
-@dataclass
-class QuantizedWeight:
-    """An MLX affine-quantized ``[out, in]`` matrix: packed ``w`` (uint32), per-group ``scales``/``biases``."""
-
-    w: Any
-    scales: Any
-    biases: Any
-    group_size: int
-    bits: int
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.w.shape[0], self.w.shape[1] * 32 // self.bits)
-
-
 class Backend:
-    """Generic op set; subclasses set ``xp`` (the array module) and override the fast paths."""
+    """Generic op set; subclasses set ``xp`` (the array module, private to the backend) and override the
+    fast paths."""
 
     name = "generic"
     xp: Any = np
@@ -45,24 +41,34 @@ class Backend:
         raise NotImplementedError
 
     def to_numpy(self, x: Array) -> np.ndarray:
-        """A NumPy copy of ``x`` (float arrays come back as float32)."""
+        """A NumPy copy of ``x``: floating arrays come back as float32, integer and boolean ones keep their
+        dtype."""
         raise NotImplementedError
 
     def zeros(self, shape: tuple[int, ...], dtype: str = "float32") -> Array:
         """A zero-filled array."""
         raise NotImplementedError
 
-    def dtype_name(self, x: Array) -> str:
-        """The dtype of ``x`` as a string (``float32``, ``bfloat16``, ...)."""
-        raise NotImplementedError
+    def compute_dtype(self, wanted: str) -> str:
+        """The float dtype a model computes in here when ``wanted`` (asked for, or the checkpoint's) is
+        asked: NumPy always computes in float32; MLX keeps ``wanted``."""
+        return "float32"
 
     def astype(self, x: Array, dtype: str) -> Array:
-        """``x`` converted to ``dtype``."""
+        """``x`` converted to ``dtype`` (a dtype this backend computes in); ``x`` itself when it already is."""
         raise NotImplementedError
 
     def load(self, store: Any, name: str, shape: tuple[int, ...] | None = None, dtype: str | None = None) -> Array:
         """Tensor ``name`` of a ``TensorStore`` as a backend array (file dtype unless ``dtype``)."""
         return self.asarray(store.numpy(name, shape), dtype)
+
+    def check_fits(self, store: Any, what: str) -> None:
+        """Raise ModelError when this backend clearly cannot hold the float weights of ``store`` (a
+        ``TensorStore``; ``what`` names the model in the sentence). The generic backend assumes it can."""
+
+    def save_tensors(self, path: Path, tensors: dict[str, Array]) -> None:
+        """Write ``tensors`` to a safetensors file, each in its own dtype."""
+        raise BackendError(f"The {self.name} backend cannot write weight files.")
 
     def embed(self, table: Array, ids: Any) -> Array:
         """Rows ``ids`` (a list, or a backend int array) of an embedding table ``[V, D]`` -> ``[len(ids), D]``."""
@@ -72,9 +78,9 @@ class Backend:
         """Concatenation along ``axis``."""
         return self.xp.concatenate(xs, axis=axis)
 
-    def stack(self, xs: list[Array], axis: int = 0) -> Array:
-        """Stack along a new ``axis``."""
-        return self.xp.stack(xs, axis=axis)
+    def where(self, cond: Array, x: Array | float, y: Array | float) -> Array:
+        """Elementwise ``x`` where ``cond`` holds, else ``y``."""
+        return self.xp.where(cond, x, y)
 
     def write(self, buf: Array, index: Any, value: Array) -> Array:
         """``buf[index] = value``; returns the updated buffer (in place where the library allows)."""
@@ -92,17 +98,26 @@ class Backend:
         library can and it pays; otherwise ``fn`` itself."""
         return fn
 
-    def argmax_dev(self, x: Array) -> Array:
-        """Indices of the maxima along the last axis as a backend int32 array (no host transfer)."""
+    @property
+    def compiles(self) -> bool:
+        """Whether ``compile`` really compiles here (``LayerPiece`` then passes weights as inputs)."""
+        return False
+
+    def argmax(self, x: Array) -> Array:
+        """Indices of the maxima along the last axis as a backend int32 array (sampled where the logits are,
+        with no host transfer: ``to_numpy`` reads them)."""
         return self.xp.argmax(x, axis=-1).astype(self.xp.int32)
 
-    def argmax(self, x: Array) -> np.ndarray:
-        """Indices of the maxima along the last axis, as a NumPy int64 array."""
-        return np.asarray(self.to_numpy_any(self.xp.argmax(x, axis=-1)), dtype=np.int64)
-
-    def to_numpy_any(self, x: Array) -> np.ndarray:
-        """A NumPy view/copy of ``x`` keeping integer dtypes."""
-        return np.asarray(x)
+    def ring_mask(self, start: int, n: int, window: int, capacity: int) -> Array:
+        """Visibility ``[n, min(start + n, capacity)]`` (bool, on the backend) for the block of positions
+        ``start .. start+n-1`` just written to a ring of ``capacity`` slots in which slot ``j`` holds
+        position ``last - ((last - j) mod capacity)`` (``last = start + n - 1``): query ``q`` sees the keys
+        at positions ``q - window + 1 .. q``."""
+        xp, end = self.xp, start + n
+        j = xp.arange(min(end, capacity))
+        p = (end - 1) - ((end - 1 - j) % capacity)  # the position each slot holds after this block
+        q = xp.arange(start, end)[:, None]
+        return (p[None, :] <= q) & (p[None, :] > q - window)
 
     # ---- elementwise ----------------------------------------------------------------------------
     def silu(self, x: Array) -> Array:
@@ -112,11 +127,6 @@ class Backend:
     def gelu(self, x: Array) -> Array:
         """Exact GELU, 0.5 x (1 + erf(x / sqrt 2))."""
         return 0.5 * x * (1.0 + self.erf(x * 0.7071067811865476))
-
-    def gelu_tanh(self, x: Array) -> Array:
-        """The tanh approximation of GELU."""
-        xp = self.xp
-        return 0.5 * x * (1.0 + xp.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
     def erf(self, x: Array) -> Array:
         """The error function."""
@@ -129,12 +139,19 @@ class Backend:
         return e / xp.sum(e, axis=axis, keepdims=True)
 
     # ---- layers ---------------------------------------------------------------------------------
-    def prepare_linear(self, w: Array) -> Array:
-        """Backend-specific form of a ``[out, in]`` weight for ``linear``."""
+    def prepare_linear(self, w: Array | QuantizedWeight) -> Array:
+        """The form ``linear`` computes with for an ``[out, in]`` weight: a float matrix (backend array) or a
+        ``QuantizedWeight`` (affine, MLX layout). The backend owns that form: it may keep, repack or
+        dequantize a quantized matrix."""
         return w
 
+    def quantize(self, w: Array, group_size: int, bits: int) -> QuantizedWeight:
+        """The affine quantization of float matrix ``w [out, in]`` (MLX layout and rounding), computed now
+        (not lazily), so that ``w`` can be freed; give it to ``prepare_linear`` to compute with."""
+        raise BackendError(f"Quantizing weights is not supported on the {self.name} backend.")
+
     def linear(self, x: Array, w: Array, b: Array | None = None) -> Array:
-        """``x @ w.T + b`` for ``x [..., in]`` and a weight from ``prepare_linear``."""
+        """``x @ W.T + b`` for ``x [..., in]`` and a weight ``w`` from ``prepare_linear``."""
         y = x @ w.T
         return y if b is None else y + b
 

@@ -10,7 +10,8 @@ import os
 import mlx.core as mx
 import numpy as np
 
-from .base import Backend, QuantizedWeight
+from .base import Backend
+from .quant import QuantizedWeight
 
 _DTYPES = {
     "float32": mx.float32,
@@ -63,6 +64,13 @@ class MlxBackend(Backend):
     def compile(self, fn):
         return mx.compile(fn) if self.compile_enabled else fn
 
+    @property
+    def compiles(self):
+        return self.compile_enabled
+
+    def compute_dtype(self, wanted):
+        return wanted
+
     def asarray(self, a, dtype=None):
         if isinstance(a, mx.array):
             x = a
@@ -90,26 +98,25 @@ class MlxBackend(Backend):
                                  bits=table.bits)
         return table[idx]
 
-    def quantize(self, w, group_size: int, bits: int) -> QuantizedWeight:
+    def quantize(self, w, group_size, bits):
         q, s, b = mx.quantize(w, group_size=group_size, bits=bits)
+        mx.eval(q, s, b)
         return QuantizedWeight(q, s, b, group_size, bits)
+
+    def save_tensors(self, path, tensors):
+        mx.save_safetensors(str(path), tensors)
 
     def to_numpy(self, x):
         if x.dtype in (mx.bfloat16, mx.float16):
             x = x.astype(mx.float32)
         return np.array(x)
 
-    def to_numpy_any(self, x):
-        return np.array(x)
-
     def zeros(self, shape, dtype="float32"):
         return mx.zeros(shape, dtype=_DTYPES[dtype])
 
-    def dtype_name(self, x):
-        return {v: k for k, v in _DTYPES.items()}.get(x.dtype, str(x.dtype))
-
     def astype(self, x, dtype):
-        return x.astype(_DTYPES[dtype])
+        want = _DTYPES[dtype]
+        return x if x.dtype == want else x.astype(want)
 
     def write(self, buf, index, value):
         if isinstance(index, tuple):

@@ -10,10 +10,12 @@ import struct
 
 import numpy as np
 
+from .. import memory
+from ..errors import ModelError
 from . import cpu_pool, ort_kernels
-from .affine import dequantize_rows, quantize_affine
-from .base import Backend, QuantizedWeight
+from .base import Backend
 from .blas import BlasThreads
+from .quant import QuantizedWeight, dequantize, quantize_affine
 
 # NumPy has no erf. A float32 rational approximation, erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4]
 # (the form used by Eigen and XLA), max abs error 4.2e-7 against math.erf; evaluated in cache-sized blocks
@@ -84,7 +86,7 @@ class NumpyBackend(Backend):
     def prepare_linear(self, w):
         if isinstance(w, QuantizedWeight):
             if not (self.kernels and ort_kernels.supports(w.group_size, w.bits, w.shape[1])):
-                raise ValueError(f"{w.bits}-bit weights in groups of {w.group_size} need ONNX Runtime's kernels.")
+                return dequantize(w)  # computed in float32 (dequantized once, at load)
             k = ort_kernels.NBitsLinear(np.asarray(w.w), np.asarray(w.scales, dtype=np.float32),
                                         np.asarray(w.biases, dtype=np.float32), w.group_size, w.bits)
             k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
@@ -158,7 +160,9 @@ class NumpyBackend(Backend):
 
     def embed(self, table, ids):
         if isinstance(table, ort_kernels.NBitsLinear):
-            return dequantize_rows(table.q, np.asarray(ids, dtype=np.int64).reshape(-1))
+            q, rows = table.q, np.asarray(ids, dtype=np.int64).reshape(-1)
+            return dequantize(QuantizedWeight(np.asarray(q.w)[rows], np.asarray(q.scales)[rows],
+                                              np.asarray(q.biases)[rows], q.group_size, q.bits))
         return super().embed(table, ids)
 
     def asarray(self, a, dtype=None):
@@ -174,11 +178,18 @@ class NumpyBackend(Backend):
     def zeros(self, shape, dtype="float32"):
         return np.zeros(shape, dtype=np.float32 if dtype in ("float16", "bfloat16") else dtype)
 
-    def dtype_name(self, x):
-        return str(np.asarray(x).dtype)
-
     def astype(self, x, dtype):
         return x.astype(np.float32 if dtype in ("float16", "bfloat16") else dtype, copy=False)
+
+    def check_fits(self, store, what):
+        """Weights become float32 here: refuse when that clearly exceeds the memory available now."""
+        n = sum(int(np.prod(i.shape)) for i in store.infos.values() if i.dtype in ("float32", "float16", "bfloat16"))
+        need, avail = 4 * n, memory.available_memory()
+        if avail is not None and need > 0.9 * avail:
+            raise ModelError(
+                f"This {what} model needs about {need / 2**30:.1f} GiB as float32 for the NumPy backend but only "
+                f"{avail / 2**30:.1f} GiB is available; use the MLX backend (Apple Silicon) or a quantized model."
+            )
 
     def erf(self, x):
         return _blocked(x, lambda v, o: _erf_block(v.copy(), o))
@@ -230,4 +241,3 @@ class NumpyBackend(Backend):
         span = stride * (t_out - 1) + 1
         cols = np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1)
         return self.linear(cols, w, b)
-

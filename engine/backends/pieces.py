@@ -8,7 +8,8 @@ every layer; elsewhere the function runs as written.
 
 from __future__ import annotations
 
-from .base import Backend, QuantizedWeight
+from .base import Backend
+from .quant import QuantizedWeight
 
 
 class LayerPiece:
@@ -20,7 +21,7 @@ class LayerPiece:
 
     def __call__(self, layer, *args):
         W = {f: getattr(layer, f) for f in self.fields}
-        if not getattr(self.B, "compile_enabled", False):
+        if not self.B.compiles:
             return self.fn(W, *args)
         sig, leaves = [], []
         for f, w in W.items():

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..backends.base import QuantizedWeight
+from ..backends import QuantizedWeight
 from ..errors import LivecapError
 from ..weights import TensorStore, read_header
 
@@ -78,7 +78,7 @@ def quantize_targets(B, targets: list[tuple[str, object, str]], bits: int, weigh
             saved[f"{n}.float"] = np.zeros(1, np.float32)  # stays float (recorded so the cache is complete)
         else:
             saved.update({f"{n}.weight": q.w, f"{n}.scales": q.scales, f"{n}.biases": q.biases})
-    if path is not None and saved and hasattr(B, "save_tensors"):
+    if path is not None and saved:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp.safetensors")

@@ -7,7 +7,7 @@ import os
 import tempfile
 from collections.abc import Sequence
 
-from engine.errors import ExportError
+from engine.errors import ExportError, os_reason
 from engine.events import Line
 from engine.transcript.formats import format_for_path, format_transcript
 
@@ -24,10 +24,6 @@ def write_transcript(
     """
     text = format_transcript(lines, fmt or format_for_path(path), **options)
     write_text_atomic(path, text)
-
-
-def _reason(err: OSError) -> str:
-    return (err.strerror or str(err)).rstrip(".").lower()
 
 
 def _new_file_mode() -> int:
@@ -51,7 +47,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
     except OSError as err:
-        raise ExportError(f"Cannot write the transcript to '{target}': {_reason(err)}.") from None
+        raise ExportError(f"Cannot write the transcript to '{target}': {os_reason(err)}.") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
@@ -62,4 +58,4 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     except OSError as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise ExportError(f"Cannot write the transcript to '{target}': {_reason(err)}.") from None
+        raise ExportError(f"Cannot write the transcript to '{target}': {os_reason(err)}.") from None

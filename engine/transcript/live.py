@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from engine.errors import ExportError
+from engine.errors import ExportError, os_reason
 from engine.events import Line
 from engine.transcript.cues import CueOptions, RawCue, line_cues, time_cues
 from engine.transcript.formats import srt_block
@@ -30,7 +30,7 @@ class LiveSrtWriter:
         try:
             self._file = open(self.path, "wb")
         except OSError as err:
-            raise ExportError(f"Cannot write the captions to '{self.path}': {_reason(err)}.") from None
+            raise ExportError(f"Cannot write the captions to '{self.path}': {os_reason(err)}.") from None
 
     @property
     def closed(self) -> bool:
@@ -58,7 +58,7 @@ class LiveSrtWriter:
             self._file.flush()
             os.fsync(self._file.fileno())
         except OSError as err:
-            raise ExportError(f"Cannot write the captions to '{self.path}': {_reason(err)}.") from None
+            raise ExportError(f"Cannot write the captions to '{self.path}': {os_reason(err)}.") from None
         last = raws[-1]
         self._pending = RawCue(timed[-1].start, last.end, last.lines, last.chars)
         self._count = number + len(timed) - 1
@@ -73,7 +73,3 @@ class LiveSrtWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _reason(err: OSError) -> str:
-    return (err.strerror or str(err)).rstrip(".").lower()

@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 import app  # noqa: E402,F401 - pins None/True/False on an affected PySide6 build before any Qt use
 from tests.app import fake_engine  # noqa: E402
 from tests.app.fake_sounddevice import FakeSoundDevice, make_device  # noqa: E402
+from tests.app.pulse_fixture import pulse_mic, pulse_server  # noqa: E402,F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,6 +32,13 @@ def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         (home / sub).mkdir(parents=True, exist_ok=True)
         monkeypatch.setenv(var, str(home / sub))
     return home
+
+
+@pytest.fixture(autouse=True)
+def no_sound_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches a sound server by accident: PulseAudio clients look for one at a path that does not
+    exist (the private-server fixtures in test_capture_pulse.py point them at theirs)."""
+    monkeypatch.setenv("PULSE_SERVER", f"unix:{tmp_path / 'no-pulse-server'}")
 
 
 @pytest.fixture

@@ -67,3 +67,56 @@ def test_auto_scroll_follows_unless_user_scrolled_up(qtbot):
     bar.setValue(bar.maximum())  # back at the bottom: following again
     view.commit(Line("the end", 60, 61))
     assert bar.value() == bar.maximum()
+
+
+def _ink_rows(image, color, tolerance: int = 60) -> list[int]:
+    """The pixel rows of ``image`` that hold a pixel of about ``color``."""
+    want = QColor(color)
+    rows = []
+    for y in range(image.height()):
+        for x in range(image.width()):
+            c = image.pixelColor(x, y)
+            if abs(c.red() - want.red()) + abs(c.green() - want.green()) + abs(c.blue() - want.blue()) < tolerance:
+                rows.append(y)
+                break
+    return rows
+
+
+def test_state_hint_wraps_to_the_width_and_follows_the_state(qtbot):
+    from PySide6.QtGui import QFont, QFontMetrics, QPalette
+
+    view = CaptionView()
+    qtbot.addWidget(view)
+    font = QFont("DejaVu Sans")
+    font.setPointSize(18)
+    view.set_caption_font(font)
+    palette = view.palette()
+    palette.setColor(QPalette.ColorRole.PlaceholderText, QColor("#ff0000"))
+    palette.setColor(QPalette.ColorRole.Base, QColor("#ffffff"))
+    view.setPalette(palette)
+    view.resize(260, 400)
+    view.show()
+    assert "choose a model" in view.hint()
+    rows = _ink_rows(view.viewport().grab().toImage(), "#ff0000")
+    line = QFontMetrics(font).lineSpacing()
+    assert rows and rows[-1] - rows[0] > 3 * line  # wrapped over several lines, not cut at the edge
+    view.show_state("idle")
+    assert "Space" in view.hint() and "choose a model" not in view.hint().lower()
+    view.show_state("paused")
+    assert view.hint().startswith("Paused")
+    view.commit(Line("Some text.", 0, 1))
+    assert not _ink_rows(view.viewport().grab().toImage(), "#ff0000")  # no hint over captions
+
+
+def test_read_only_view_shows_no_caret_but_keyboard_selects(qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    view = CaptionView()
+    qtbot.addWidget(view)
+    view.commit(Line("Select me with the keyboard.", 0, 1))
+    view.show()
+    view.setFocus()
+    assert view.isReadOnly() and view.cursorWidth() == 0
+    QTest.keyClick(view, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
+    assert view.textCursor().selectedText().startswith("Select me")

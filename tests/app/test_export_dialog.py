@@ -84,3 +84,36 @@ def test_unwritable_path_shows_one_sentence_and_stays_open(qtbot, tmp_path, wher
         and "Traceback" not in message
     )
     assert not target.exists()
+
+
+def test_replacing_an_existing_file_asks_first(qtbot, tmp_path, monkeypatch):
+    """Plain text with timestamps, then plain text: both are .txt, so the second export asks before it
+    replaces the first."""
+    from PySide6.QtWidgets import QMessageBox
+
+    first = ExportDialog(LINES, folder=str(tmp_path), fmt_key="txt-ts")
+    qtbot.addWidget(first)
+    first.accept()
+    target = first.saved_path
+    stamped = target.read_text(encoding="utf-8")
+    second = ExportDialog(LINES, folder=str(tmp_path), fmt_key="txt-ts")
+    qtbot.addWidget(second)
+    second.path_edit.setText(str(target))
+    second.format_combo.setCurrentIndex([f.key for f in FORMATS].index("txt"))
+    assert second.path() == target
+    asked = []
+    answer = {"value": QMessageBox.StandardButton.No}
+
+    def question(parent, title, text, buttons, default):
+        asked.append(text)
+        return answer["value"]
+
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(question))
+    second.accept()
+    assert asked and target.name in asked[0] and second.saved_path is None
+    assert second.result() != QDialog.DialogCode.Accepted
+    assert target.read_text(encoding="utf-8") == stamped  # kept
+    answer["value"] = QMessageBox.StandardButton.Yes
+    second.accept()
+    assert second.saved_path == target and target.read_text(encoding="utf-8") != stamped
+    assert len(asked) == 2

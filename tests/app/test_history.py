@@ -59,3 +59,29 @@ def test_follows_new_lines_unless_scrolled_up(qtbot):
     pane.add_line(Line("late line", 60, 61))
     qtbot.wait(10)
     assert bar.value() == 0
+
+
+def _count_color(image, color) -> int:
+    from PySide6.QtGui import QColor
+
+    want = QColor(color).rgb()
+    return sum(1 for y in range(image.height()) for x in range(0, image.width(), 2) if image.pixel(x, y) == want)
+
+
+def test_search_highlights_the_matches(qtbot):
+    from app.history import MATCH_BACKGROUND
+
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    pane.resize(420, 240)
+    pane.set_lines(LINES)
+    pane.show()
+    assert _count_color(pane.list.viewport().grab().toImage(), MATCH_BACKGROUND) == 0
+    pane.search.setText("talk")
+    qtbot.wait(10)
+    marked = _count_color(pane.list.viewport().grab().toImage(), MATCH_BACKGROUND)
+    assert marked > 20  # the match is drawn on a highlight
+    assert pane.delegate.matches("00:00:01   Welcome to the talk.", 11) == [(26, 30)]
+    pane.search.setText("00")  # a timestamp is not a match: nothing shown, nothing marked
+    assert pane.matches.text() == "0 matches"
+    assert pane.delegate.matches("00:00:01   Welcome to the talk.", 11) == []

@@ -214,7 +214,7 @@ def test_theme_and_shortcuts(qtbot, window, settings):
     window.set_theme("high-contrast")
     assert QApplication.instance().palette().color(QPalette.ColorRole.Base).name() == "#000000"
     window.set_theme("system")
-    assert window.toggle_action.shortcut().toString() == "Space"
+    assert window.start_action.shortcut().toString() == "Space" == window.pause_action.shortcut().toString()
     assert window.export_action.shortcut().toString() == "Ctrl+E"
     assert window.overlays.presentation_action.shortcut().toString() == "F11"
 
@@ -234,3 +234,142 @@ def test_model_button_opens_the_model_dialog_and_loads_the_choice(qtbot, window,
     assert seen["parent"] is window and seen["settings"] is settings
     assert settings.value(Key.MODEL_SOURCE) == "fake-moonshine"
     assert window.start_action.isEnabled()
+
+
+def test_silence_banner_clears_when_audio_arrives_and_on_stop(qtbot, journal_dir, settings, speech):
+    import numpy as np
+
+    from app.controller import SessionController
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    silence_then_speech = np.concatenate([np.zeros(16000 * 5, np.float32), speech])
+    sd = FakeSoundDevice([make_device("Mic")], signal=silence_then_speech, speed=8.0)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=sd)
+    qtbot.addWidget(w)
+    try:
+        load(qtbot, w)
+        with qtbot.waitSignal(c.silence_hint, timeout=5000):
+            w.start_action.trigger()
+        assert not w.banner.isHidden() and "pure silence" in w.banner.text()
+        qtbot.waitUntil(w.banner.isHidden, timeout=5000)  # the speech arrived
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            w.stop_action.trigger()
+
+        sd.signal = np.zeros(16000, np.float32)  # silence only: the hint stays until Stop
+        with qtbot.waitSignal(c.silence_hint, timeout=5000):
+            w.start_action.trigger()
+        assert not w.banner.isHidden()
+        w.show_message("error", "Another problem.")  # a later message is not the silence hint
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            w.stop_action.trigger()
+        assert not w.banner.isHidden() and w.banner.text() == "Another problem."
+        with qtbot.waitSignal(c.silence_hint, timeout=5000):
+            w.start_action.trigger()
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            w.stop_action.trigger()
+        assert w.banner.isHidden()
+    finally:
+        c.shutdown(5000)
+
+
+def test_pause_is_shown_and_keep_up_goes_at_stop(qtbot, journal_dir, settings, speech):
+    import numpy as np
+
+    from app.controller import SessionController
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    sd = FakeSoundDevice([make_device("Mic")], signal=np.tile(speech, 3), speed=8.0)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=sd)
+    qtbot.addWidget(w)
+    w.resize(1000, 600)
+    w.show()
+    try:
+        load(qtbot, w, "fake-slow")
+        assert w.status.state_label.isHidden()
+        with qtbot.waitSignal(c.state_changed, timeout=3000):
+            w.start_action.trigger()
+        assert w.status.state_label.text().endswith("Captioning")
+        qtbot.waitUntil(lambda: w.status.keepup_label.isVisible(), timeout=6000)
+        assert w.status.keepup_label.text() == "\u26a0 Can't keep up"  # short: the numbers are in the tooltip
+        assert "behind" in w.status.keepup_label.toolTip() or "dropped" in w.status.keepup_label.toolTip()
+        assert w.status.keepup_label.width() < 200
+        with qtbot.waitSignal(c.session_finished, timeout=20000):
+            w.stop_action.trigger()
+        assert not w.status.keepup_label.isVisible() and not w.status.state_label.isVisible()
+        assert w.status.currentMessage().startswith("Stopped;")
+
+        load(qtbot, w, "fake-moonshine")
+        with qtbot.waitSignal(c.state_changed, timeout=3000):
+            w.start_action.trigger()
+        with qtbot.waitSignal(c.state_changed, timeout=5000):
+            w.pause_action.trigger()
+        assert w.status.state_label.isVisible() and w.status.state_label.text().endswith("Paused")
+        assert w.windowTitle().endswith("paused") and w.start_action.text() == "Resume"
+        with qtbot.waitSignal(c.session_finished, timeout=8000):
+            w.stop_action.trigger()
+        assert not w.status.state_label.isVisible()
+    finally:
+        c.shutdown(5000)
+
+
+def test_menus_show_their_shortcuts_and_the_dialog_names_the_menu_items(qtbot, window, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    from app.settings import Shortcut
+
+    assert window.start_action.shortcut().toString() == "Space"
+    assert window.pause_action.shortcut().toString() == "Space"
+    assert window.overlays.toggle_action.shortcut().toString() == "Ctrl+Shift+O"
+    assert "Ctrl+Shift+O" in window.overlays.toggle_action.toolTip()
+    rows = {keys: (what, where) for keys, what, where in window.shortcut_rows()}
+    assert rows["Ctrl+M"] == ("Choose, download or add a model", "Model \u25b8 Models\u2026")
+    assert rows["Space"][1] == "Session \u25b8 Start"
+    assert rows["Ctrl+Shift+O"][1] == "View \u25b8 Overlay \u25b8 Caption overlay"
+    assert all(where for _, where in rows.values()), rows  # every shortcut is in a menu, shown next to its item
+    for s in Shortcut:
+        action = window._shortcut_actions[s]
+        assert action.shortcut().toString() == window.settings.shortcut(s)
+    shown = []
+    monkeypatch.setattr(QMessageBox, "information", staticmethod(lambda parent, title, text: shown.append(text)))
+    window.show_shortcuts()
+    assert "Model \u25b8 Models\u2026" in shown[0] and "model folder" not in shown[0]
+
+
+def test_caption_text_size_keys_are_remembered(qtbot, window, settings, controller, fake_sd):
+    from app.settings import Settings
+
+    start = window.caption_view.font().pointSize()
+    assert start == settings.value(Key.CAPTION_FONT_SIZE) == 18
+    window.caption_view.setFocus()
+    QTest.keyClick(window.caption_view, Qt.Key.Key_Plus, Qt.KeyboardModifier.ControlModifier)
+    assert window.caption_view.font().pointSize() == 20
+    QTest.keyClick(window.caption_view, Qt.Key.Key_Equal, Qt.KeyboardModifier.ControlModifier)  # Ctrl+= too
+    assert window.caption_view.font().pointSize() == 22
+    QTest.keyClick(window.caption_view, Qt.Key.Key_Minus, Qt.KeyboardModifier.ControlModifier)
+    assert window.caption_view.font().pointSize() == 20
+    settings.sync()
+    assert Settings(settings.path).value(Key.CAPTION_FONT_SIZE) == 20
+    again = MainWindow(controller, Settings(settings.path), sounddevice=fake_sd)
+    qtbot.addWidget(again)
+    assert again.caption_view.font().pointSize() == 20
+    for _ in range(60):
+        window.smaller_action.trigger()
+    assert window.caption_view.font().pointSize() == 8  # bounded
+    # a font chosen in the font dialog keeps its family and takes the new size
+    settings.set_value(Key.CAPTION_FONT, "DejaVu Serif,14,-1,5,400,0,0,0,0,0,0,0,0,0,0,1")
+    window._apply_caption_font()  # as the font dialog does
+    window.larger_action.trigger()
+    assert window.caption_view.font().family() == "DejaVu Serif"
+    assert window.caption_view.font().pointSize() == 16 and "16" in settings.value(Key.CAPTION_FONT)
+
+
+def test_space_presses_a_focused_button_instead_of_starting(qtbot, window):
+    load(qtbot, window)
+    window.activateWindow()
+    copied = []
+    window.history.copied.connect(copied.append)
+    window.history.copy_button.setFocus()
+    QTest.keyClick(window.history.copy_button, Qt.Key.Key_Space)
+    assert copied and window.controller.state == "idle"

@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES
-from tests.fakehub import FakeHub, block_network, hub_env
+from tests.fakehub import FakeHub, block_network, hub_env, padded
 
 TINY = FIXTURES / "models" / "moon_tiny_like"
 SMALL = FIXTURES / "models" / "moon_small_like"
 GIB = 1 << 30
+# The small model's weights, made bigger than huggingface_hub's 10 MB write step so a cancel keeps some of them.
+SMALL_WEIGHTS = padded((SMALL / "model.safetensors").read_bytes(), 20_000_000)
 
 
 def _fixture_files(folder: Path) -> dict[str, bytes]:
@@ -41,7 +43,7 @@ def serve_catalog(hub: FakeHub) -> None:
     tiny, small = cat.by_key("moonshine-streaming-tiny"), cat.by_key("moonshine-streaming-small")
     vox = cat.by_key("voxtral-bf16-official")
     hub.add_repo(tiny.repo_id, _fixture_files(TINY), commit=tiny.revision)
-    hub.add_repo(small.repo_id, _fixture_files(SMALL), commit=small.revision)
+    hub.add_repo(small.repo_id, {**_fixture_files(SMALL), "model.safetensors": SMALL_WEIGHTS}, commit=small.revision)
     hub.add_repo(vox.repo_id, fake_mistral_files(), commit=vox.revision, gated=True)
     hub.add_repo("acme/custom-moon", _fixture_files(TINY))
 
@@ -49,9 +51,6 @@ def serve_catalog(hub: FakeHub) -> None:
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     block_network(monkeypatch)
-    from engine import hub as H
-
-    monkeypatch.setattr(H, "RETRY_WAIT_S", 0.01)
     with FakeHub() as hub:
         hub_env(monkeypatch, hub, tmp_path / "hf")
         serve_catalog(hub)
@@ -92,10 +91,11 @@ def _catalog_entry(key: str):
 
 
 def _install(key: str) -> Path:
-    from engine import hub as H
+    from engine import install
 
     e = _catalog_entry(key)
-    return H.download(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns, required=e.required_files)
+    return install.install_model(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns,
+                                 required=e.required_files)
 
 
 def _status(dialog, source: str) -> str:
@@ -135,7 +135,7 @@ def test_list_shows_installed_state_and_the_recommendation(fake, make_dialog, qt
 
 def test_download_shows_progress_then_installed_and_is_chosen(fake, make_dialog, qtbot, qsettings) -> None:
     small = _catalog_entry("moonshine-streaming-small")
-    fake.rate = 4_000_000
+    fake.rate = 20_000_000
     d = make_dialog()
     assert d.select_source(small.repo_id)
     seen = []
@@ -160,34 +160,36 @@ def test_download_shows_progress_then_installed_and_is_chosen(fake, make_dialog,
 
 
 def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
-    from engine import hub as H
+    from engine import install
 
     small = _catalog_entry("moonshine-streaming-small")
-    fake.rate = 1_000_000
+    fake.rate = 4_000_000
     d = make_dialog()
     d.select_source(small.repo_id)
     d.download_button.click()
     qtbot.waitUntil(lambda: d._last_progress is not None and d._last_progress.file == "model.safetensors"
-                    and d._last_progress.done > 400_000, timeout=10000)
+                    and d._last_progress.done > 12_000_000, timeout=20000)
     d.cancel_button.click()
     assert d.progress_label.text() == "Stopping\u2026" and not d.cancel_button.isEnabled()
-    _wait_job(qtbot, d)
+    _wait_job(qtbot, d, timeout=5000)
     assert "Cancelled" in d.progress_label.text()
     assert _status(d, small.repo_id).startswith("Partly downloaded")
     assert d.download_button.text() == "Resume download" and d.download_button.isEnabled()
     assert not d.use_button.isEnabled()
-    state = H.local_state(small.repo_ids, small.revision, small.required_files)
-    assert not state.complete and state.partial_bytes > 0
+    state = install.local_state(small.repo_ids, small.revision, small.required_files)
+    assert not state.complete and state.partial_bytes >= 10 * 1024 * 1024
 
     fake.rate = None
     fake.requests.clear()
+    fake.body_bytes.clear()
     d.download_button.click()
     _wait_job(qtbot, d)
     assert _status(d, small.repo_id).startswith("Installed")
     ranges = [r.headers.get("range") for r in fake.served("GET", "model.safetensors")]
     assert ranges and ranges[0] and ranges[0].startswith("bytes=")
-    assert (d.row_for(small.repo_id).path / "model.safetensors").read_bytes() == \
-        (SMALL / "model.safetensors").read_bytes()
+    kept = int(ranges[0][len("bytes="):-1])
+    assert fake.body_bytes["model.safetensors"] == len(SMALL_WEIGHTS) - kept  # only the rest came again
+    assert (d.row_for(small.repo_id).path / "model.safetensors").read_bytes() == SMALL_WEIGHTS
 
 
 def test_gated_model_needs_a_token(fake, make_dialog, qtbot) -> None:
@@ -236,7 +238,7 @@ def test_custom_folder_is_validated(fake, make_dialog, qtbot, tmp_path) -> None:
 
 
 def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
-    from engine import hub as H
+    from engine import install
 
     d = make_dialog()
     d.custom_edit.setText("not a repo id!")
@@ -246,7 +248,8 @@ def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
     d.custom_edit.setText("acme/missing-model")
     d.add_button.click()
     _wait_job(qtbot, d)
-    assert "was not found" in d.custom_status.text() and "was not found" in d.error_label.text()
+    assert "was not found" in d.custom_status.text()
+    assert d.error_label.isHidden()  # said once, next to the field the id was typed in
     assert d.row_for("acme/missing-model") is None
 
     # Files that pass the structural check but that the loader cannot build: rejected and removed.
@@ -256,7 +259,7 @@ def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
     d.add_button.click()
     _wait_job(qtbot, d)
     assert "has shape [48, 80], expected [80, 80]" in d.custom_status.text()
-    assert d.row_for("acme/mismatched") is None and H.local_state("acme/mismatched") is None
+    assert d.row_for("acme/mismatched") is None and install.local_state("acme/mismatched") is None
 
     d.custom_edit.setText("acme/custom-moon")
     d.add_button.click()
@@ -377,6 +380,7 @@ def screenshot(out: str) -> None:  # pragma: no cover - a manual tool
     os.environ["HF_ENDPOINT"] = hub.url
     serve_catalog(hub)
     from engine import hub as H
+    from engine import install
     from engine.catalog import Machine, load_catalog
 
     cat = load_catalog()
@@ -386,11 +390,12 @@ def screenshot(out: str) -> None:  # pragma: no cover - a manual tool
                                 "tekken.json": b"{}"}, commit=four.revision)
     _install("moonshine-streaming-tiny")
     medium = cat.by_key("moonshine-streaming-medium")
-    hub.add_repo(medium.repo_id, _fixture_files(SMALL), commit=medium.revision)
-    hub.drop_at["model.safetensors"] = 900_000
+    hub.add_repo(medium.repo_id, {**_fixture_files(SMALL), "model.safetensors": SMALL_WEIGHTS},
+                 commit=medium.revision)
+    hub.drop_at["model.safetensors"] = 12_000_000
     hub.down_after_drop = True
     try:
-        H.download(medium.repo_id, revision=medium.revision, allow_patterns=medium.allow_patterns)
+        install.install_model(medium.repo_id, revision=medium.revision, allow_patterns=medium.allow_patterns)
     except H.HubError:
         pass
     hub.down = False
@@ -424,3 +429,70 @@ def screenshot(out: str) -> None:  # pragma: no cover - a manual tool
 
 if __name__ == "__main__":  # pragma: no cover
     screenshot(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots/model_dialog.png")
+
+
+# -- rough edges ---------------------------------------------------------------------------------------------
+
+
+def test_error_goes_with_another_row_and_focus_stays_on_the_buttons(fake, make_dialog, qtbot) -> None:
+    small, tiny = _catalog_entry("moonshine-streaming-small"), _catalog_entry("moonshine-streaming-tiny")
+    fake.down = True
+    d = make_dialog()
+    d.show()
+    d.activateWindow()
+    qtbot.waitUntil(d.isActiveWindow, timeout=2000)
+    d.select_source(small.repo_id)
+    d.download_button.setFocus()
+    d.download_button.click()
+    assert d.focusWidget() is d.cancel_button  # not the next field in the tab chain
+    _wait_job(qtbot, d)
+    text = d.error_label.text()
+    assert not d.error_label.isHidden() and "cannot be reached" in text and "Errno" not in text
+    assert d.focusWidget() is d.download_button and d.focusWidget() is not d.token_edit
+    assert text not in d.details.text() and d.custom_status.isHidden()  # said once
+    d.select_source(tiny.repo_id)
+    assert d.error_label.isHidden()  # it was about the other model
+    d.select_source(small.repo_id)
+    assert d.error_label.isHidden()
+
+
+def test_recommended_has_one_space_and_folder_rows_are_described(fake, make_dialog, qtbot, qsettings) -> None:
+    d = make_dialog()
+    names = [r.name for r in d.rows]
+    assert "Moonshine Streaming small (recommended)" in names
+    assert not any("  " in n for n in names)
+    d.custom_edit.setText(str(TINY))
+    d.add_button.click()
+    qtbot.waitUntil(lambda: d.row_for(str(TINY)) is not None, timeout=10000)
+    row = d.row_for(str(TINY))
+    cells = [d.tree.topLevelItem(d.rows.index(row)).text(c) for c in range(5)]
+    assert cells[0] == "moon_tiny_like \u00b7 Moonshine Streaming"
+    assert cells[1] == "English"
+    assert cells[2].endswith("on disk") and cells[3].startswith("about ")
+    assert all(cells), cells
+    assert "Moonshine Streaming model" in d.details.text()
+
+
+def test_token_link_is_readable_in_every_theme(qtbot) -> None:
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from app.theme import apply_theme
+
+    def luminance(c) -> float:
+        def ch(v: float) -> float:
+            return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+        return 0.2126 * ch(c.redF()) + 0.7152 * ch(c.greenF()) + 0.0722 * ch(c.blueF())
+
+    app = QApplication.instance()
+    try:
+        for theme in ("light", "dark", "high-contrast"):
+            apply_theme(app, theme)
+            pal = app.palette()
+            for bg in (QPalette.ColorRole.Window, QPalette.ColorRole.Base):
+                a, b = luminance(pal.color(QPalette.ColorRole.Link)), luminance(pal.color(bg))
+                ratio = (max(a, b) + 0.05) / (min(a, b) + 0.05)
+                assert ratio >= 4.5, (theme, bg, ratio)
+    finally:
+        apply_theme(app, "system")

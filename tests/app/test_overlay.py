@@ -99,6 +99,7 @@ def test_presentation_mode(qtbot, settings, controller):
     manager.presentation_action.setChecked(True)
     assert manager.overlay.presentation and manager.overlay.isVisible()
     assert manager.overlay.isFullScreen() or manager.overlay.windowState() & Qt.WindowState.WindowFullScreen
+    qtbot.waitUntil(lambda: manager.overlay.height() > 300, timeout=2000)  # the screen's size arrives later
     assert manager.overlay.caption_font().pointSizeF() > manager.overlay.overlay_style().font.pointSizeF()
     from PySide6.QtTest import QTest
 
@@ -118,3 +119,61 @@ def test_overlay_follows_the_session(qtbot, settings, controller):
     assert manager.overlay.text() == "first line second"
     controller.lines_reset.emit()
     assert manager.overlay.text() == ""
+
+
+def _ink_bands(image, color) -> list[tuple[int, int]]:
+    """(first, last) pixel rows of each horizontal band that holds pixels of about ``color``."""
+    from PySide6.QtGui import QColor
+
+    want = QColor(color)
+    rows = []
+    for y in range(image.height()):
+        hit = False
+        for x in range(0, image.width(), 2):
+            c = image.pixelColor(x, y)
+            if abs(c.red() - want.red()) + abs(c.green() - want.green()) + abs(c.blue() - want.blue()) < 90:
+                hit = True
+                break
+        rows.append(hit)
+    bands, start = [], None
+    for y, hit in enumerate(rows + [False]):
+        if hit and start is None:
+            start = y
+        elif not hit and start is not None:
+            bands.append((start, y - 1))
+            start = None
+    return bands
+
+
+def test_presentation_text_fits_a_window_that_is_not_full_screen(qtbot):
+    """A window manager that ignores full screen leaves the window small: the text shrinks to fit, every
+    line whole (the top one was cut before)."""
+    from PySide6.QtGui import QFont
+
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    font = QFont("DejaVu Sans")
+    font.setPointSize(26)
+    overlay.set_overlay_style(OverlayStyle(lines=3, font=font, text_color="#ffffff", background_color="#000000"))
+    for i in range(5):
+        overlay.commit(Line(f"Sentence {i} has a few words to wrap", i, i + 1))  # many wrapped lines
+    overlay.show()
+    overlay.set_presentation(True)
+    overlay.showNormal()  # what a window manager without full screen leaves
+    overlay.resize(420, 150)
+    qtbot.wait(20)
+    f = overlay.caption_font()
+    assert f.pointSizeF() < 26 * 1.8  # shrunk from the presentation size
+    from PySide6.QtGui import QFontMetricsF
+
+    assert QFontMetricsF(f).lineSpacing() * 3 <= overlay.height()
+    image = overlay.grab().toImage()
+    bands = _ink_bands(image, "#ffffff")
+    assert len(bands) == 3, bands
+    heights = [b - a + 1 for a, b in bands]
+    assert min(heights) >= 0.7 * max(heights), heights  # no line cut in half
+    assert bands[0][0] > 2  # and the first one does not start at the clipped top edge
+
+    # a moment later the window covers the screen by itself, and the text is full presentation size again
+    qtbot.waitUntil(lambda: overlay.geometry() == overlay.screen().geometry(), timeout=3000)
+    assert abs(overlay.caption_font().pointSizeF() - 26 * 1.8) < 0.01

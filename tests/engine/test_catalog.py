@@ -16,7 +16,6 @@ from engine.catalog import (
     catalog_path,
     chip_fit,
     find_entry,
-    fit_table,
     load_catalog,
     parse_catalog,
     recommend,
@@ -138,6 +137,6 @@ def test_precision_fits_the_bandwidth_table(catalog: Catalog) -> None:
     assert chip_fit(four, "Apple M5", catalog) == "real time"  # unlisted generation: tier fallback
     assert chip_fit(four, None, catalog) is None
     assert chip_fit(catalog.by_key("moonshine-streaming-tiny"), "Apple M1", catalog) is None
-    table = dict(fit_table(four, catalog))
+    table = {chip: chip_fit(four, chip, catalog) for chip in catalog.apple_bandwidth_gbs}
     assert set(table.values()) == {"real time"} and "M1" in table
     assert catalog.chip_bandwidth("Apple M2 Max") == 400

@@ -1,6 +1,8 @@
-"""engine.hub against a fake hub on loopback (tests/fakehub.py) with the real huggingface_hub client.
+"""engine.hub and engine.install against a fake hub on loopback (tests/fakehub.py) with the real huggingface_hub
+client, which runs in the download child process (engine.hub_worker).
 
-HF_HOME points into tmp_path and HF_ENDPOINT at the fake hub; any other network access fails the test.
+HF_HOME points into tmp_path and HF_ENDPOINT at the fake hub; any other network access fails the test (the child
+process can only reach what the fake hub serves: its endpoint is the fake hub's).
 """
 
 from __future__ import annotations
@@ -19,25 +21,32 @@ from pathlib import Path
 import pytest
 
 from engine import hub as H
+from engine import install as I
 from engine.catalog import load_catalog
 from engine.errors import ModelError
 from tests.conftest import FIXTURES
-from tests.fakehub import FakeHub, block_network, hub_env
+from tests.fakehub import FakeHub, block_network, hub_env, padded
 
 TINY = FIXTURES / "models" / "moon_tiny_like"
 SMALL = FIXTURES / "models" / "moon_small_like"
 REPO = "acme/moon-tiny"
 BIG = "model.safetensors"
+STEP = 10 * 1024 * 1024  # huggingface_hub writes a download to disk in steps of this size
+BIG_DATA = padded((TINY / BIG).read_bytes(), 22_000_000)  # ~26 MB: more than two write steps
+
+
+def tiny_files(**replace: bytes) -> dict[str, bytes]:
+    return {**{p.name: p.read_bytes() for p in TINY.iterdir() if p.is_file()}, **replace}
 
 
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     block_network(monkeypatch)
-    monkeypatch.setattr(H, "RETRY_WAIT_S", 0.01)
     with FakeHub() as hub:
         hub_env(monkeypatch, hub, tmp_path / "hf")
         hub.add_folder(REPO, TINY)
         hub.add_folder("acme/moon-small", SMALL)
+        hub.add_repo("acme/moon-big", tiny_files(**{BIG: BIG_DATA}))
         yield hub
 
 
@@ -46,8 +55,15 @@ def _sha(path: Path) -> str:
 
 
 def _snapshots(cache: Path, repo: str) -> list[Path]:
+    """Snapshot folders that hold a model marker (config.json or params.json): what a loader would try."""
     d = cache / ("models--" + repo.replace("/", "--")) / "snapshots"
-    return sorted(p for p in d.iterdir()) if d.is_dir() else []
+    return sorted(p for p in d.iterdir() if (p / "config.json").exists() or (p / "params.json").exists()) \
+        if d.is_dir() else []
+
+
+def _kept(repo: str) -> list[Path]:
+    d = H.partial_dir(repo)
+    return sorted(d.iterdir()) if d.is_dir() else []
 
 
 def _one_sentence(msg: str) -> None:
@@ -79,14 +95,9 @@ def test_environment_is_read_at_call_time(tmp_path: Path, monkeypatch: pytest.Mo
     for value, expected in (("1", True), ("true", True), ("ON", True), ("0", False), ("", False)):
         monkeypatch.setenv("HF_HUB_OFFLINE", value)
         assert H.offline() is expected
-    import huggingface_hub.constants as c
-
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    H._hf()
-    assert c.HF_HUB_OFFLINE is True  # mirrored into huggingface_hub, which read it at import
-    monkeypatch.delenv("HF_HUB_OFFLINE")
-    H._hf()
-    assert c.HF_HUB_OFFLINE is False
+    assert H.timeout_s() == H.DEFAULT_TIMEOUT_S
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "3")
+    assert H.timeout_s() == 3.0
 
 
 def test_token_precedence_and_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,7 +137,6 @@ def test_fake_hub_serves_the_real_client(tmp_path: Path, monkeypatch: pytest.Mon
     from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
 
     block_network(monkeypatch)
-    H._hf()  # telemetry off, so the client asks nothing of the real hub
     with FakeHub(cdn=cdn) as hub:
         hub.add_folder(REPO, TINY)
         hub.add_folder("acme/gated", TINY, gated=True)
@@ -145,8 +155,9 @@ def test_fake_hub_serves_the_real_client(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_download_reports_byte_progress_and_installs(fake: FakeHub) -> None:
+    fake.rate = 8_000_000  # ~0.5 s for the weights: several reports within the file
     events: list[H.Progress] = []
-    path = H.download(REPO, progress=events.append)
+    path = I.install_model(REPO, progress=events.append)
     files = sorted(p.name for p in TINY.iterdir() if p.is_file())
     assert sorted(p.name for p in path.iterdir()) == [f for f in files if f.endswith((".json", ".safetensors"))]
     for name in ("config.json", BIG, "tokenizer.json"):
@@ -157,21 +168,25 @@ def test_download_reports_byte_progress_and_installs(fake: FakeHub) -> None:
     assert dones == sorted(dones), "bytes must never go backwards"
     assert events[-1].done == total and events[-1].finished
     assert {e.file for e in events} >= {BIG, "config.json"}
-    assert len([e for e in events if e.file == BIG]) >= 2  # within-file progress, not only file boundaries
+    assert len({e.done for e in events if e.file == BIG}) >= 3  # within-file progress, not only file boundaries
+    assert any(e.speed > 0 and e.eta is not None for e in events)
+    assert events[-1].file == "config.json"  # the file that makes the folder a model comes last
 
-    state = H.local_state(REPO)
+    state = I.local_state(REPO)
     assert state is not None and state.complete and state.path == path and state.size_on_disk == total
-    assert H.check_folder(path) == ("moonshine_streaming", "hf")
-    # The standard HF cache layout: other tools find the files.
+    assert I.check_files(path) == ("moonshine_streaming", "hf")
+    # The standard HF cache layout, written by huggingface_hub itself: other tools find the files.
     from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 
     assert try_to_load_from_cache(REPO, BIG, cache_dir=H.cache_dir()) == str(path / BIG)
-    (repo,) = scan_cache_dir(H.cache_dir()).repos
-    assert repo.repo_id == REPO and repo.size_on_disk == total and repo.refs["main"].snapshot_path == path
+    info = scan_cache_dir(H.cache_dir())
+    (repo,) = info.repos
+    assert repo.repo_id == REPO and repo.size_on_disk == total and not info.warnings
+    assert not _kept(REPO)
 
     # A second download asks the hub for the file list only.
     fake.requests.clear()
-    assert H.download(REPO) == path
+    assert I.install_model(REPO) == path
     assert not _resolve_gets(fake) and not fake.served("HEAD")
 
 
@@ -189,90 +204,128 @@ def _run_in_thread(fn, *args, **kw):
     return t, box
 
 
-def test_cancel_mid_file_then_resume_byte_identical(fake: FakeHub) -> None:
-    fake.rate = 1_500_000  # bytes/s: the 3.9 MB weight file takes ~2.5 s
-    token = H.CancelToken()
-    events: list[H.Progress] = []
-    t, box = _run_in_thread(H.download, REPO, progress=events.append, cancel=token)
-    deadline = time.monotonic() + 10
-    while not any(e.file == BIG and e.done > 1_000_000 for e in events):
+def _wait_for(events: list, predicate, t: threading.Thread, box: dict, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not any(predicate(e) for e in list(events)):
         assert time.monotonic() < deadline and t.is_alive(), box
         time.sleep(0.02)
+
+
+def test_cancel_mid_file_then_resume_fetches_only_the_rest(fake: FakeHub) -> None:
+    fake.rate = 6_000_000  # bytes/s: the 26 MB weight file takes ~4 s
+    token = H.CancelToken()
+    events: list[H.Progress] = []
+    t, box = _run_in_thread(I.install_model, "acme/moon-big", progress=events.append, cancel=token)
+    _wait_for(events, lambda e: e.file == BIG and e.done > STEP + 3_000_000, t, box)
     t0 = time.monotonic()
     token.cancel()
     t.join(5)
-    assert not t.is_alive() and time.monotonic() - t0 < 2.0
+    cancel_s = time.monotonic() - t0
+    assert not t.is_alive() and cancel_s < 2.0, cancel_s
     err = box.get("error")
     assert isinstance(err, H.DownloadCancelled), box
     _one_sentence(str(err))
 
-    cache = H.cache_dir()
-    partials = list(cache.glob("models--acme--moon-tiny/blobs/*.incomplete"))
-    assert len(partials) == 1
-    kept = partials[0].stat().st_size
-    assert 0 < kept < (TINY / BIG).stat().st_size
-    assert _snapshots(cache, REPO) == []  # nothing a loader could mistake for a model
-    state = H.local_state(REPO)
+    (part,) = _kept("acme/moon-big")
+    kept = part.stat().st_size
+    assert kept >= STEP and kept < len(BIG_DATA)  # everything but the last write step is kept
+    assert part.read_bytes() == BIG_DATA[:kept]
+    assert _snapshots(H.cache_dir(), "acme/moon-big") == []  # nothing a loader could mistake for a model
+    state = I.local_state("acme/moon-big")
     assert state is not None and not state.complete and state.partial_bytes >= kept
+    assert not list(H.cache_dir().glob("models--acme--moon-big/blobs/*.incomplete"))  # the library cleaned up
 
     fake.rate = None
     fake.requests.clear()
+    fake.body_bytes.clear()
     events.clear()
-    path = H.download(REPO, progress=events.append)
-    assert (path / BIG).read_bytes() == (TINY / BIG).read_bytes()
+    path = I.install_model("acme/moon-big", progress=events.append)
+    assert (path / BIG).read_bytes() == BIG_DATA
     (get,) = _resolve_gets(fake, BIG)
     assert get.headers.get("range") == f"bytes={kept}-"
-    assert [e.done for e in events] == sorted(e.done for e in events)
-    assert not list(cache.glob("models--acme--moon-tiny/blobs/*.incomplete"))
+    assert fake.body_bytes[BIG] == len(BIG_DATA) - kept  # the second call fetched only the rest
+    dones = [e.done for e in events]
+    assert dones == sorted(dones) and dones[-1] == events[-1].total
+    assert not _kept("acme/moon-big")
+    assert not list(H.cache_dir().glob("models--acme--moon-big/blobs/*.incomplete"))
 
 
 def test_cancel_while_the_connection_is_stalled_is_immediate(fake: FakeHub) -> None:
-    fake.stall_at[BIG] = 300_000  # the server goes silent there
+    fake.stall_at[BIG] = STEP + 1_000_000  # the server goes silent there
     token = H.CancelToken()
     events: list[H.Progress] = []
-    t, box = _run_in_thread(H.download, REPO, progress=events.append, cancel=token)
-    deadline = time.monotonic() + 10
-    while not fake.served("GET", BIG) or not any(e.file == BIG for e in events):
-        assert time.monotonic() < deadline, box
-        time.sleep(0.02)
+    t, box = _run_in_thread(I.install_model, "acme/moon-big", progress=events.append, cancel=token)
+    _wait_for(events, lambda e: e.file == BIG and e.done >= STEP, t, box)
     time.sleep(0.3)
     t0 = time.monotonic()
     token.cancel()
     t.join(5)
     assert not t.is_alive() and time.monotonic() - t0 < 2.0
     assert isinstance(box.get("error"), H.DownloadCancelled), box
-    assert _snapshots(H.cache_dir(), REPO) == []
+    assert _snapshots(H.cache_dir(), "acme/moon-big") == []
+    assert _kept("acme/moon-big")[0].stat().st_size >= STEP
+
+
+def test_a_stalled_transfer_fails_with_one_sentence(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(H, "STALL_LIMIT_S", 2.0)
+    fake.stall_at[BIG] = STEP + 1_000_000
+    t0 = time.monotonic()
+    with pytest.raises(H.HubUnreachableError) as exc:
+        I.install_model("acme/moon-big")
+    assert time.monotonic() - t0 < 10
+    _one_sentence(str(exc.value))
+    assert "sent nothing for 2 s" in str(exc.value) and "resumes" in str(exc.value)
+    fake.release.set()
+    time.sleep(0.5)  # the stalled connection's handler writes into the closed socket once, then ends
+    fake.body_bytes.clear()
+    kept = _kept("acme/moon-big")[0].stat().st_size
+    assert I.install_model("acme/moon-big").is_dir()
+    assert fake.body_bytes[BIG] == len(BIG_DATA) - kept
+
+
+def test_a_silent_hub_fails_within_the_timeout(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_ETAG_TIMEOUT", "1")
+    fake.silent = True
+    t0 = time.monotonic()
+    with pytest.raises(H.HubUnreachableError) as exc:
+        I.install_model(REPO)
+    assert time.monotonic() - t0 < 5
+    _one_sentence(str(exc.value))
+    assert "did not answer within 1 s" in str(exc.value) and fake.url in str(exc.value)
 
 
 def test_dropped_connection_resumes_within_the_same_download(fake: FakeHub) -> None:
-    fake.drop_at[BIG] = 1_000_000
-    path = H.download(REPO)
-    assert _sha(path / BIG) == _sha(TINY / BIG)
+    fake.drop_at[BIG] = STEP + 2_000_000
+    path = I.install_model("acme/moon-big")
+    assert (path / BIG).read_bytes() == BIG_DATA
     ranges = [r.headers.get("range") for r in _resolve_gets(fake, BIG)]
-    assert ranges[0] is None and ranges[1] == "bytes=1000000-"
+    assert ranges[0] is None and ranges[1] == f"bytes={STEP}-"
+    assert fake.body_bytes[BIG] == len(BIG_DATA) + 2_000_000  # only what was not yet on disk came again
 
 
 def test_network_gone_mid_file_then_resume_later(fake: FakeHub) -> None:
-    fake.drop_at[BIG] = 1_200_000
+    fake.drop_at[BIG] = STEP + 1_200_000
     fake.down_after_drop = True
     with pytest.raises(H.HubUnreachableError) as exc:
-        H.download(REPO)
+        I.install_model("acme/moon-big")
     _one_sentence(str(exc.value))
     assert "resumes" in str(exc.value)
-    (part,) = H.cache_dir().glob("models--acme--moon-tiny/blobs/*.incomplete")
-    assert part.stat().st_size == 1_200_000
-    assert _snapshots(H.cache_dir(), REPO) == []
+    (part,) = _kept("acme/moon-big")
+    assert part.stat().st_size == STEP
+    assert _snapshots(H.cache_dir(), "acme/moon-big") == []
     fake.down = False
     fake.requests.clear()
-    path = H.download(REPO)
-    assert _sha(path / BIG) == _sha(TINY / BIG)
-    assert _resolve_gets(fake, BIG)[0].headers.get("range") == "bytes=1200000-"
+    fake.body_bytes.clear()
+    path = I.install_model("acme/moon-big")
+    assert (path / BIG).read_bytes() == BIG_DATA
+    assert _resolve_gets(fake, BIG)[0].headers.get("range") == f"bytes={STEP}-"
+    assert fake.body_bytes[BIG] == len(BIG_DATA) - STEP
 
 
-def test_hub_unreachable(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_hub_unreachable(fake: FakeHub) -> None:
     fake.down = True
     with pytest.raises(H.HubUnreachableError) as exc:
-        H.download(REPO)
+        I.install_model(REPO)
     _one_sentence(str(exc.value))
     assert fake.url in str(exc.value)
 
@@ -281,19 +334,19 @@ def test_gated_repo_needs_a_token_with_access(fake: FakeHub, caplog: pytest.LogC
     caplog.set_level(logging.DEBUG)
     fake.add_folder("acme/gated", TINY, gated=True)
     with pytest.raises(H.GatedModelError) as exc:
-        H.download("acme/gated")
+        I.install_model("acme/gated")
     msg = str(exc.value)
     _one_sentence(msg)
     assert "gated" in msg and "token" in msg and "terms" in msg
     assert fake.served("HEAD", "acme/gated")[-1].headers.get("authorization") is None
 
     with pytest.raises(H.GatedModelError) as exc:
-        H.download("acme/gated", token="hf_no_access_secret")
+        I.install_model("acme/gated", token="hf_no_access_secret")
     msg = str(exc.value)
     _one_sentence(msg)
     assert "no access" in msg and "hf_no_access_secret" not in msg
 
-    path = H.download("acme/gated", token="hf_good_token")
+    path = I.install_model("acme/gated", token="hf_good_token")
     assert (path / BIG).read_bytes() == (TINY / BIG).read_bytes()
     assert fake.served("HEAD", "acme/gated")[-1].headers.get("authorization") == "Bearer hf_good_token"
     for secret in ("hf_good_token", "hf_no_access_secret"):
@@ -304,7 +357,7 @@ def test_gated_repo_needs_a_token_with_access(fake: FakeHub, caplog: pytest.LogC
 def test_saved_token_is_used(fake: FakeHub) -> None:
     fake.add_folder("acme/gated", TINY, gated=True)
     H.save_token("hf_good_token")
-    assert H.download("acme/gated").is_dir()
+    assert I.install_model("acme/gated").is_dir()
 
 
 def test_token_stays_on_the_hub_when_the_file_is_on_a_cdn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -312,29 +365,49 @@ def test_token_stays_on_the_hub_when_the_file_is_on_a_cdn(tmp_path: Path, monkey
     with FakeHub(cdn=True) as hub:
         hub_env(monkeypatch, hub, tmp_path / "hf")
         hub.add_folder("acme/gated", TINY, gated=True)
-        path = H.download("acme/gated", token="hf_good_token")
+        path = I.install_model("acme/gated", token="hf_good_token")
         assert _sha(path / BIG) == _sha(TINY / BIG)
         (cdn_get,) = hub.served("GET", "/cdn/")
         assert "authorization" not in cdn_get.headers
 
 
+def test_resume_through_a_cdn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    block_network(monkeypatch)
+    with FakeHub(cdn=True) as hub:
+        hub_env(monkeypatch, hub, tmp_path / "hf")
+        hub.add_repo("acme/moon-big", tiny_files(**{BIG: BIG_DATA}))
+        hub.drop_at[BIG] = STEP + 500_000
+        hub.down_after_drop = True
+        with pytest.raises(H.HubUnreachableError):
+            I.install_model("acme/moon-big")
+        hub.down = False
+        hub.requests.clear()
+        hub.body_bytes.clear()
+        path = I.install_model("acme/moon-big")
+        assert (path / BIG).read_bytes() == BIG_DATA
+        (cdn_get,) = hub.served("GET", "/cdn/")
+        assert cdn_get.headers.get("range") == f"bytes={STEP}-"
+        assert hub.body_bytes[BIG] == len(BIG_DATA) - STEP
+
+
 def test_not_found(fake: FakeHub) -> None:
     with pytest.raises(H.ModelNotFoundError) as exc:
-        H.download("acme/nothing-here")
+        I.install_model("acme/nothing-here")
     _one_sentence(str(exc.value))
     assert "acme/nothing-here" in str(exc.value) and "not found" in str(exc.value)
     assert not (H.cache_dir() / "models--acme--nothing-here").exists()
     with pytest.raises(H.ModelNotFoundError) as exc:
-        H.download(REPO, revision="0" * 40, pin_fallback=False)
+        I.install_model(REPO, revision="0" * 40, pin_fallback=False)
     assert "revision" in str(exc.value)
     with pytest.raises(H.ModelNotFoundError):
-        H.download(REPO, allow_patterns=["*.onnx"])
+        I.install_model(REPO, allow_patterns=["*.onnx"])
 
 
-def test_a_pinned_revision_gone_from_the_hub_falls_back_to_the_newest(fake: FakeHub, caplog) -> None:
-    path = H.download(REPO, revision="0" * 40)
+def test_a_pinned_revision_gone_from_the_hub_falls_back_to_the_default_branch(fake: FakeHub, caplog) -> None:
+    path = I.install_model(REPO, revision="0" * 40)
     assert path.name == fake.repos[REPO].commit
-    assert "is not on the hub" in caplog.text
+    assert "is not on the hub; downloading its default branch instead" in caplog.text
+    assert any(r.path.endswith(f"/revision/{'0' * 40}") for r in fake.served("GET", "/api/models/"))
 
 
 def test_not_enough_disk_space(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -345,114 +418,138 @@ def test_not_enough_disk_space(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -
     real = shutil.disk_usage
     monkeypatch.setattr(H.shutil, "disk_usage", lambda p: usage(10**9, 10**9 - 10**6, 10**6))
     with pytest.raises(H.DiskSpaceError) as exc:
-        H.download(REPO)
+        I.install_model(REPO)
     msg = str(exc.value)
     _one_sentence(msg)
     assert "Not enough free disk space" in msg and "1.0 MB" in msg
-    assert not _resolve_gets(fake) and _snapshots(H.cache_dir(), REPO) == []
+    assert not _resolve_gets(fake) and not fake.served("HEAD") and _snapshots(H.cache_dir(), REPO) == []
+    assert not (H.cache_dir() / "models--acme--moon-tiny").exists()  # nothing written
     monkeypatch.setattr(H.shutil, "disk_usage", real)
-    assert H.download(REPO).is_dir()
+    assert I.install_model(REPO).is_dir()
 
 
-def test_disk_filling_up_during_the_download(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
-    real_open = open
-
-    class Full(io.RawIOBase):
-        def __init__(self, f):
-            self.f, self.n = f, 0
-
-        def write(self, b):
-            if self.n + len(b) > 500_000:
-                raise OSError(errno.ENOSPC, "No space left on device")
-            self.n += len(b)
-            return self.f.write(b)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *a):
-            self.f.close()
-
-    def fake_open(path, mode="r", *a, **kw):
-        f = real_open(path, mode, *a, **kw)
-        return Full(f) if str(path).endswith(".incomplete") else f
-
-    monkeypatch.setattr(H, "open", fake_open, raising=False)
-    with pytest.raises(H.DiskSpaceError) as exc:
-        H.download(REPO)
-    _one_sentence(str(exc.value))
-    assert "filled up" in str(exc.value)
-    assert _snapshots(H.cache_dir(), REPO) == []
-    monkeypatch.undo()
+def test_a_full_disk_is_one_sentence() -> None:
+    err = H.translate(OSError(errno.ENOSPC, "No space left on device"), REPO, token_sent=False)
+    assert isinstance(err, H.DiskSpaceError) and "filled up" in str(err)
+    _one_sentence(str(err))
 
 
 def test_offline_mode(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
-    path = H.download(REPO)
+    path = I.install_model(REPO)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     fake.requests.clear()
-    assert H.download(REPO) == path
-    assert H.fetch_model(REPO) == path
+    assert I.install_model(REPO) == path
+    assert I.fetch_model(REPO) == path
     assert fake.requests == []
     with pytest.raises(H.OfflineError) as exc:
-        H.download("acme/moon-small")
+        I.install_model("acme/moon-small")
     msg = str(exc.value)
     _one_sentence(msg)
     assert "HF_HUB_OFFLINE" in msg and "acme/moon-small" in msg
     with pytest.raises(H.OfflineError):
         H.plan_download("acme/moon-small")
     with pytest.raises(ModelError):
-        H.fetch_model("acme/moon-small")
+        I.fetch_model("acme/moon-small")
     assert fake.requests == []
     monkeypatch.delenv("HF_HUB_OFFLINE")
-    assert H.download("acme/moon-small").is_dir()
+    assert I.install_model("acme/moon-small").is_dir()
 
 
 def test_delete(fake: FakeHub) -> None:
-    path = H.download(REPO)
-    size = H.local_state(REPO).size_on_disk
+    path = I.install_model(REPO)
+    size = I.local_state(REPO).size_on_disk
     assert H.delete_model(REPO) == size
-    assert not path.exists() and H.local_state(REPO) is None
+    assert not path.exists() and I.local_state(REPO) is None
     # A partial download is deleted too.
-    fake.drop_at[BIG] = 800_000
+    fake.drop_at[BIG] = STEP + 800_000
     fake.down_after_drop = True
     with pytest.raises(H.HubUnreachableError):
-        H.download(REPO)
-    state = H.local_state(REPO)
-    assert state is not None and state.partial_bytes >= 800_000 and not state.complete
-    assert H.delete_model(REPO) >= 800_000
-    assert H.scan_models() == {}
+        I.install_model("acme/moon-big")
+    state = I.local_state("acme/moon-big")
+    assert state is not None and state.partial_bytes >= STEP and not state.complete
+    assert H.delete_model("acme/moon-big") >= STEP
+    assert H.scan_models() == {} and not _kept("acme/moon-big")
 
 
 def test_unusable_download_is_removed_with_the_loader_sentence(fake: FakeHub) -> None:
-    files = {p.name: p.read_bytes() for p in TINY.iterdir() if p.is_file()}
+    files = tiny_files()
     fake.add_repo("acme/bert", {**files, "config.json": b'{"model_type": "bert"}'})
     with pytest.raises(ModelError) as exc:
-        H.download("acme/bert")
+        I.install_model("acme/bert")
     _one_sentence(str(exc.value))
     assert "Unsupported model type 'bert'" in str(exc.value)
     assert _snapshots(H.cache_dir(), "acme/bert") == []
-    state = H.local_state("acme/bert")
+    state = I.local_state("acme/bert")
     assert state is None or not state.complete
 
     truncated = {**files, BIG: files[BIG][: len(files[BIG]) // 2]}
     fake.add_repo("acme/truncated", truncated)
     with pytest.raises(ModelError) as exc:
-        H.download("acme/truncated")
+        I.install_model("acme/truncated")
     assert "safetensors" in str(exc.value) or "truncated" in str(exc.value)
     assert _snapshots(H.cache_dir(), "acme/truncated") == []
 
     with pytest.raises(ModelError) as exc:
-        H.download(REPO, required=["tekken.json"])
+        I.install_model(REPO, required=["tekken.json"])
     assert "tekken.json" in str(exc.value)
     assert _snapshots(H.cache_dir(), REPO) == []
 
 
 def test_check_folder(tmp_path: Path) -> None:
-    assert H.check_folder(TINY, full=True) == ("moonshine_streaming", "hf")
+    from engine.loader import check_folder
+
+    assert check_folder(TINY, full=True) == ("moonshine_streaming", "hf")
     with pytest.raises(ModelError) as exc:
-        H.check_folder(tmp_path, full=True)
+        check_folder(tmp_path, full=True)
     _one_sentence(str(exc.value))
     assert "No model found" in str(exc.value)
+
+
+# -- layering and the library's public API ----------------------------------------------------------------------
+
+
+def _imports(module: str) -> set[str]:
+    import ast
+
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "engine" / f"{module}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            found.update([node.module] if node.module else [a.name for a in node.names])
+    return found
+
+
+def test_the_layers_import_downwards_only() -> None:
+    assert _imports("formats") <= {"errors"}
+    assert not _imports("hub") & {"install", "loader", "catalog", "formats"}
+    assert _imports("hub_worker") <= {"hub", "formats"}
+    assert "loader" not in _imports("install")
+    assert "install" in _imports("loader")
+
+
+def test_no_code_reaches_into_huggingface_hub_internals() -> None:
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    bad = re.compile(r"huggingface_hub\.(constants|utils\._|_|file_download)|huggingface_hub\.utils import _|"
+                     r"constants\.HF_|\.extensions\[\"network_stream|blobs/.*\.incomplete\"")
+    offenders = [f"{p.relative_to(root)}:{i}" for folder in ("engine", "app", "packaging")
+                 for p in (root / folder).rglob("*.py") for i, line in enumerate(p.read_text().splitlines(), 1)
+                 if bad.search(line)]
+    assert offenders == []
+
+
+def test_the_frozen_entry_point_runs_the_download_worker(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PyInstaller bundle starts itself with the worker flag (packaging/livecap_main.py); here the entry point
+    script stands in for the bundle's executable."""
+    from engine.hub import WORKER_FLAG
+
+    root = Path(__file__).resolve().parents[2]
+    entry = root / "packaging" / "livecap_main.py"
+    assert f'["{WORKER_FLAG}"]' in entry.read_text()
+    monkeypatch.setattr(H, "_worker_command", lambda: [sys.executable, str(entry), WORKER_FLAG])
+    path = I.install_model(REPO)
+    assert (path / BIG).read_bytes() == (TINY / BIG).read_bytes()
 
 
 # -- the CLI path ------------------------------------------------------------------------------------------------
@@ -463,8 +560,7 @@ def test_fetch_model_uses_the_catalog_and_then_works_without_the_hub(fake: FakeH
     from engine.loader import resolve_source
 
     entry = load_catalog().find("UsefulSensors/moonshine-streaming-tiny")
-    files = {p.name: p.read_bytes() for p in TINY.iterdir() if p.is_file()}
-    fake.add_repo(entry.repo_id, {**files, "model.onnx": b"x" * 1000, "README.md": b"# card"},
+    fake.add_repo(entry.repo_id, tiny_files(**{"model.onnx": b"x" * 1000, "README.md": b"# card"}),
                   commit=entry.revision)
     path = resolve_source(entry.repo_id)  # the loader's own hub path
     assert path.name == entry.revision
@@ -478,9 +574,9 @@ def test_fetch_model_uses_the_catalog_and_then_works_without_the_hub(fake: FakeH
 def test_fetch_model_falls_back_to_the_renamed_org(fake: FakeHub) -> None:
     entry = load_catalog().find("UsefulSensors/moonshine-streaming-small")
     fake.add_folder("moonshine-ai/moonshine-streaming-small", SMALL, commit=entry.revision)
-    path = H.fetch_model("UsefulSensors/moonshine-streaming-small")
+    path = I.fetch_model("UsefulSensors/moonshine-streaming-small")
     assert "models--moonshine-ai--moonshine-streaming-small" in str(path)
-    state = H.local_state(entry.repo_ids, entry.revision, entry.required_files)
+    state = I.local_state(entry.repo_ids, entry.revision, entry.required_files)
     assert state.complete and state.repo_id == "moonshine-ai/moonshine-streaming-small"
 
 
@@ -491,13 +587,13 @@ def test_fetch_model_progress_on_stderr(fake: FakeHub, monkeypatch: pytest.Monke
 
     err = Tty()
     monkeypatch.setattr(sys, "stderr", err)
-    H.fetch_model(REPO)
+    I.fetch_model(REPO)
     out = err.getvalue()
     assert REPO in out and "100%" in out and "MB" in out
 
     plain = io.StringIO()
     monkeypatch.setattr(sys, "stderr", plain)
-    H.fetch_model("acme/moon-small")
+    I.fetch_model("acme/moon-small")
     assert plain.getvalue().startswith("Downloading acme/moon-small (")
 
 
@@ -508,4 +604,22 @@ def test_cli_downloads_a_missing_model(fake: FakeHub, capsys: pytest.CaptureFixt
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert f"Downloading {REPO}" in captured.err
-    assert H.local_state(REPO).complete
+    assert I.local_state(REPO).complete
+
+
+def test_progress_held_back_by_the_throttle_is_sent_when_the_network_goes_quiet() -> None:
+    # The last count before a stall used to wait for a next message that never came: the UI showed stale bytes.
+    plan = H.Plan("acme/x", "main", "c" * 40, (H.RemoteFile("w.safetensors", 1000, "e"),), total=1000, have=0)
+    seen: list[H.Progress] = []
+    meter = H._Meter(plan, seen.append)
+    meter.start_file(1, "w.safetensors", 0)
+    meter.bytes(400, 400)  # within the throttle interval of the start: held back
+    assert seen[-1].done == 0
+    meter.flush()  # too early still: nothing new
+    assert seen[-1].done == 0
+    time.sleep(H.PROGRESS_INTERVAL_S + 0.02)
+    meter.flush()
+    assert seen[-1].done == 400
+    n = len(seen)
+    meter.flush()  # nothing pending any more
+    assert len(seen) == n

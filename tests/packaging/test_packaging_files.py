@@ -26,9 +26,16 @@ def test_spec_and_scripts_compile():
 def test_info_plist():
     info = plistlib.loads((PACKAGING / "macos" / "Info.plist").read_bytes())
     assert info["NSMicrophoneUsageDescription"].strip()
+    assert info["NSAudioCaptureUsageDescription"].strip()  # System audio: without it a tap records silence
     assert info["NSHighResolutionCapable"] is True
     assert info["CFBundleIdentifier"].count(".") >= 2
     assert info["LSArchitecturePriority"] == ["arm64"]
+
+
+def test_spec_carries_the_system_audio_libraries():
+    spec = (PACKAGING / "livecap.spec").read_text()
+    for name in ('"pulsectl"', '"CoreAudio"', '"pyaudiowpatch"', '"app.sources.macos_tap"', '"app.sources.wasapi"'):
+        assert name in spec
 
 
 def test_entitlements():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from ...audio import SAMPLE_RATE
 from ...errors import ModelError
 
 
@@ -23,7 +24,7 @@ class EncoderConfig:
     num_attention_heads: int = 8
     head_dim: int | None = None
     hidden_act: str = "gelu"
-    sample_rate: int = 16000
+    sample_rate: int = SAMPLE_RATE
     frame_ms: float = 5.0
     sliding_windows: list = field(default_factory=lambda: [[16, 4], [16, 4], [16, 0], [16, 0], [16, 4], [16, 4]])
 

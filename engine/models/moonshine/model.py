@@ -6,7 +6,9 @@ transformers 5.24.0 reference (``MoonshineStreamingForConditionalGeneration``, c
 greedy ids. ``window_semantics="inclusive"`` widens each (L, R) window by one on both sides, as the
 vendor runtime and training do (notes §2.3).
 
-Shapes are batch-free: audio ``[n]``, frames ``[T, D]``, heads ``[H, T, hd]``.
+Shapes are batch-free: audio ``[n]``, frames ``[T, D]``, heads ``[H, T, hd]``. Each layer is written as
+pure pieces (``LayerPiece``: normed input -> heads, attention output -> residual + MLP) around the attention
+calls, which read caches and masks; the backend compiles the pieces where that pays (MLX on a GPU).
 """
 
 from __future__ import annotations
@@ -15,11 +17,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...backends import Backend, window_mask
+from ...backends import Backend, LayerPiece, window_mask
 from ...errors import UsageError
 from ...weights import TensorStore
 from ..rope import RopeRows, inv_freq
 from .config import MoonshineConfig
+from .live import LiveSession
+from .session import WholeSession
 
 ENC_BLOCK = 128  # queries per block in the windowed offline encoder
 
@@ -53,11 +57,6 @@ class DecoderLayer:
     fc2_b: object
 
 
-def token_cap(n_samples: int, sample_rate: int = 16000) -> int:
-    """The decode cap: ceil(6.5 tokens per second of audio), computed exactly in integers."""
-    return (13 * n_samples + 2 * sample_rate - 1) // (2 * sample_rate)
-
-
 class MoonshineModel:
     """Weights on one backend plus the forward pieces; sessions (``session.py``) drive it."""
 
@@ -68,8 +67,9 @@ class MoonshineModel:
         self.cfg, self.B, self.tokenizer, self.source = cfg, backend, tokenizer, source
         self.window_semantics = window_semantics
         B, e = backend, cfg.encoder
-        # NumPy computes in float32; MLX keeps the file dtype unless asked (frontend and norms stay float32).
-        self.dtype = (dtype or store.info("proj_out.weight").dtype) if backend.name == "mlx" else "float32"
+        # The backend picks the compute dtype (MLX: the file's unless asked; NumPy: float32); the frontend and
+        # the norms stay float32.
+        self.dtype = B.compute_dtype(dtype or store.info("proj_out.weight").dtype)
         wdt, f32 = self.dtype, "float32"
 
         def W(name, shape, dt=None):
@@ -138,6 +138,11 @@ class MoonshineModel:
         # partial interleaved RoPE over rot = int(head_dim * factor) channels, float64 angles
         self.rope_rows = RopeRows(B, inv_freq(cfg.rotary_dim, cfg.rope_parameters["rope_theta"]), self.dtype)
         self._tri = np.zeros((0, 0), dtype=bool)  # causal mask rows (grown on demand)
+        self.enc_in = LayerPiece(B, self._enc_in_fn, ("ln1", "qkv"))
+        self.enc_out = LayerPiece(B, self._enc_out_fn, ("o", "ln2", "fc1", "fc1_b", "fc2", "fc2_b"))
+        self.dec_self_in = LayerPiece(B, self._dec_self_in_fn, ("ln_in", "qkv"))
+        self.dec_cross_in = LayerPiece(B, self._dec_cross_in_fn, ("o", "ln_post", "xq"))
+        self.dec_out = LayerPiece(B, self._dec_out_fn, ("xo", "ln_final", "fc1", "fc1_b", "fc2", "fc2_b"))
 
     # ---- sessions -----------------------------------------------------------------------------
     def start_session(self, vad: bool = True, partial_ms: float = 160.0, repetition_stop: int = 4,
@@ -152,13 +157,9 @@ class MoonshineModel:
         if unknown:
             raise UsageError(f"Unknown Moonshine session option(s): {', '.join(sorted(unknown))}.")
         if not vad:
-            from .session import WholeSession
-
             return WholeSession(self)
         if not 0 <= partial_ms <= 10000:
             raise UsageError("The partial cadence must be between 0 and 10000 ms.")
-        from .live import LiveSession
-
         return LiveSession(self, partial_ms=partial_ms, repetition_stop=repetition_stop, vad=vad_options,
                            vad_model=vad_model)
 
@@ -172,19 +173,16 @@ class MoonshineModel:
         """Encoder frames of look-ahead: the sum over layers of (R - 1) for R > 1."""
         return sum(max(R - 1, 0) for (_, R) in (layer.window for layer in self.enc_layers))
 
-    def _cast(self, x):
-        return x if self.B.name != "mlx" or self.dtype == "float32" else self.B.astype(x, self.dtype)
-
     # ---- frontend -----------------------------------------------------------------------------
     def frame_features(self, frames: np.ndarray):
-        """Per 5 ms frame ``[N, 80]`` (NumPy float32) -> ``silu(linear(asinh(k * cmvn(frame))))`` ``[N, D]``."""
+        """Per 5 ms frame ``[N, 80]`` (NumPy float32) -> ``silu(linear(asinh(k * cmvn(frame))))`` ``[N, D]``.
+        The per-frame normalisation runs on the host, where the frames are (80 values per 5 ms)."""
         B = self.B
-        x = B.asarray(frames, "float32")
-        xp = B.xp
-        c = x - xp.mean(x, axis=-1, keepdims=True)
-        y = c / xp.sqrt(xp.mean(c * c, axis=-1, keepdims=True) + 1e-6)
-        y = xp.arcsinh(np.float32(np.exp(np.float32(self.log_k))) * y)
-        return B.silu(B.linear(y, self.emb_linear))
+        x = np.asarray(frames, dtype=np.float32)
+        c = x - np.mean(x, axis=-1, keepdims=True)
+        y = c / np.sqrt(np.mean(c * c, axis=-1, keepdims=True) + 1e-6)
+        y = np.arcsinh(np.float32(np.exp(np.float32(self.log_k))) * y)
+        return B.silu(B.linear(B.asarray(y, "float32"), self.emb_linear))
 
     def conv_stage(self, x, which: int):
         """One causal stride-2 conv on input already left-padded/prefixed with 4 frames of state."""
@@ -216,29 +214,52 @@ class MoonshineModel:
                 h = h * B.asarray(valid[:, None].astype(np.float32))
         return h, valid
 
-    # ---- encoder ------------------------------------------------------------------------------
-    def enc_qkv(self, layer: EncoderLayer, x):
-        """Normed input -> (q, k, v) heads ``[H, T, hd]`` for one encoder layer."""
+    # ---- layer pieces (pure: compiled into fused graphs where the backend does that) -------------
+    def _enc_in_fn(self, W, x):
+        """Encoder layer input ``x [T, D]`` -> normed -> (q, k, v) heads ``[H, T, hd]``."""
         B, e = self.B, self.cfg.encoder
-        h = B.layer_norm(x, None, None, 1e-5) * layer.ln1
-        h = self._cast(h)
+        h = B.astype(B.layer_norm(x, None, None, 1e-5) * W["ln1"], self.dtype)
         t, H = x.shape[0], e.num_attention_heads
-        qkv = B.linear(h, layer.qkv).reshape(t, 3 * H, e.head_dim).transpose(1, 0, 2)
+        qkv = B.linear(h, W["qkv"]).reshape(t, 3 * H, e.head_dim).transpose(1, 0, 2)
         return qkv[:H], qkv[H : 2 * H], qkv[2 * H :]
 
-    def enc_finish(self, layer: EncoderLayer, x, attn):
-        """Residual + output projection + MLP for queries ``x [T, D]`` given their attention ``[H, T, hd]``."""
+    def _enc_out_fn(self, W, x, attn):
+        """Residual + output projection + GELU MLP for queries ``x [T, D]`` given their attention ``[H, T, hd]``."""
         B = self.B
-        t = x.shape[0]
-        x = x + B.linear(attn.transpose(1, 0, 2).reshape(t, -1), layer.o)
-        h = self._cast(B.layer_norm(x, None, None, 1e-5) * layer.ln2)
-        return x + B.linear(B.gelu(B.linear(h, layer.fc1, layer.fc1_b)), layer.fc2, layer.fc2_b)
+        x = x + B.linear(attn.transpose(1, 0, 2).reshape(x.shape[0], -1), W["o"])
+        h = B.astype(B.layer_norm(x, None, None, 1e-5) * W["ln2"], self.dtype)
+        return x + B.linear(B.gelu(B.linear(h, W["fc1"], W["fc1_b"])), W["fc2"], W["fc2_b"])
 
+    def _dec_self_in_fn(self, W, x, cos, sin):
+        """Decoder layer input ``x [n, D]`` -> normed -> RoPE-rotated q, k and v heads for self-attention."""
+        B, c = self.B, self.cfg
+        hq, hkv = c.num_attention_heads, c.num_key_value_heads
+        h = B.astype(B.layer_norm(x, W["ln_in"], None, 1e-5), self.dtype)
+        qkv = B.linear(h, W["qkv"]).reshape(x.shape[0], hq + 2 * hkv, c.head_dim).transpose(1, 0, 2)
+        qk = B.rope(qkv[: hq + hkv], cos, sin, True)  # q and k heads rotated in one call
+        return qk[:hq], qk[hq:], qkv[hq + hkv :]
+
+    def _dec_cross_in_fn(self, W, x, attn):
+        """Residual after self-attention ``attn [Hq, n, hd]``, then the normed cross-attention queries."""
+        B, c = self.B, self.cfg
+        n = x.shape[0]
+        x = x + B.linear(attn.transpose(1, 0, 2).reshape(n, -1), W["o"])
+        h = B.astype(B.layer_norm(x, W["ln_post"], None, 1e-5), self.dtype)
+        return x, B.linear(h, W["xq"]).reshape(n, c.num_attention_heads, c.head_dim).transpose(1, 0, 2)
+
+    def _dec_out_fn(self, W, x, attn):
+        """Residual after cross-attention ``attn [Hq, n, hd]``, then the gated SiLU MLP block."""
+        B, f = self.B, self.cfg.intermediate_size
+        x = x + B.linear(attn.transpose(1, 0, 2).reshape(x.shape[0], -1), W["xo"])
+        h = B.astype(B.layer_norm(x, W["ln_final"], None, 1e-5), self.dtype)
+        u = B.linear(h, W["fc1"], W["fc1_b"])
+        return x + B.linear(B.silu(u[:, f:]) * u[:, :f], W["fc2"], W["fc2_b"])
+
+    # ---- encoder ------------------------------------------------------------------------------
     def encode(self, audio: np.ndarray):
         """Offline encoder over a whole segment: ``(enc [T, D], valid [T])`` (final norm applied)."""
         x, valid = self.frontend(audio)
-        x = self._cast(x)
-        return self.encoder_layers(x, valid), valid
+        return self.encoder_layers(self.B.astype(x, self.dtype), valid), valid
 
     def encoder_layers(self, x, valid: np.ndarray | None = None):
         """All encoder layers plus the final norm on frames ``x [T, D]`` (keys limited to ``valid``)."""
@@ -247,7 +268,7 @@ class MoonshineModel:
         scale = self.cfg.encoder.head_dim ** -0.5
         pos = np.arange(T)
         for layer in self.enc_layers:
-            q, k, v = self.enc_qkv(layer, x)
+            q, k, v = self.enc_in(layer, x)
             L, R = layer.window
             outs = []
             for a in range(0, T, ENC_BLOCK):
@@ -258,15 +279,14 @@ class MoonshineModel:
                     m = m & valid[None, ka:kb]
                 outs.append(B.attention(q[:, a:b], k[:, ka:kb], v[:, ka:kb], scale, B.asarray(m)))
             attn = outs[0] if len(outs) == 1 else B.concat(outs, axis=1)
-            x = self.enc_finish(layer, x, attn)
+            x = self.enc_out(layer, x, attn)
         return B.layer_norm(x, None, None, 1e-5) * self.enc_final
 
     # ---- adapter and decoder ------------------------------------------------------------------
     def memory(self, enc, offset: int = 0):
         """Adapter: ``proj(enc[t] + pos_emb[offset + t])`` -> ``[T, D_dec]``."""
         B = self.B
-        m = enc + self.pos_emb[offset : offset + enc.shape[0]]
-        m = self._cast(m)
+        m = B.astype(enc + self.pos_emb[offset : offset + enc.shape[0]], self.dtype)
         return m if self.adapter is None else B.linear(m, self.adapter)
 
     def cross_kv(self, memory) -> list[tuple[object, object]]:
@@ -301,32 +321,22 @@ class MoonshineModel:
         """
         B, c = self.B, self.cfg
         n = len(tokens)
-        hq, hkv, hd = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-        x = self.embed[B.xp.array(np.asarray(tokens, dtype=np.int32))]
+        x = B.embed(self.embed, tokens)
         cos, sin = self.rope_rows(start, n)
         causal = self.causal(start, n) if n > 1 else None
         xmask = None
         if mem_valid is not None and not mem_valid.all():
             xmask = B.asarray(np.broadcast_to(mem_valid, (n, len(mem_valid))))
-        scale = hd ** -0.5
-        f = c.intermediate_size
+        scale = c.head_dim ** -0.5
         for layer, kv, (xk, xv) in zip(self.dec_layers, cache, xkv):
-            h = self._cast(B.layer_norm(x, layer.ln_in, None, 1e-5))
-            qkv = B.linear(h, layer.qkv).reshape(n, hq + 2 * hkv, hd).transpose(1, 0, 2)
-            qk = B.rope(qkv[: hq + hkv], cos, sin, True)  # q and k heads rotated in one call
-            kv[0] = B.write(kv[0], (slice(None), slice(start, start + n)), qk[hq:])
-            kv[1] = B.write(kv[1], (slice(None), slice(start, start + n)), qkv[hq + hkv :])
-            a = B.attention(qk[:hq], kv[0][:, : start + n], kv[1][:, : start + n], scale, causal)
-            x = x + B.linear(a.transpose(1, 0, 2).reshape(n, hq * hd), layer.o)
-            h = self._cast(B.layer_norm(x, layer.ln_post, None, 1e-5))
-            q = B.linear(h, layer.xq).reshape(n, hq, hd).transpose(1, 0, 2)
-            a = B.attention(q, xk, xv, scale, xmask)
-            x = x + B.linear(a.transpose(1, 0, 2).reshape(n, hq * hd), layer.xo)
-            h = self._cast(B.layer_norm(x, layer.ln_final, None, 1e-5))
-            u = B.linear(h, layer.fc1, layer.fc1_b)
-            x = x + B.linear(B.silu(u[:, f:]) * u[:, :f], layer.fc2, layer.fc2_b)
+            q, k, v = self.dec_self_in(layer, x, cos, sin)
+            kv[0] = B.write(kv[0], (slice(None), slice(start, start + n)), k)
+            kv[1] = B.write(kv[1], (slice(None), slice(start, start + n)), v)
+            a = B.attention(q, kv[0][:, : start + n], kv[1][:, : start + n], scale, causal)
+            x, q = self.dec_cross_in(layer, x, a)
+            x = self.dec_out(layer, x, B.attention(q, xk, xv, scale, xmask))
         if not all_logits:
             x = x[n - 1 :]
-        logits = B.linear(self._cast(B.layer_norm(x, self.dec_norm, None, 1e-5)), self.proj_out)
+        logits = B.linear(B.astype(B.layer_norm(x, self.dec_norm, None, 1e-5), self.dtype), self.proj_out)
         out = B.to_numpy(logits)
         return out if all_logits else out[0]

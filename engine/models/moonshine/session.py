@@ -7,12 +7,17 @@ positions (81.92 s); longer input is refused as soon as it arrives.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
+from ...audio import SAMPLE_RATE
 from ...errors import UsageError
 from ...events import CaptionEvent, Line
-from .decoding import greedy
-from .model import MoonshineModel, token_cap
+from .decoding import greedy, token_cap
+
+if TYPE_CHECKING:
+    from .model import MoonshineModel
 
 
 def max_segment_samples(model: MoonshineModel) -> int:
@@ -48,7 +53,7 @@ class WholeSession:
         pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
         if self._n + len(pcm) > self.limit:
             raise UsageError(
-                f"Without voice-activity segmentation the input must be at most {self.limit / 16000:.1f} s "
+                f"Without voice-activity segmentation the input must be at most {self.limit / SAMPLE_RATE:.1f} s "
                 "(the model's 4096-frame limit); drop --no-vad for longer audio."
             )
         self._chunks.append(pcm)
@@ -63,5 +68,5 @@ class WholeSession:
             return []
         ids = transcribe_segment(self.model, audio)
         text = self.model.tokenizer.decode(ids) if self.model.tokenizer else ""
-        line = Line(text=text.strip(), start=0.0, end=len(audio) / 16000, tokens=tuple(ids))
+        line = Line(text=text.strip(), start=0.0, end=len(audio) / SAMPLE_RATE, tokens=tuple(ids))
         return [CaptionEvent(committed=(line,))]

@@ -14,11 +14,14 @@ All state is immutable (``advance`` returns new state), so a provisional flush c
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ...backends import window_mask
-from .model import MoonshineModel
+
+if TYPE_CHECKING:
+    from .model import MoonshineModel
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,7 @@ class StreamingEncoder:
         L, R = layer.window
         right = max(R, 1)
         if x_new is not None and x_new.shape[0]:
-            q, k, v = m.enc_qkv(layer, x_new)
+            q, k, v = m.enc_in(layer, x_new)
             st = replace(st, k=B.concat([st.k, k], axis=1), v=B.concat([st.v, v], axis=1),
                          x=B.concat([st.x, x_new], axis=0), q=B.concat([st.q, q], axis=1),
                          n_in=st.n_in + x_new.shape[0])
@@ -104,7 +107,7 @@ class StreamingEncoder:
         kpos = np.arange(st.k_start, st.n_in)
         mask = window_mask(qpos, kpos, L, R)
         attn = B.attention(st.q[:, :n_ready], st.k, st.v, m.cfg.encoder.head_dim ** -0.5, B.asarray(mask))
-        out = m.enc_finish(layer, st.x[:n_ready], attn)
+        out = m.enc_out(layer, st.x[:n_ready], attn)
         k_keep = max(st.k_start, ready_end - L + 1)
         st = LayerState(st.k[:, k_keep - st.k_start :], st.v[:, k_keep - st.k_start :], k_keep,
                         st.x[n_ready:], st.q[:, n_ready:], ready_end, st.n_in)
@@ -126,7 +129,7 @@ class StreamingEncoder:
             if h is not None:
                 c2, x = self._conv(c2, h, 2)
         if x is not None:
-            x = m._cast(x)
+            x = B.astype(x, m.dtype)
         layers = []
         for li, ls in enumerate(st.layers):
             ls, x = self._layer(li, ls, x, final)

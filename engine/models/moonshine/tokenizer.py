@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from ...errors import ModelError
+from ...text import one_line
 
 
 class MoonshineTokenizer:
@@ -24,15 +24,6 @@ class MoonshineTokenizer:
 
     def decode(self, ids: list[int]) -> str:
         """Text of ``ids`` without special tokens; ids outside the vocabulary are dropped, control
-        characters are removed and runs of whitespace become one space (captions are one line)."""
+        characters (C0/C1) are removed and runs of whitespace become one space (captions are one line)."""
         ok = [int(i) for i in ids if 0 <= int(i) < self.vocab_size]
-        return clean_text(self._tok.decode(ok, skip_special_tokens=True))
-
-
-_CONTROL = dict.fromkeys(c for c in range(32) if chr(c) not in "\t\n\r")
-_CONTROL[127] = None
-
-
-def clean_text(text: str) -> str:
-    """Caption-safe text: no control characters, whitespace runs collapsed to single spaces."""
-    return re.sub(r"\s+", " ", text.translate(_CONTROL))
+        return one_line(self._tok.decode(ok, skip_special_tokens=True))

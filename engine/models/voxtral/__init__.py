@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-
-import numpy as np
 
 from ...backends import Backend
 from ...errors import ModelError
@@ -35,7 +32,7 @@ def load(folder: Path, config: dict, dialect: str, backend: Backend, dtype: str 
         store = open_checkpoint(folder, "model")
     tok = Tekken(folder / "tekken.json", cfg.decoder.vocab_size)
     table = names(dialect, cfg.encoder.n_layers, cfg.decoder.n_layers)
-    check_memory(store, backend)
+    backend.check_fits(store, "Voxtral")
     try:
         model = VoxtralModel(cfg, store, table, backend, dtype, interleaved=dialect != "hf", tokenizer=tok,
                              source=str(folder), conv_nlc=dialect == "mlx")
@@ -47,32 +44,3 @@ def load(folder: Path, config: dict, dialect: str, backend: Backend, dtype: str 
         weights = next(iter(store.infos.values())).path
         model.cache_hit = quantize_model(model, quantize, weights)
     return model
-
-
-def check_memory(store, backend: Backend) -> None:
-    """Refuse up front when the NumPy backend clearly cannot hold the float32 weights in memory."""
-    if backend.name != "numpy":
-        return
-    n = sum(int(np.prod(i.shape)) for i in store.infos.values() if i.dtype in ("float32", "float16", "bfloat16"))
-    need = 4 * n
-    avail = _available_memory()
-    if avail is not None and need > 0.9 * avail:
-        raise ModelError(
-            f"This Voxtral model needs about {need / 2**30:.1f} GiB as float32 for the NumPy backend but only "
-            f"{avail / 2**30:.1f} GiB is available; use the MLX backend (Apple Silicon) or a quantized model."
-        )
-
-
-def _available_memory() -> int | None:
-    """Bytes of memory available to this process (Linux /proc/meminfo, or sysconf elsewhere)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None

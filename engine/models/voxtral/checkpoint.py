@@ -1,6 +1,6 @@
 """Voxtral checkpoints: the tensor names of each dialect mapped to one canonical set, and weight loading.
 
-Dialects (detected by ``engine.loader``): ``hf`` (config.json + model.safetensors, legacy names, q/k rows
+Dialects (detected by ``engine.build``): ``hf`` (config.json + model.safetensors, legacy names, q/k rows
 permuted for half-split RoPE), ``mistral`` (params.json + consolidated.safetensors, interleaved RoPE) and
 ``mlx`` (the mlx-audio layout published as mlx-community/Voxtral-Mini-4B-Realtime-2602-*, interleaved RoPE,
 optionally affine-quantized: ``.weight`` packed uint32 + ``.scales`` + ``.biases``). Weights are used as

@@ -40,9 +40,6 @@ class VoxtralConfig:
     encoder: EncoderConfig
     decoder: DecoderConfig
     downsample: int = 4
-    default_delay_tokens: int = 6
-    bos_id: int = 1
-    eos_id: int = 2
 
     @classmethod
     def from_hf(cls, d: dict) -> VoxtralConfig:
@@ -63,9 +60,7 @@ class VoxtralConfig:
                 hidden_dim=t["intermediate_size"], rope_theta=float(tr.get("rope_theta", t.get("rope_theta", 1e6))),
                 window=t.get("sliding_window") or 8192, norm_eps=t.get("rms_norm_eps", 1e-5),
                 vocab_size=t["vocab_size"])
-            return cls(enc, dec, downsample=d.get("downsample_factor", 4),
-                       default_delay_tokens=d.get("default_num_delay_tokens", 6),
-                       bos_id=t.get("bos_token_id", 1) or 1, eos_id=_first(t.get("eos_token_id", 2)))
+            return cls(enc, dec, downsample=d.get("downsample_factor", 4))
         except (KeyError, TypeError) as e:
             raise ModelError(f"The Voxtral config.json is missing or has a malformed entry ({e}).") from e
 
@@ -95,7 +90,3 @@ class VoxtralConfig:
             return cls(enc, dec, downsample=ds)
         except (KeyError, TypeError) as e:
             raise ModelError(f"The params.json is missing or has a malformed entry ({e}).") from e
-
-
-def _first(x):
-    return int(x[0]) if isinstance(x, list) else int(x)

@@ -13,7 +13,9 @@ from functools import cache
 
 import numpy as np
 
-N_FFT, HOP, N_MELS, RATE = 400, 160, 128, 16000
+from ...audio import SAMPLE_RATE
+
+N_FFT, HOP, N_MELS = 400, 160, 128
 LOG_FLOOR = 1.5 - 8.0  # global_log_mel_max - 8
 
 
@@ -32,7 +34,7 @@ def _mel_to_hz(m: np.ndarray) -> np.ndarray:
 @cache
 def mel_filters(n_mels: int = N_MELS) -> np.ndarray:
     """Slaney-normalised triangular filters ``[201, n_mels]`` over 0..8 kHz (librosa / HF equivalent)."""
-    fft_freqs = np.linspace(0, RATE // 2, 1 + N_FFT // 2)
+    fft_freqs = np.linspace(0, SAMPLE_RATE // 2, 1 + N_FFT // 2)
     mel_pts = np.linspace(_hz_to_mel(0.0), _hz_to_mel(8000.0), n_mels + 2)
     f = _mel_to_hz(mel_pts)
     slopes = f[None, :] - fft_freqs[:, None]

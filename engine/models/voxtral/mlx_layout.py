@@ -23,7 +23,6 @@ def config_from_mlx(d: dict) -> VoxtralConfig:
             rope_theta=float(t.get("rope_theta", 1e6)), window=t.get("sliding_window", 8192),
             norm_eps=t.get("norm_eps", 1e-5), vocab_size=t.get("vocab_size", 131072),
             ada_dim=t.get("ada_rms_norm_t_cond_dim", 32))
-        return VoxtralConfig(enc, dec, downsample=e.get("downsample_factor", 4),
-                             bos_id=d.get("bos_token_id", 1), eos_id=d.get("eos_token_id", 2))
+        return VoxtralConfig(enc, dec, downsample=e.get("downsample_factor", 4))
     except (TypeError, ValueError, AttributeError) as ex:
         raise ModelError(f"The MLX Voxtral config.json is malformed ({ex}).") from ex

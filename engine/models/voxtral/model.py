@@ -14,10 +14,7 @@ from functools import partial
 
 import numpy as np
 
-from ...backends import Backend
-from ...backends.base import QuantizedWeight
-from ...backends.pieces import LayerPiece
-from ...errors import ModelError
+from ...backends import Backend, LayerPiece, load_affine
 from ..rope import RopeRows, inv_freq
 from .config import VoxtralConfig
 from .ring import KVRing
@@ -81,18 +78,18 @@ class VoxtralModel:
             sc = names["tok.weight"][: -len("weight")] + "scales"
             if sc in store:
                 file_dtype = store.info(sc).dtype
-        self.dtype = (dtype or file_dtype) if B.name == "mlx" else "float32"
+        self.dtype = B.compute_dtype(dtype or file_dtype)
         f32 = "float32"
 
         def raw(canon, shape=None, dt=None):
             return B.load(store, names[canon], shape, dt or self.dtype)
 
         def lin(canon, shape):
-            """A matmul weight: quantized as stored (MLX) or dequantized (NumPy), else as a float matrix."""
+            """A matmul weight, affine-quantized where the checkpoint is (the backend picks its form)."""
             name = names[canon]
             base = name[: -len("weight")]
             if base + "scales" in store:
-                return _quantized(B, store, base, shape, self.dtype)
+                return B.prepare_linear(load_affine(B, store, base, shape))
             return B.prepare_linear(B.load(store, name, shape, self.dtype))
 
         def vec(canon, n, dt=None):
@@ -137,11 +134,11 @@ class VoxtralModel:
             ada_up=B.prepare_linear(raw(f"dec.{i}.ada_up.weight", (D, d.ada_dim), f32)),
         ) for i in range(d.n_layers)]
         self.dec_norm = vec("dec_norm", D, f32)
-        self._enc_in = LayerPiece(B, partial(self._attn_in_fn, e, e.n_heads),
-                                  ("attn_norm", "wq", "bq", "wk", "wv", "bv"))
-        self._enc_out = LayerPiece(B, partial(self._attn_out_fn, e), ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
-        self._dec_in = LayerPiece(B, partial(self._attn_in_fn, d, d.n_kv_heads), ("attn_norm", "wq", "wk", "wv"))
-        self._dec_out = LayerPiece(B, partial(self._attn_out_fn, d), ("wo", "ffn_norm", "w1", "w3", "w2"))
+        self.enc_in = LayerPiece(B, partial(self._attn_in_fn, e, e.n_heads),
+                                 ("attn_norm", "wq", "bq", "wk", "wv", "bv"))
+        self.enc_out = LayerPiece(B, partial(self._attn_out_fn, e), ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
+        self.dec_in = LayerPiece(B, partial(self._attn_in_fn, d, d.n_kv_heads), ("attn_norm", "wq", "wk", "wv"))
+        self.dec_out = LayerPiece(B, partial(self._attn_out_fn, d), ("wo", "ffn_norm", "w1", "w3", "w2"))
         self.enc_rope = RopeRows(B, inv_freq(e.head_dim, e.rope_theta), self.dtype)
         self.dec_rope = RopeRows(B, inv_freq(d.head_dim, d.rope_theta), self.dtype)
 
@@ -149,9 +146,6 @@ class VoxtralModel:
     @property
     def backend_name(self) -> str:
         return self.B.name
-
-    def _cast(self, x):
-        return x if self.B.name != "mlx" or self.dtype == "float32" else self.B.astype(x, self.dtype)
 
     def _rope(self, x, cos, sin):
         return self.B.rope(x, cos, sin, self.interleaved)
@@ -186,7 +180,7 @@ class VoxtralModel:
         decoder's config; q and v biases where the layer has them)."""
         B = self.B
         n = x.shape[0]
-        h = self._cast(B.rms_norm(x, W["attn_norm"], c.norm_eps))
+        h = B.astype(B.rms_norm(x, W["attn_norm"], c.norm_eps), self.dtype)
         q = self._rope(self._heads(B.linear(h, W["wq"], W.get("bq")), n, c.n_heads, c.head_dim), cos, sin)
         k = self._rope(self._heads(B.linear(h, W["wk"]), n, n_kv, c.head_dim), cos, sin)
         v = self._heads(B.linear(h, W["wv"], W.get("bv")), n, n_kv, c.head_dim)
@@ -198,7 +192,7 @@ class VoxtralModel:
         B = self.B
         x = x + B.linear(a.transpose(1, 0, 2).reshape(x.shape[0], -1), W["wo"], W.get("bo"))
         h = B.rms_norm(x, W["ffn_norm"], c.norm_eps)
-        h = self._cast(h if ada is None else h * ada)
+        h = B.astype(h if ada is None else h * ada, self.dtype)
         return x + B.linear(B.silu(B.linear(h, W["w1"])) * B.linear(h, W["w3"]), W["w2"], W.get("b2"))
 
     def encoder(self, x, start: int, ring: KVRing):
@@ -207,14 +201,14 @@ class VoxtralModel:
         n = x.shape[0]
         claim = ring.advance(start, n, e.window)
         cos, sin = self.enc_rope(start, n)
-        x = self._cast(x)
+        x = B.astype(x, self.dtype)
         scale = e.head_dim ** -0.5
         for i, L in enumerate(self.enc):
-            q, k, v = self._enc_in(L, x, cos, sin)
+            q, k, v = self.enc_in(L, x, cos, sin)
             ring.write(i, claim, k, v)
             a = B.attention(q, *ring.keys(i, claim), scale, claim.mask)
-            x = self._enc_out(L, x, a)
-        return self._cast(B.rms_norm(x, self.enc_norm, e.norm_eps))
+            x = self.enc_out(L, x, a)
+        return B.astype(B.rms_norm(x, self.enc_norm, e.norm_eps), self.dtype)
 
     def project(self, frames):
         """Groups of ``downsample`` encoder frames ``[4k, dim]`` -> audio embeddings ``[k, D]``."""
@@ -239,16 +233,16 @@ class VoxtralModel:
         n = tokens.shape[0] if hasattr(tokens, "shape") else len(tokens)
         claim = ring.advance(start, n, d.window)
         cos, sin = self.dec_rope(start, n)
-        x = self._cast(B.embed(self.tok_emb, tokens) + audio)
+        x = B.astype(B.embed(self.tok_emb, tokens) + audio, self.dtype)
         scale = d.head_dim ** -0.5
         for i, L in enumerate(self.dec):
-            q, k, v = self._dec_in(L, x, cos, sin)
+            q, k, v = self.dec_in(L, x, cos, sin)
             ring.write(i, claim, k, v)
             a = B.attention(q, *ring.keys(i, claim), scale, claim.mask)
-            x = self._dec_out(L, x, a, ada[i])
+            x = self.dec_out(L, x, a, ada[i])
         if last_only:
             x = x[n - 1 :]
-        logits = B.linear(self._cast(B.rms_norm(x, self.dec_norm, d.norm_eps)), self.tok_emb)
+        logits = B.linear(B.astype(B.rms_norm(x, self.dec_norm, d.norm_eps), self.dtype), self.tok_emb)
         if not host:
             return logits
         logits = B.to_numpy(logits)
@@ -259,31 +253,3 @@ class VoxtralModel:
         from .session import VoxtralSession
 
         return VoxtralSession(self, delay_ms=delay_ms, **options)
-
-
-def _quantized(B: Backend, store, base: str, shape: tuple[int, int], dtype: str):
-    """An affine-quantized matrix in the form the backend computes with (MLX: packed; NumPy: its 4/8-bit
-    kernels where they run, else float32)."""
-    w, s, b = (store.raw(base + k) for k in ("weight", "scales", "biases"))
-    bits = 32 * w.shape[1] // shape[1]
-    group = shape[1] // s.shape[1]
-    if w.shape[0] != shape[0] or bits not in (2, 3, 4, 5, 6, 8) or group * s.shape[1] != shape[1]:
-        raise ModelError(f"The quantized tensor '{base}weight' does not fit the expected shape {list(shape)}.")
-    if B.name != "mlx":
-        from ...backends import ort_kernels
-
-        q = QuantizedWeight(w, store.numpy(base + "scales"), store.numpy(base + "biases"), group, bits)
-        if getattr(B, "kernels", False) and ort_kernels.supports(group, bits, shape[1]):
-            return B.prepare_linear(q)
-    import mlx.core as mx
-
-    def arr(name, a):
-        x = mx.array(a)
-        return x.view(mx.bfloat16) if store.info(base + name).dtype == "bfloat16" else x
-
-    q = QuantizedWeight(mx.array(w), arr("scales", s), arr("biases", b), group, bits)
-    if B.name == "mlx":
-        return q
-    # dequantize in float32 (scales are often bfloat16; dequantizing in that dtype would round every weight)
-    full = mx.dequantize(q.w, q.scales.astype(mx.float32), q.biases.astype(mx.float32), group_size=group, bits=bits)
-    return B.prepare_linear(np.array(full))

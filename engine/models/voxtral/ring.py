@@ -3,9 +3,9 @@
 Positions are written in order from 0 (a session never skips or rewinds), so the position held by every
 slot follows from the number written: slot j holds ``last - ((last - j) mod cap)``. Softmax attention
 does not care about key order, so the keys live wherever their position maps and, once the ring has
-wrapped, a mask computed on the device from that formula selects the window. Before it wraps, a single new
-position sees every slot written so far and needs no mask at all (the common case: the decoder's 8192
-window lasts 11 minutes). Nothing is built on the host per step.
+wrapped, a mask computed on the device from that formula (``Backend.ring_mask``) selects the window.
+Before it wraps, a single new position sees every slot written so far and needs no mask at all (the common
+case: the decoder's 8192 window lasts 11 minutes). Nothing is built on the host per step.
 
 Capacity must be at least ``window - 1 + block`` for blocks of ``block`` new positions written before they
 attend (so no key still needed is overwritten). The ring grows (doubling, up to ``max_capacity``) so short
@@ -39,7 +39,6 @@ class KVRing:
         self.written = 0  # positions written so far (the next position to write)
         self.k: list = []
         self.v: list = []
-        self._slot_ids = None
         self._resize(min(initial, max_capacity))
 
     def _resize(self, cap: int) -> None:
@@ -52,7 +51,6 @@ class KVRing:
                 self.k[i] = B.write(self.k[i], (slice(None), slice(0, keep)), old_k[i][:, :keep])
                 self.v[i] = B.write(self.v[i], (slice(None), slice(0, keep)), old_v[i][:, :keep])
         self.cap = cap
-        self._slot_ids = None
 
     def advance(self, start: int, n: int, window: int) -> Claim:
         """Claim slots for positions ``start .. start+n-1`` (``start`` must be the next position); the
@@ -74,28 +72,9 @@ class KVRing:
             spans.append((slot, off, ln))
             off += ln
         self.written = end
-        keys = min(end, cap)
-        if end <= cap and (n == 1 or start == 0) and end <= window:
-            mask = None if n == 1 else self._causal(n)
-        else:
-            mask = self._mask(start, n, window)
-        return Claim(tuple(spans), keys, mask)
-
-    def _causal(self, n: int):
-        xp = self.B.xp
-        i = xp.arange(n)
-        return i[None, :] <= i[:, None]
-
-    def _mask(self, start: int, n: int, window: int):
-        """``[n, keys]`` visibility from the slot -> position formula, computed with backend ops."""
-        xp, end, cap = self.B.xp, start + n, self.cap
-        keys = min(end, cap)
-        if self._slot_ids is None:
-            self._slot_ids = xp.arange(cap)
-        j = self._slot_ids[:keys]
-        p = (end - 1) - ((end - 1 - j) % cap)  # the position each slot holds after this block
-        q = xp.arange(start, end)[:, None]
-        return (p[None, :] <= q) & (p[None, :] > q - window)
+        no_mask = n == 1 and end <= cap and end <= window  # one query, every slot written so far in its window
+        mask = None if no_mask else self.B.ring_mask(start, n, window, cap)
+        return Claim(tuple(spans), min(end, cap), mask)
 
     def write(self, layer: int, claim: Claim, k, v) -> None:
         """Store ``k, v [Hkv, n, hd]`` for one layer in the claimed slots."""

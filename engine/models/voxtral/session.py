@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...audio import SAMPLE_RATE
 from ...errors import UsageError
 from ...events import CaptionEvent, Line, Word
 from .mel import MelStream
@@ -143,14 +144,14 @@ class VoxtralSession:
         while self.audio_emb:
             a = self.audio_emb.pop(0)
             self.emb_pos += 1
-            nxt = B.argmax_dev(m.decoder(feed, a, self.next_pos, self.dec_ring, self.ada, host=False))
-            feed = B.xp.where(nxt == tok.eos, tok.pad, nxt) if not self.finished else nxt
+            nxt = B.argmax(m.decoder(feed, a, self.next_pos, self.dec_ring, self.ada, host=False))
+            feed = B.where(nxt == tok.eos, tok.pad, nxt) if not self.finished else nxt
             B.async_eval(feed)
             steps.append(nxt)
             self.next_pos += 1
         self.feed_tok = feed
         if steps:
-            ids = B.to_numpy_any(B.concat(steps, axis=0)).tolist()
+            ids = B.to_numpy(B.concat(steps, axis=0)).tolist()
             for k, t in enumerate(ids):
                 if self.ended:
                     break
@@ -193,7 +194,7 @@ class VoxtralSession:
         return events
 
     def _time(self, pos: int) -> float:
-        return max(0.0, (pos - LEFT_PAD_TOKENS - self.delay_tokens) * SAMPLES_PER_TOKEN / 16000)
+        return max(0.0, (pos - LEFT_PAD_TOKENS - self.delay_tokens) * SAMPLES_PER_TOKEN / SAMPLE_RATE)
 
     def _word_objs(self) -> tuple[Word, ...]:
         return tuple(Word(w[0].strip(), self._time(w[1]), self._time(w[2] + 1)) for w in self.words if w[0].strip())

@@ -4,7 +4,9 @@ Ids below ``num_special`` are control tokens, never shown; special ids are looke
 (``[STREAMING_PAD]``, ``[STREAMING_WORD]``, ``</s>``) rather than hard-coded. Other ids map to byte strings
 (``vocab[id - num_special]``); text is the concatenation of those bytes. ``ByteText`` decodes incrementally:
 a token may hold part of a UTF-8 character, and only complete characters are released, so invalid bytes
-become exactly one U+FFFD once they are known to be invalid (never flickering in partials).
+become exactly one U+FFFD once they are known to be invalid (never flickering in partials). Decoded text
+is caption-safe (``engine.text.caption_safe``): the byte tokens for C0/C1 control characters never reach a
+caption, a journal or an export.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 from pathlib import Path
 
 from ...errors import ModelError
+from ...text import caption_safe
 
 
 class Tekken:
@@ -49,24 +52,25 @@ class Tekken:
         return self.pieces[i] if 0 <= i < len(self.pieces) else b""
 
     def decode(self, ids: list[int]) -> str:
-        """Text of ``ids`` (specials dropped, invalid UTF-8 replaced)."""
-        return b"".join(self.token_bytes(t) for t in ids).decode("utf-8", errors="replace")
+        """Text of ``ids`` (specials dropped, invalid UTF-8 replaced, control characters removed)."""
+        return caption_safe(b"".join(self.token_bytes(t) for t in ids).decode("utf-8", errors="replace"))
 
 
 class ByteText:
-    """Incremental UTF-8 text: ``add(token_bytes) -> newly complete text``; ``flush()`` at the end."""
+    """Incremental UTF-8 text: ``add(token_bytes) -> newly complete text``; ``flush()`` at the end. Control
+    characters are dropped (spacing ones become a space) as they complete, so ``text`` never holds one."""
 
     def __init__(self):
         self._dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self.text = ""
 
     def add(self, b: bytes) -> str:
-        s = self._dec.decode(b) if b else ""
+        s = caption_safe(self._dec.decode(b)) if b else ""
         self.text += s
         return s
 
     def flush(self) -> str:
-        s = self._dec.decode(b"", final=True)
+        s = caption_safe(self._dec.decode(b"", final=True))
         self.text += s
         return s
 

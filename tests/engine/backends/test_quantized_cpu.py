@@ -8,14 +8,9 @@ import pytest
 
 from engine.backends import onnx_proto as P
 from engine.backends import ort_kernels
-from engine.backends.affine import dequantize_rows, quantize_affine
-from engine.backends.base import QuantizedWeight
+from engine.backends.quant import QuantizedWeight, dequantize, quantize_affine
 
 rng = np.random.default_rng(7)
-
-
-def dequantize(q: QuantizedWeight) -> np.ndarray:
-    return dequantize_rows(q, np.arange(q.shape[0]))
 
 
 def weights(out_dim: int, in_dim: int) -> np.ndarray:

@@ -1,4 +1,7 @@
-"""Moonshine live session: VAD segments, commits equal to offline decoding of their audio, partials."""
+"""Moonshine live session: VAD segments, commits equal to offline decoding of their audio, partials.
+
+The session is observed through its public parts only: the decoder's counters (``decoder.runs``,
+``decoder.passes``), the speculation it holds, the partial schedule (its injected clock and ``partials``)."""
 
 from __future__ import annotations
 
@@ -8,14 +11,12 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from engine.audio import SAMPLE_RATE as RATE
 from engine.audio import read_audio
 from engine.models.moonshine.live import LiveSession
 from engine.models.moonshine.session import transcribe_segment
 from engine.vad import HOP, VadOptions
 from tests.conftest import FIXTURES
-from tests.engine.models.moonshine.test_model import model
-
-RATE = 16000
 
 
 def speech_clip() -> np.ndarray:
@@ -57,9 +58,9 @@ def two_utterances():
 
 
 @pytest.mark.parametrize("backend", ["numpy", "mlx"])
-def test_two_utterances_two_segments_at_the_right_times(backend):
+def test_two_utterances_two_segments_at_the_right_times(backend, fixture_model):
     audio, truth = two_utterances()
-    m = model("moon_tiny_like", backend)
+    m = fixture_model("moon_tiny_like", backend)
     lines = committed(run(m.start_session(repetition_stop=0), audio, 1280))
     assert len(lines) == 2
     for ln, (t0, t1) in zip(lines, truth):
@@ -71,9 +72,9 @@ def test_two_utterances_two_segments_at_the_right_times(backend):
         assert ln.text == m.tokenizer.decode([t for t in ln.tokens if t != 2]).strip()
 
 
-def test_commits_do_not_depend_on_chunking():
+def test_commits_do_not_depend_on_chunking(fixture_model):
     audio, _ = two_utterances()
-    m = model("moon_small_like", "numpy")
+    m = fixture_model("moon_small_like", "numpy")
     ref = committed(run(m.start_session(partial_ms=0), audio, RATE))
     for chunk in (160, 1280, 5000):
         got = committed(run(m.start_session(partial_ms=80), audio, chunk))
@@ -81,18 +82,18 @@ def test_commits_do_not_depend_on_chunking():
 
 
 @pytest.mark.parametrize("kind", ["silence", "tone", "quiet_noise"])
-def test_no_text_without_speech(kind):
+def test_no_text_without_speech(kind, fixture_model):
     t = np.arange(8 * RATE) / RATE
     audio = {"silence": np.zeros_like(t), "tone": 0.3 * np.sin(2 * np.pi * 440 * t),
              "quiet_noise": 0.002 * np.random.default_rng(0).standard_normal(len(t))}[kind].astype(np.float32)
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     events = run(m.start_session(), audio, 1280)
     assert committed(events) == [] and all(e.partial is None for e in events)
 
 
-def test_partials_show_the_open_segment_with_a_stable_prefix():
+def test_partials_show_the_open_segment_with_a_stable_prefix(fixture_model):
     audio, truth = two_utterances()
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     events = run(m.start_session(partial_ms=160, repetition_stop=0), audio, 1280)
     partials = [e for e in events if e.partial is not None]
     assert partials, "no partial captions"
@@ -103,28 +104,18 @@ def test_partials_show_the_open_segment_with_a_stable_prefix():
     assert any(e.partial_stable > 0 for e in partials)
 
 
-def test_partial_reuses_the_previous_hypothesis():
+def test_partial_reuses_the_previous_hypothesis(fixture_model):
     """Once the hypothesis has settled, a partial is one batched pass plus a few steps, not a fresh decode."""
     s = speech_clip()
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     sess = m.start_session(partial_ms=160, repetition_stop=0)
-    calls = []
-    orig = m.decode
-
-    def counting(tokens, *a, **k):
-        calls.append(len(tokens))
-        return orig(tokens, *a, **k)
-
-    m.decode = counting
-    try:
-        for i in range(0, len(s), 1280):
-            calls.clear()
-            sess.feed(s[i : i + 1280])
-            if calls and len(sess.hyp) > 6:
-                last = list(calls)
-        fresh = len(sess.hyp)  # a fresh greedy decode takes one call per token
-    finally:
-        del m.decode
+    dec = sess.decoder
+    for i in range(0, len(s), 1280):
+        runs = dec.runs
+        sess.feed(s[i : i + 1280])
+        if dec.runs > runs and len(dec.hyp) > 6:
+            last = list(dec.passes)  # tokens per decoder pass of the latest decode
+    fresh = len(dec.hyp)  # a fresh greedy decode takes one pass per token
     assert last[0] > 1 and len(last) < fresh / 2, (last, fresh)
 
 
@@ -136,11 +127,11 @@ def _energy_vad():
     return _Vad(lambda hop: 1.0 if np.sqrt(np.mean(hop * hop)) > 0.02 else 0.0)
 
 
-def test_speculative_commit_equals_the_decode_at_the_close():
+def test_speculative_commit_equals_the_decode_at_the_close(fixture_model):
     """The line decoded during the hang-over is the line the close would decode: same ids, text, times and
     span; the span ends at the tail pad after the last active hop, before the close; ids == offline greedy."""
     audio, _ = two_utterances()
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     spec = LiveSession(m, partial_ms=160, repetition_stop=0)
     events = run(spec, audio, 1280)
     lines = committed(events)
@@ -159,7 +150,7 @@ def test_speculative_commit_equals_the_decode_at_the_close():
     assert any(e.partial is not None and e.partial.text == lines[0].text for e in events[:i])
 
 
-def test_speech_resuming_in_the_hang_over_drops_the_speculation():
+def test_speech_resuming_in_the_hang_over_drops_the_speculation(fixture_model):
     """A pause longer than the tail pad but shorter than the hang-over: the speculative decode runs, speech
     resumes, it is dropped and the segment goes on; one line over both parts, equal to the offline decode."""
     s = speech_clip()
@@ -168,29 +159,22 @@ def test_speech_resuming_in_the_hang_over_drops_the_speculation():
     gap = np.zeros(RATE, np.float32)
     pause = np.zeros(int(0.3 * RATE), np.float32)  # tail pad 0.2 s < pause < hang-over 0.35 s
     audio = np.concatenate([gap, part, pause, part[::-1].copy(), gap])
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     sess = LiveSession(m, partial_ms=160, repetition_stop=0, vad=VadOptions(min_speech=0.1), vad_model=_energy_vad())
-    made = []
-    orig = sess._final_from
-
-    def spy(*a, **k):
-        made.append(sess.pos)
-        return orig(*a, **k)
-
-    sess._final_from = spy
-    partial = sess._partial
-
-    def no_partial_while_speculating():
-        assert sess.spec is None
-        return partial()
-
-    sess._partial = no_partial_while_speculating
+    made = []  # the session sample at each speculative final decode
     events = []
     for i in range(0, len(audio), HOP):  # one VAD hop per feed: several feeds between speculation and close
+        runs, held = sess.decoder.runs, sess.speculation.line
         events += sess.feed(audio[i : i + HOP])
-        if sess.spec is not None:
+        spec = sess.speculation.line
+        if spec is not None:
             assert not committed(events)
-            assert sess.fed == sess.snap_end  # audio past the span end waits while the speculation holds
+            assert sess.segment.fed == sess.speculation.end  # audio past the span end waits while it holds
+            new = spec is not held
+            if new:
+                made.append(sess.pos)
+            # no partial while the speculation holds: the only decode is the speculation's own
+            assert sess.decoder.runs - runs == (1 if new and spec.ids is not None else 0)
     events += sess.finish()
     lines = committed(events)
     assert len(lines) == 1
@@ -207,28 +191,25 @@ def test_speech_resuming_in_the_hang_over_drops_the_speculation():
     assert _lines_key(committed(run(late, audio, 1280))) == _lines_key(lines)
 
 
-def test_a_blip_shorter_than_min_speech_gives_no_line():
+def test_a_blip_shorter_than_min_speech_gives_no_line(fixture_model):
     """A burst that opens a segment but holds less than ``min_speech`` of speech: dropped undecoded, also
     when its speculation ran in the hang-over."""
     rng = np.random.default_rng(0)
     blip = 0.3 * rng.standard_normal(int(0.15 * RATE))
     audio = np.concatenate([np.zeros(RATE), blip, np.zeros(RATE)]).astype(np.float32)
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     sess = LiveSession(m, vad_model=_energy_vad())
-    decoded = []
-    decode = sess._decode
-    sess._decode = lambda *a: decoded.append(a) or decode(*a)
     events = run(sess, audio, 1280)
     assert committed(events) == [] and all(e.partial is None for e in events)
-    assert decoded == [] and sess.stats == {"commits": 0, "speculative": 0}
+    assert sess.decoder.runs == 0 and sess.stats == {"commits": 0, "speculative": 0}
 
 
-def test_length_cuts_and_finish_decode_all_audio_fed():
+def test_length_cuts_and_finish_decode_all_audio_fed(fixture_model):
     """Hard length cuts (speech going on) and finish() mid-speech commit everything fed; the ids are the
     offline decode of the span and consecutive lines tile the audio."""
     s = speech_clip()
     audio = np.concatenate([s, s[::-1].copy(), s])
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     sess = LiveSession(m, partial_ms=0, repetition_stop=0, vad=VadOptions(max_len=2.0, soft_max=10.0, min_speech=0.1),
                        vad_model=_Vad(lambda hop: 1.0))
     lines = committed(run(sess, audio, 1280))
@@ -242,7 +223,7 @@ def test_length_cuts_and_finish_decode_all_audio_fed():
         assert list(ln.tokens) == transcribe_segment(m, audio[s0:s1])
 
 
-def test_soft_cuts_in_short_dips_decode_all_audio_fed():
+def test_soft_cuts_in_short_dips_decode_all_audio_fed(fixture_model):
     """Past ``soft_max`` the first hop under the threshold closes the segment, before any hang-over: the line
     is everything fed (no speculation) and equals the offline decode of its span."""
     s = speech_clip()
@@ -251,7 +232,7 @@ def test_soft_cuts_in_short_dips_decode_all_audio_fed():
     dip = np.zeros(HOP * 2, np.float32)
     audio = np.concatenate([np.zeros(RATE // 2, np.float32), part, dip, part[::-1].copy(), dip, part,
                             np.zeros(RATE, np.float32)])
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     # probability 1 on loud hops, 0.4 (between release and threshold) on quiet ones: no quiet run ever
     # starts inside the speech, only a soft cut can close it
     vad = _Vad(lambda hop: 1.0 if np.sqrt(np.mean(hop * hop)) > 0.02 else 0.4)
@@ -265,41 +246,32 @@ def test_soft_cuts_in_short_dips_decode_all_audio_fed():
 
 
 def _count_partials(m, audio, slow: float):
-    """Partial calls for ``audio`` when every encoder step also sleeps ``slow`` seconds per 80 ms of audio it
-    is given and every decode ``slow`` seconds; and the session."""
-    sess = LiveSession(m, partial_ms=80, repetition_stop=0, vad_model=_energy_vad())
-    advance, partial, decode, calls = sess.enc.advance, sess._partial, sess._decode, []
+    """Partials run for ``audio`` when every encoder step also costs ``slow`` seconds per 80 ms of audio it is
+    given and every decode ``slow`` seconds: the session's clock is the wall clock plus that cost, read from
+    the session's own counters (audio encoded, decodes run); and the session."""
+    sess = None
 
-    def slow_advance(state, pcm, *a, **k):
-        time.sleep(slow * len(pcm) / 1280)
-        return advance(state, pcm, *a, **k)
+    def clock():
+        return time.perf_counter() + slow * (sess.segment.encoded / 1280 + sess.decoder.runs)
 
-    def slow_decode(*a, **k):
-        time.sleep(slow)
-        return decode(*a, **k)
-
-    def counted():
-        calls.append(sess.pos)
-        return partial()
-
-    sess.enc.advance, sess._partial, sess._decode = slow_advance, counted, slow_decode
+    sess = LiveSession(m, partial_ms=80, repetition_stop=0, vad_model=_energy_vad(), clock=clock)
     run(sess, audio, 1280)
-    return len(calls), sess
+    return sess.schedule.partials, sess
 
 
-def test_partials_stretch_to_the_compute_left_free():
+def test_partials_stretch_to_the_compute_left_free(fixture_model):
     """When the chunk work takes most of real time and a partial costs more than the time left between two,
     partials come less often (the session keeps up)."""
     s = speech_clip()
     audio = np.concatenate([s, s])
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     fast, _ = _count_partials(m, audio, 0.0)
     slow, sess = _count_partials(m, audio, 0.07)  # 70 ms of an 80 ms chunk
-    assert sess.load > 0.5  # (it decays in the trailing silence, where nothing is encoded)
+    assert sess.schedule.load > 0.5  # (it decays in the trailing silence, where nothing is encoded)
     assert slow < fast / 3, (slow, fast)
 
 
-def test_long_session_memory_and_state_stay_flat():
+def test_long_session_memory_and_state_stay_flat(fixture_model):
     """30 minutes of speech and pauses (tiny model, an energy VAD to run fast): nothing grows."""
     s = speech_clip()
     block = np.concatenate([s, np.zeros(RATE, np.float32)])
@@ -308,7 +280,7 @@ def test_long_session_memory_and_state_stay_flat():
     def energy_vad(hop):
         return 1.0 if np.sqrt(np.mean(hop * hop)) > 0.02 else 0.0
 
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     sess = m.start_session(partial_ms=0, vad_model=_Vad(energy_vad))
     n_lines = 0
     tracemalloc.start()
@@ -318,13 +290,14 @@ def test_long_session_memory_and_state_stay_flat():
             n_lines += len(committed([*sess.feed(block[i : i + RATE])]))
         if r in (reps // 6, reps - 1):
             mem.append(tracemalloc.get_traced_memory()[0])
-        st = sess.state
+        st = sess.segment.state
         assert max(ls.k.shape[1] for ls in st.layers) <= 40
     tracemalloc.stop()
     assert sess.pos >= 30 * 60 * RATE
     assert n_lines >= reps - 1
     assert mem[1] - mem[0] < 2_000_000, mem  # no growth with session length (bytes)
-    assert len(sess.ring) <= sess.ring.maxlen and len(sess.pending) < HOP
+    ring = sess.segmenting.ring
+    assert len(ring) <= ring.maxlen and len(sess.segmenting.pending) < HOP
 
 
 class _Vad:

@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
-from functools import cache
-
 import numpy as np
 import pytest
 
-from engine import load_model
-from engine.models.moonshine.decoding import greedy
-from engine.models.moonshine.model import token_cap
-from tests.conftest import CLIPS, FIXTURES, MOON_MODELS, golden
+from engine.models.moonshine.decoding import greedy, token_cap
+from tests.conftest import CLIPS, MOON_MODELS, golden
 
 BACKENDS = ["numpy", "mlx"]
-
-
-@cache
-def model(name: str, backend: str, dtype: str | None = None):
-    return load_model(FIXTURES / "models" / name, backend=backend, dtype=dtype)
-
-
-def rel_err(got, ref):
-    return float(np.abs(got - ref).max() / max(1.0, np.abs(ref).max()))
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", MOON_MODELS)
 @pytest.mark.parametrize("clip", CLIPS)
-def test_encoder_memory_logits_and_greedy_ids(backend, name, clip):
+def test_encoder_memory_logits_and_greedy_ids(backend, name, clip, fixture_model, rel_err):
     g = golden(name, clip)
-    m = model(name, backend)
+    m = fixture_model(name, backend)
     B = m.B
     feats, _ = m.frontend(g["audio"])
     assert rel_err(B.to_numpy(feats), g["embedder"]) < 1e-4
@@ -48,9 +35,9 @@ def test_encoder_memory_logits_and_greedy_ids(backend, name, clip):
 
 
 @pytest.mark.parametrize("name", MOON_MODELS)
-def test_prefix_encoder_outputs(name):
+def test_prefix_encoder_outputs(name, fixture_model, rel_err):
     g = golden(name, "speech")
-    m = model(name, "numpy")
+    m = fixture_model(name, "numpy")
     for key in (k for k in g if k.startswith("encoder_prefix_")):
         k = int(key.rsplit("_", 1)[1])
         enc, _ = m.encode(g["audio"][: 1280 * k])
@@ -59,9 +46,9 @@ def test_prefix_encoder_outputs(name):
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("name", MOON_MODELS)
-def test_mlx_reduced_precision_agreement(name, dtype):
+def test_mlx_reduced_precision_agreement(name, dtype, fixture_model):
     """Reduced precision is judged by greedy-id agreement with the float32 reference (measured, not exact)."""
-    m = model(name, "mlx", dtype)
+    m = fixture_model(name, "mlx", dtype)
     agree = total = 0
     for clip in CLIPS:
         g = golden(name, clip)
@@ -77,13 +64,29 @@ def test_mlx_reduced_precision_agreement(name, dtype):
     assert rate >= floor, f"{dtype} agrees on {rate:.0%} of greedy ids"
 
 
-def test_odd_length_audio_matches_reference_padding():
+def test_odd_length_audio_matches_reference_padding(fixture_model):
     """A length that is not a multiple of 80 pads a zeroed frame like the reference processor."""
     g = golden("moon_small_like", "speech")
-    m = model("moon_small_like", "numpy")
+    m = fixture_model("moon_small_like", "numpy")
     audio = g["audio"][: 1280 * 10 + 37]
     enc, valid = m.encode(audio)
     full, _ = m.encode(g["audio"][: 1280 * 10])
     # causal frontend: the frames before the padded one are the same as without the tail
     np.testing.assert_allclose(m.B.to_numpy(enc)[:20], m.B.to_numpy(full)[:20], atol=1e-3)
     assert enc.shape[0] == 41 and valid.sum() == 41
+
+
+def test_compiled_mlx_layer_pieces_give_the_reference_ids(monkeypatch):
+    """With ``mx.compile`` on (the GPU default; here forced on MLX's CPU device) the fused encoder and decoder
+    pieces still give the reference encoder output and greedy ids, and they really ran compiled."""
+    from engine import load_model
+    from engine.backends import get_backend
+    from tests.conftest import FIXTURES
+
+    monkeypatch.setattr(get_backend("mlx"), "compile_enabled", True)
+    m = load_model(FIXTURES / "models" / "moon_tiny_like", backend="mlx", dtype="float32")
+    g = golden("moon_tiny_like", "speech")
+    enc, valid = m.encode(g["audio"])
+    np.testing.assert_allclose(m.B.to_numpy(enc), g["encoder"], atol=1e-4 * max(1.0, np.abs(g["encoder"]).max()))
+    assert greedy(m, m.cross_kv(m.memory(enc)), int(g["max_new_tokens"]), valid) == g["greedy"].tolist()
+    assert all(p.compiled for p in (m.enc_in, m.enc_out, m.dec_self_in, m.dec_cross_in, m.dec_out))

@@ -7,7 +7,6 @@ import pytest
 
 from engine.models.moonshine.streaming import StreamingEncoder
 from tests.conftest import MOON_MODELS, golden
-from tests.engine.models.moonshine.test_model import model, rel_err
 
 
 def run_stream(m, audio, chunk):
@@ -24,9 +23,9 @@ def run_stream(m, audio, chunk):
 @pytest.mark.parametrize("backend", ["numpy", "mlx"])
 @pytest.mark.parametrize("name", MOON_MODELS)
 @pytest.mark.parametrize("chunk", [160, 1280, 16000, 777])
-def test_incremental_equals_offline(backend, name, chunk):
+def test_incremental_equals_offline(backend, name, chunk, fixture_model, rel_err):
     g = golden(name, "speech")
-    m = model(name, backend)
+    m = fixture_model(name, backend)
     se, st, outs = run_stream(m, g["audio"], chunk)
     final = np.concatenate(outs)
     T = g["encoder"].shape[0]
@@ -40,9 +39,9 @@ def test_incremental_equals_offline(backend, name, chunk):
 
 
 @pytest.mark.parametrize("name", MOON_MODELS)
-def test_provisional_tail_equals_offline_encoder_of_the_prefix(name):
+def test_provisional_tail_equals_offline_encoder_of_the_prefix(name, fixture_model, rel_err):
     g = golden(name, "speech")
-    m = model(name, "numpy")
+    m = fixture_model(name, "numpy")
     for key in (k for k in g if k.startswith("encoder_prefix_")):
         k = int(key.rsplit("_", 1)[1])
         se, st, outs = run_stream(m, g["audio"][: 1280 * k], 1280)
@@ -51,10 +50,10 @@ def test_provisional_tail_equals_offline_encoder_of_the_prefix(name):
         assert rel_err(np.concatenate(parts), g[key]) < 1e-5, key
 
 
-def test_state_stays_bounded():
+def test_state_stays_bounded(fixture_model):
     """Per layer the encoder keeps at most L-1 keys plus the pending look-ahead, however long the input."""
     g = golden("moon_tiny_like", "noise")
-    m = model("moon_tiny_like", "numpy")
+    m = fixture_model("moon_tiny_like", "numpy")
     se = StreamingEncoder(m)
     st = se.initial()
     audio = np.tile(g["audio"], 4)

@@ -1,0 +1,246 @@
+"""The Source picker: System audio / Microphone / Both, the output and microphone pickers, and the level
+meters (one per input under Both). GUI thread only.
+
+The widgets live in the main window's toolbar (``install``) and the choice is mirrored in the Session menu
+(``menu``). Every choice is saved in ``Settings`` at once (``Key.SOURCE``, ``Key.OUTPUT``, ``Key.DEVICE``);
+on a first run the source is System audio where this machine can capture it, else the microphone.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QAction, QActionGroup
+from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QMenu, QStyle, QToolBar, QToolButton, QWidget
+
+from app.capture import refresh_devices
+from app.level_meter import LevelMeter
+from app.settings import Key, Settings
+from app.sources import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SYSTEM
+
+log = logging.getLogger(__name__)
+
+HEADPHONES_TIP = (
+    "Both mixes the microphone and what the computer plays; use headphones, or remote voices are heard twice."
+)
+
+
+class SourcePicker(QObject):
+    """Owns the source widgets; ``kind``, ``device`` and ``output`` give the current choice."""
+
+    changed = Signal()
+
+    def __init__(self, parent: QWidget, settings: Settings, audio: Any) -> None:
+        super().__init__(parent)
+        self.settings = settings
+        self.audio = audio  # app.sources.AudioSystem, or None when PortAudio is missing
+        self._unavailable: str | None = None
+        self.source_combo = QComboBox(parent)
+        self.source_combo.setObjectName("sourceCombo")
+        self.source_combo.setAccessibleName("Audio source")
+        for kind in KINDS:
+            self.source_combo.addItem(KIND_LABELS[kind], kind)
+        self.source_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.output_combo = _combo(parent, "outputCombo", "Output whose sound is captioned")
+        self.device_combo = _combo(parent, "deviceCombo", "Microphone")
+        self.refresh_button = QToolButton(parent)
+        self.refresh_button.setObjectName("refreshDevices")
+        self.refresh_button.setIcon(parent.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload))
+        self.refresh_button.setToolTip("Refresh the lists of outputs and microphones")
+        self.refresh_button.setAccessibleName("Refresh the lists of outputs and microphones")
+        self.refresh_button.clicked.connect(lambda: self.refresh(rescan=True))
+        self.meters = QWidget(parent)
+        grid = QGridLayout(self.meters)
+        grid.setContentsMargins(4, 0, 4, 0)
+        grid.setVerticalSpacing(2)
+        self.level_meter = LevelMeter(self.meters)
+        self.system_meter = LevelMeter(self.meters)
+        self.system_meter.setObjectName("systemLevelMeter")
+        self.mic_label = _small_label("Mic", self.meters)
+        self.system_label = _small_label("System", self.meters)
+        grid.addWidget(self.mic_label, 0, 0)
+        grid.addWidget(self.level_meter, 0, 1)
+        grid.addWidget(self.system_label, 1, 0)
+        grid.addWidget(self.system_meter, 1, 1)
+        self.menu = QMenu("Audio source")
+        self._group = QActionGroup(self)
+        for kind in KINDS:
+            action = self.menu.addAction(KIND_LABELS[kind])
+            action.setCheckable(True)
+            action.setData(kind)
+            self._group.addAction(action)
+        self._group.triggered.connect(lambda action: self.set_kind(str(action.data())))
+        self.source_combo.activated.connect(lambda _: self.set_kind(str(self.source_combo.currentData())))
+        self.output_combo.activated.connect(self._output_chosen)
+        self.device_combo.activated.connect(self._device_chosen)
+        self._toolbar_actions: dict[str, QAction] = {}
+
+    # -- placement -----------------------------------------------------------------------------------
+    def install(self, bar: QToolBar) -> None:
+        """Add the widgets to ``bar``."""
+        label = QLabel("Source", bar)
+        label.setContentsMargins(6, 0, 4, 0)
+        bar.addWidget(label)
+        bar.addWidget(self.source_combo)
+        self._toolbar_actions = {
+            "output": bar.addWidget(self.output_combo),
+            "device": bar.addWidget(self.device_combo),
+        }
+        bar.addWidget(self.refresh_button)
+        bar.addWidget(self.meters)
+        self._apply_kind()
+
+    # -- choice --------------------------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        return str(self.source_combo.currentData())
+
+    @property
+    def device(self) -> str | None:
+        return str(self.device_combo.currentData() or "") or None
+
+    @property
+    def output(self) -> str | None:
+        return str(self.output_combo.currentData() or "") or None
+
+    def set_kind(self, kind: str, save: bool = True) -> None:
+        """Choose ``kind`` ("system" | "mic" | "both"); saved unless ``save`` is False."""
+        index = self.source_combo.findData(kind)
+        if index < 0:
+            return
+        self.source_combo.setCurrentIndex(index)
+        if save:
+            self.settings.set_value(Key.SOURCE, kind)
+        self._apply_kind()
+        self.changed.emit()
+
+    def choose(self, combo: str, ident: str) -> None:
+        """Select ``ident`` in the ``"device"`` or ``"output"`` picker for this run (not saved)."""
+        box = self.device_combo if combo == "device" else self.output_combo
+        index = box.findData(ident)
+        if index < 0:
+            box.addItem(ident, ident)
+            index = box.count() - 1
+        box.setCurrentIndex(index)
+
+    def _apply_kind(self) -> None:
+        kind = self.kind
+        for action in self._group.actions():
+            action.setChecked(action.data() == kind)
+        if self._toolbar_actions:
+            self._toolbar_actions["output"].setVisible(kind in (SYSTEM, BOTH))
+            self._toolbar_actions["device"].setVisible(kind in (MIC, BOTH))
+        both = kind == BOTH
+        for widget in (self.system_meter, self.mic_label, self.system_label):
+            widget.setVisible(both)
+        self.level_meter.setToolTip("Microphone level" if both else "Input level")
+        self.source_combo.setToolTip(HEADPHONES_TIP if both else "What to caption")
+
+    def set_enabled(self, enabled: bool) -> None:
+        for widget in (self.source_combo, self.output_combo, self.device_combo, self.refresh_button):
+            widget.setEnabled(enabled)
+        self.menu.setEnabled(enabled)
+
+    def show_levels(self, level_db: float, tracks: dict[str, float] | None) -> None:
+        """The mixed level, or each input's under Both."""
+        if tracks and self.kind == BOTH:
+            self.level_meter.set_level(tracks.get("mic", -90.0))
+            self.system_meter.set_level(tracks.get("system", -90.0))
+        else:
+            self.level_meter.set_level(level_db)
+
+    def clear_levels(self) -> None:
+        self.level_meter.set_level(-90)
+        self.system_meter.set_level(-90)
+
+    # -- lists ---------------------------------------------------------------------------------------
+    def refresh(self, rescan: bool = False, idle: bool = True) -> None:
+        """Fill the pickers from the sound system (``rescan``: make PortAudio look again; only ``idle``)."""
+        audio = self.audio
+        if audio is None:
+            self.device_combo.clear()
+            self.device_combo.addItem("No audio system", "")
+            self._unavailable = "Audio capture is unavailable because PortAudio is not installed."
+            self._fill_outputs([])
+            self._restore_kind()
+            return
+        if rescan and idle and audio.sd is not None:
+            try:
+                refresh_devices(audio.sd)
+            except Exception:
+                log.warning("device rescan failed", exc_info=True)
+        self._unavailable = audio.system_unavailable()
+        self._fill_outputs(audio.outputs() if self._unavailable is None else [])
+        self._fill_mics(audio.microphones())
+        self._restore_kind()
+
+    def _restore_kind(self) -> None:
+        model = self.source_combo.model()
+        for kind in (SYSTEM, BOTH):
+            item = model.item(self.source_combo.findData(kind))  # type: ignore[attr-defined]
+            item.setEnabled(self._unavailable is None)
+            item.setToolTip(self._unavailable or "")
+            action = next(a for a in self._group.actions() if a.data() == kind)
+            action.setEnabled(self._unavailable is None)
+            action.setToolTip(self._unavailable or "")
+        saved = self.settings.value(Key.SOURCE)
+        if saved not in KINDS:
+            saved = SYSTEM if self._unavailable is None else MIC
+        if saved in (SYSTEM, BOTH) and self._unavailable is not None:
+            saved = MIC
+        self.set_kind(saved, save=False)
+
+    def _fill_outputs(self, outputs: list[Any]) -> None:
+        wanted = self.settings.value(Key.OUTPUT)
+        box = self.output_combo
+        box.clear()
+        box.addItem(DEFAULT_OUTPUT_LABEL, "")
+        for out in outputs:
+            box.addItem(out.name, out.id)
+        _select(box, wanted)
+
+    def _fill_mics(self, mics: list[Any]) -> None:
+        wanted = self.settings.value(Key.DEVICE)
+        box = self.device_combo
+        box.clear()
+        box.addItem("System default", "")
+        for mic in mics:
+            box.addItem(mic.name, mic.id)
+        _select(box, wanted)
+        if not mics:
+            box.setItemText(0, "No microphone found")
+
+    def _output_chosen(self) -> None:
+        self.settings.set_value(Key.OUTPUT, str(self.output_combo.currentData() or ""))
+
+    def _device_chosen(self) -> None:
+        self.settings.set_value(Key.DEVICE, str(self.device_combo.currentData() or ""))
+
+
+def _combo(parent: QWidget, name: str, tip: str) -> QComboBox:
+    box = QComboBox(parent)
+    box.setObjectName(name)
+    box.setMinimumContentsLength(10)
+    box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+    box.setToolTip(tip)
+    box.setAccessibleName(tip)
+    return box
+
+
+def _small_label(text: str, parent: QWidget) -> QLabel:
+    label = QLabel(text, parent)
+    font = label.font()
+    font.setPointSizeF(max(font.pointSizeF() * 0.8, 6.0))
+    label.setFont(font)
+    label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+    return label
+
+
+def _select(box: QComboBox, wanted: str) -> None:
+    index = box.findData(wanted)
+    if wanted and index < 0:
+        box.addItem(f"{wanted} (not connected)", wanted)
+        index = box.count() - 1
+    box.setCurrentIndex(max(index, 0))

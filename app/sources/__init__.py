@@ -1,0 +1,156 @@
+"""What a session listens to: System audio (what the computer plays), Microphone, or Both mixed.
+
+``AudioSystem`` is the one entry point for the windows and the engine worker: it lists microphones and
+outputs by their human names and makes an unopened source for a (kind, microphone, output) choice. System
+audio comes from a per-OS backend, chosen by platform and imported lazily: ``pulse`` (Linux, PulseAudio or
+pipewire-pulse, through pulsectl), ``macos_tap`` (Core Audio process tap, PyObjC), ``wasapi`` (WASAPI
+loopback, PyAudioWPatch). Microphones open through sounddevice (``app.capture.MicSource``), or through
+PulseAudio by name on Linux. ``mix`` mixes the two for Both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from app.capture import MicSource, list_input_devices, resolve_device
+from app.sources.base import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SYSTEM, AudioSource, Endpoint
+from engine.errors import AudioError
+
+__all__ = [
+    "BOTH",
+    "DEFAULT_OUTPUT_LABEL",
+    "KINDS",
+    "KIND_LABELS",
+    "MIC",
+    "SYSTEM",
+    "AudioSource",
+    "AudioSystem",
+    "Endpoint",
+    "make_backend",
+]
+
+log = logging.getLogger(__name__)
+
+Notify = Callable[[str], None]
+
+
+def make_backend(sd: Any, platform: str | None = None) -> Any:
+    """The system-audio backend for ``platform`` (default: this one); None where there is none."""
+    platform = platform or sys.platform
+    if platform.startswith("linux"):
+        from app.sources.pulse import PulseBackend
+
+        return PulseBackend(sd)
+    if platform == "darwin":
+        from app.sources.macos_tap import MacBackend
+
+        return MacBackend(sd)
+    if platform == "win32":
+        from app.sources.wasapi import WasapiBackend
+
+        return WasapiBackend()
+    return None
+
+
+class AudioSystem:
+    """Microphones, outputs and sources on this machine. ``sd`` is the sounddevice module (None when
+    PortAudio is missing); ``backend`` the system-audio backend (default: ``make_backend``)."""
+
+    def __init__(self, sd: Any, backend: Any = "auto") -> None:
+        self.sd = sd
+        self.backend = make_backend(sd) if backend == "auto" else backend
+
+    # -- listing (any thread; each call asks the sound system afresh) ------------------------------
+    def system_unavailable(self) -> str | None:
+        """None when System audio can be captured here, else one sentence why not."""
+        if self.backend is None:
+            return "System audio capture is not supported on this system."
+        try:
+            return self.backend.unavailable_reason()
+        except Exception as exc:  # a broken sound system must not break the pickers
+            log.warning("system audio check failed", exc_info=True)
+            return f"System audio is unavailable ({type(exc).__name__})."
+
+    def default_kind(self) -> str:
+        """What a first run starts with: System audio where it is available, else the microphone."""
+        return SYSTEM if self.system_unavailable() is None else MIC
+
+    def outputs(self) -> list[Endpoint]:
+        """The outputs System audio can follow, by human name ([] when none or unavailable)."""
+        if self.backend is None:
+            return []
+        try:
+            return list(self.backend.outputs())
+        except Exception:
+            log.debug("listing outputs failed", exc_info=True)
+            return []
+
+    def microphones(self) -> list[Endpoint]:
+        """Microphones by human name: the sound server's (PulseAudio descriptions) first, then PortAudio's."""
+        mics: list[Endpoint] = []
+        if self.backend is not None:
+            with contextlib.suppress(Exception):
+                mics += self.backend.microphones()
+        if self.sd is not None:
+            for dev in list_input_devices(self.sd):
+                label = dev.name + (f" ({dev.hostapi})" if dev.hostapi else "")
+                mics.append(Endpoint(dev.name, label, dev.is_default and not mics))
+        return mics
+
+    # -- sources (engine worker thread) ------------------------------------------------------------
+    def make_source(self, kind: str, device: str | None = None, output: str | None = None,
+                    notify: Notify | None = None) -> Any:
+        """An unopened source for ``kind`` ("mic" | "system" | "both"), microphone ``device`` and output
+        ``output`` (None or "": the defaults). A chosen device that is gone falls back to the default and
+        ``notify`` says so. ``AudioError`` with one sentence when the kind cannot work here."""
+        notify = notify or (lambda text: None)
+        if kind == MIC:
+            return self._mic(device, notify)
+        if kind == SYSTEM:
+            return self._system(output, notify)
+        if kind == BOTH:
+            from app.sources.mix import MixSource
+
+            return MixSource(self._mic(device, notify), self._system(output, notify))
+        raise AudioError(f"Unknown audio source \u201c{kind}\u201d; choose mic, system or both.")
+
+    def _mic(self, device: str | None, notify: Notify) -> Any:
+        if self.sd is None:
+            raise AudioError("Audio capture is unavailable because PortAudio is not installed.")
+        if device and self.backend is not None:
+            known = {m.id for m in self.backend.microphones()} if device.startswith("pulse:") else set()
+            if device in known:
+                source = self.backend.mic_source(device)
+                if source is not None:
+                    return source
+        index = resolve_device(self.sd, device) if device else None
+        if device and index is None:
+            notify(f"The microphone \u201c{self._mic_name(device)}\u201d is not connected; using the default one.")
+        return MicSource(self.sd, index)
+
+    @staticmethod
+    def _mic_name(device: str) -> str:
+        return device.split(":", 1)[1] if device.startswith("pulse:") else device
+
+    def _system(self, output: str | None, notify: Notify) -> Any:
+        reason = self.system_unavailable()
+        if reason is not None:
+            raise AudioError(reason)
+        if output and output not in {o.id for o in self.outputs()}:
+            notify(f"The output \u201c{output}\u201d is not available; following the default output.")
+            output = ""
+        return self.backend.system_source(output or "")
+
+    def find(self, kind: str, name: str) -> str | None:
+        """The id of the microphone (``kind`` "mic") or output ("system") called ``name``: its id or human
+        name, exactly or, failing that, as a case-insensitive part; None when nothing matches."""
+        endpoints = self.outputs() if kind == SYSTEM else self.microphones()
+        for match in (lambda e: name in (e.id, e.name), lambda e: name.lower() in e.name.lower()):
+            for endpoint in endpoints:
+                if match(endpoint):
+                    return endpoint.id
+        return None

@@ -1,0 +1,75 @@
+"""What every audio source offers the engine worker, and the endpoints the Source pickers list.
+
+A source (``MicSource``, ``FileSource``, the system-audio sources, ``MixSource``) is opened and read on the
+engine worker thread: ``open()`` raises ``AudioError`` with one sentence; ``read()`` returns the ``Block``s
+captured since the last call; ``lost`` turns true when the device went away (the worker then falls back to
+the default device); ``close()`` is idempotent and ``open()`` after it resumes (pause/resume). Sources may
+also offer ``notices()`` (sentences for the user, e.g. "the default output changed") and ``track_levels()``
+(per-track levels in dBFS for "Both").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from app.capture import Block
+
+MIC = "mic"
+SYSTEM = "system"
+BOTH = "both"
+KINDS: tuple[str, ...] = (SYSTEM, MIC, BOTH)
+KIND_LABELS = {SYSTEM: "System audio", MIC: "Microphone", BOTH: "Both (mixed)"}
+DEFAULT_OUTPUT_LABEL = "Default output (follows changes)"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A microphone or an output as a picker shows it: ``id`` is stored in the settings and passed back to
+    open it; ``name`` is the human name (PulseAudio description, Core Audio or Windows device name)."""
+
+    id: str
+    name: str
+    is_default: bool = False
+
+
+@runtime_checkable
+class AudioSource(Protocol):
+    """The contract the engine worker relies on (see the module docstring)."""
+
+    kind: str  # "microphone" | "system" | "both" | "file"
+    rate: int
+    description: str
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def read(self, max_seconds: float | None = None) -> list[Block]: ...
+
+    @property
+    def lost(self) -> bool: ...
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def is_open(self) -> bool: ...
+
+    @property
+    def backlog_seconds(self) -> float: ...
+
+    @property
+    def dropped_seconds(self) -> float: ...
+
+
+def level_db(samples: np.ndarray) -> float:
+    """RMS level of ``samples`` in dBFS, -90 for silence or no samples."""
+    x = np.asarray(samples, dtype=np.float32).reshape(-1)
+    if not x.size:
+        return -90.0
+    rms = math.sqrt(float(np.dot(x, x)) / x.size)
+    return max(20 * math.log10(rms), -90.0) if rms > 0 else -90.0

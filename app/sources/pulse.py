@@ -1,0 +1,309 @@
+"""Linux: capture through PulseAudio (or PipeWire's pipewire-pulse), by human names, including what plays.
+
+PortAudio's ALSA host API (the one sounddevice ships on Linux) never lists PulseAudio's monitor sources, and
+it names microphones by ALSA plug-in names. So the server is asked directly, through ``pulsectl`` (a
+well-kept libpulse binding), for its outputs (sinks) and microphones (sources) with their descriptions, and a
+chosen one is captured by opening sounddevice's ``pulse`` device with ``PULSE_SOURCE`` set to that source for
+the moment the stream opens (libpulse reads it when the ALSA plug-in connects; each stream keeps its own).
+
+``PulseSystemSource`` captures an output's monitor. Following the default output, it asks the server every
+``FOLLOW_EVERY_S`` which sink is the default and, when that changed (headphones plugged in), moves the
+capture to the new sink's monitor without ending the session: the blocks keep flowing into the same queue.
+The ``pulsectl`` and ``sounddevice`` modules are injected, so tests can use fakes or a private server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from app.capture import Block, MicSource, resolve_device
+from app.sources.base import Endpoint
+from engine.audio import SAMPLE_RATE
+from engine.errors import AudioError
+
+log = logging.getLogger(__name__)
+
+PULSE_DEVICE = "pulse"  # sounddevice's name for the ALSA plug-in that talks to PulseAudio
+MIC_PREFIX = "pulse:"  # microphone ids from PulseAudio, as stored in the settings
+FOLLOW_EVERY_S = 0.5
+NOT_A_MONITOR = 0xFFFFFFFF  # PA_INVALID_INDEX in a source's monitor_of_sink
+
+_env_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def pulse_source_env(source: str) -> Iterator[None]:
+    """Set ``PULSE_SOURCE`` to ``source`` while the body runs (one stream opens at a time)."""
+    with _env_lock:
+        old = os.environ.get("PULSE_SOURCE")
+        os.environ["PULSE_SOURCE"] = source
+        try:
+            yield
+        finally:
+            if old is None:
+                os.environ.pop("PULSE_SOURCE", None)
+            else:
+                os.environ["PULSE_SOURCE"] = old
+
+
+class PulseServer:
+    """A short-lived connection to the PulseAudio server for listing and default look-ups.
+
+    Every method raises ``AudioError`` with one sentence when the server cannot be reached."""
+
+    def __init__(self, pulsectl: Any = None, client_name: str = "livecap") -> None:
+        self._mod = pulsectl
+        self._name = client_name
+        self._pulse: Any = None
+
+    def _conn(self) -> Any:
+        if self._pulse is None:
+            mod = self._mod
+            if mod is None:
+                try:
+                    import pulsectl as mod
+                except (ImportError, OSError) as exc:  # not installed, or libpulse missing
+                    raise AudioError("System audio needs the pulsectl package and libpulse.") from exc
+                self._mod = mod
+            try:
+                self._pulse = mod.Pulse(self._name)
+            except Exception as exc:  # PulseError: no server
+                raise AudioError("No PulseAudio or PipeWire sound server is running.") from exc
+        return self._pulse
+
+    def _call(self, fn: str, *args: Any) -> Any:
+        try:
+            return getattr(self._conn(), fn)(*args)
+        except AudioError:
+            raise
+        except Exception as exc:  # the server went away: reconnect next time
+            self.close()
+            raise AudioError("The sound server stopped answering.") from exc
+
+    def close(self) -> None:
+        pulse, self._pulse = self._pulse, None
+        if pulse is not None:
+            with contextlib.suppress(Exception):
+                pulse.close()
+
+    def default_sink(self) -> str:
+        """The name of the default output."""
+        return str(self._call("server_info").default_sink_name or "")
+
+    def outputs(self) -> list[Endpoint]:
+        """The outputs (sinks), default first flagged, by description."""
+        default = self.default_sink()
+        return [
+            Endpoint(str(s.name), str(s.description or s.name), str(s.name) == default)
+            for s in self._call("sink_list")
+        ]
+
+    def monitor_of(self, sink: str) -> tuple[str, str]:
+        """``(monitor source name, description)`` of the sink called ``sink``; ``AudioError`` when gone."""
+        for s in self._call("sink_list"):
+            if str(s.name) == sink:
+                return str(s.monitor_source_name or f"{sink}.monitor"), str(s.description or sink)
+        raise AudioError(f"The output \u201c{sink}\u201d is not available.")
+
+    def microphones(self) -> list[Endpoint]:
+        """The capture sources that are not monitors of an output, by description."""
+        default = str(self._call("server_info").default_source_name or "")
+        out = []
+        for s in self._call("source_list"):
+            monitor_of = getattr(s, "monitor_of_sink", NOT_A_MONITOR)
+            if monitor_of is not None and int(monitor_of) != NOT_A_MONITOR:
+                continue
+            out.append(Endpoint(MIC_PREFIX + str(s.name), str(s.description or s.name), str(s.name) == default))
+        return out
+
+
+class PulseCapture(MicSource):
+    """A ``MicSource`` on sounddevice's ``pulse`` device that records the PulseAudio source ``pulse_source``
+    (a microphone, or an output's ``.monitor``). ``label`` names it in messages."""
+
+    def __init__(self, sd: Any, pulse_source: str, label: str, kind: str = "microphone", **kw: Any) -> None:
+        super().__init__(sd, None, **kw)
+        self.pulse_source = pulse_source
+        self.label = label
+        self.kind = kind
+
+    def open(self) -> None:
+        """Open the stream on ``pulse_source`` (``AudioError`` when PulseAudio or the source is missing)."""
+        self.device = resolve_device(self._sd, PULSE_DEVICE)
+        if self.device is None:
+            raise AudioError("PortAudio has no \u201cpulse\u201d device; install the ALSA PulseAudio plug-in.")
+        with pulse_source_env(self.pulse_source):
+            try:
+                super().open()
+            except AudioError as exc:
+                raise AudioError(f"\u201c{self.label}\u201d could not be opened through PulseAudio.") from exc
+        self.description = f"{self.label} ({self.rate / 1000:g} kHz)"
+
+
+class PulseSystemSource:
+    """What an output plays (its PulseAudio monitor). ``sink`` is an output name, or "" to follow the
+    default output through changes. Reads, pauses and loss work like a ``MicSource``'s."""
+
+    kind = "system"
+    silence_hint = None  # silence is normal: nothing is playing
+
+    def __init__(self, sd: Any, server: PulseServer, sink: str = "", max_queue_seconds: float = 10.0) -> None:
+        self._sd = sd
+        self._server = server
+        self.sink = sink
+        self.follow = not sink
+        self._max_queue = max_queue_seconds
+        self._capture: PulseCapture | None = None
+        self._queue: Any = None
+        self._current = ""
+        self._next_check = 0.0
+        self._notices: list[str] = []
+        self._broken = False
+        self.rate = SAMPLE_RATE
+        self.description = ""
+        self.switches = 0
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Capture the chosen (or the current default) output's monitor."""
+        sink = self.sink or self._server.default_sink()
+        if not sink:
+            raise AudioError("There is no output to capture; the sound server has no default output.")
+        self._broken = False
+        self._open_sink(sink)
+
+    def _open_sink(self, sink: str) -> None:
+        monitor, name = self._server.monitor_of(sink)
+        capture = PulseCapture(self._sd, monitor, name, kind="system", max_queue_seconds=self._max_queue)
+        if self._queue is not None:
+            capture.queue = self._queue  # one queue across output changes: nothing queued is lost
+        capture.open()
+        self._queue = capture.queue
+        self._capture, self._current = capture, sink
+        self.rate = capture.rate
+        follows = " \u2014 follows the default output" if self.follow else ""
+        self.description = f"System audio: {capture.description}{follows}"
+        self._next_check = time.monotonic() + FOLLOW_EVERY_S
+
+    def close(self) -> None:
+        capture, self._capture = self._capture, None
+        if capture is not None:
+            capture.close()
+        self._server.close()
+
+    # -- worker tick --------------------------------------------------------------------------------
+    def read(self, max_seconds: float | None = None) -> list[Block]:
+        """The captured blocks; while following the default output, also moves to a new default."""
+        if self.follow and self._capture is not None and time.monotonic() >= self._next_check:
+            self._next_check = time.monotonic() + FOLLOW_EVERY_S
+            self._follow_default()
+        return self._queue.take_all(max_seconds) if self._queue is not None else []
+
+    def _follow_default(self) -> None:
+        try:
+            sink = self._server.default_sink()
+        except AudioError:
+            log.debug("default sink look-up failed", exc_info=True)
+            return
+        if not sink or sink == self._current:
+            return
+        old, previous = self._capture, self._current
+        if old is not None:  # close first: two monitors feeding one queue would interleave their blocks
+            old.close()
+        try:
+            self._open_sink(sink)
+        except AudioError:
+            log.warning("could not move to the new default output %s", sink, exc_info=True)
+            try:
+                self._open_sink(previous)
+            except AudioError:
+                self._broken = True
+            return
+        assert self._capture is not None
+        self.switches += 1
+        label = self._capture.label
+        self._notices.append(f"The default output changed; now captioning what \u201c{label}\u201d plays.")
+
+    def notices(self) -> list[str]:
+        """Sentences for the user since the last call (output changes)."""
+        out, self._notices = self._notices, []
+        return out
+
+    @property
+    def lost(self) -> bool:
+        return self._broken or (self._capture is not None and self._capture.lost)
+
+    @property
+    def ended(self) -> bool:
+        return False
+
+    @property
+    def is_open(self) -> bool:
+        return self._capture is not None
+
+    @property
+    def backlog_seconds(self) -> float:
+        return self._queue.queued_seconds if self._queue is not None else 0.0
+
+    @property
+    def dropped_seconds(self) -> float:
+        return self._queue.dropped_seconds if self._queue is not None else 0.0
+
+
+class PulseBackend:
+    """System audio and named microphones on Linux through PulseAudio / pipewire-pulse."""
+
+    name = "PulseAudio"
+
+    def __init__(self, sd: Any, pulsectl: Any = None) -> None:
+        self._sd = sd
+        self._pulsectl = pulsectl
+
+    def server(self) -> PulseServer:
+        return PulseServer(self._pulsectl)
+
+    def unavailable_reason(self) -> str | None:
+        """None when system audio can be captured here, else one sentence why not."""
+        server = self.server()
+        try:
+            server.default_sink()
+        except AudioError as exc:
+            return str(exc)
+        finally:
+            server.close()
+        return None
+
+    def outputs(self) -> list[Endpoint]:
+        server = self.server()
+        try:
+            return server.outputs()
+        finally:
+            server.close()
+
+    def microphones(self) -> list[Endpoint]:
+        server = self.server()
+        try:
+            return server.microphones()
+        except AudioError:
+            return []
+        finally:
+            server.close()
+
+    def system_source(self, output: str = "") -> PulseSystemSource:
+        return PulseSystemSource(self._sd, self.server(), output)
+
+    def mic_source(self, device: str) -> PulseCapture | None:
+        """A capture of the PulseAudio microphone ``device`` (an id from ``microphones()``), else None."""
+        if not device.startswith(MIC_PREFIX):
+            return None
+        name = device[len(MIC_PREFIX) :]
+        label = name
+        with contextlib.suppress(AudioError):
+            label = next((m.name for m in self.microphones() if m.id == device), name)
+        return PulseCapture(self._sd, name, label)

@@ -1,0 +1,131 @@
+"""The Source picker in the main window: first-run default, remembered choices, human names, per-input
+meters under Both, and a session started with the chosen source; plus ``--source`` on the command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.main_window import MainWindow
+from app.settings import Key
+from app.sources import AudioSystem, Endpoint
+from app.worker import Stats
+from tests.app import fake_engine
+from tests.app.test_main import run_livecap
+
+
+class FakeBackend:
+    """System audio that 'works': outputs by name, one named microphone, and a fake-mic-backed source."""
+
+    def __init__(self, sd, reason: str | None = None) -> None:
+        self.sd, self.reason = sd, reason
+        self.made: list[str] = []
+
+    def unavailable_reason(self):
+        return self.reason
+
+    def outputs(self):
+        return [Endpoint("alsa_output.pci.analog-stereo", "Built-in Audio Analog Stereo", True),
+                Endpoint("bluez_sink.AA", "WH-1000XM4", False)]
+
+    def microphones(self):
+        return [Endpoint("pulse:alsa_input.usb", "Blue Yeti", True)]
+
+    def system_source(self, output=""):
+        from app.capture import MicSource
+
+        self.made.append(output)
+        source = MicSource(self.sd, None)
+        source.kind = "system"
+        return source
+
+    def mic_source(self, device):
+        return None
+
+
+def make_window(qtbot, controller, settings, audio):
+    w = MainWindow(controller, settings, sounddevice=audio.sd, audio=audio)
+    qtbot.addWidget(w)
+    return w
+
+
+def items(box):
+    return [box.itemText(i) for i in range(box.count())]
+
+
+def test_first_run_is_system_audio_with_outputs_and_microphones_by_name(qtbot, controller, settings, fake_sd):
+    audio = AudioSystem(fake_sd, FakeBackend(fake_sd))
+    w = make_window(qtbot, controller, settings, audio)
+    assert w.sources.kind == "system" and settings.value(Key.SOURCE) == ""  # not saved until chosen
+    assert items(w.sources.output_combo) == [
+        "Default output (follows changes)", "Built-in Audio Analog Stereo", "WH-1000XM4"]
+    assert items(w.sources.device_combo)[:2] == ["System default", "Blue Yeti"]
+    assert w.sources._toolbar_actions["output"].isVisible() and not w.sources._toolbar_actions["device"].isVisible()
+    assert [a.text() for a in w.sources.menu.actions()] == ["System audio", "Microphone", "Both (mixed)"]
+
+    w.sources.source_combo.setCurrentIndex(w.sources.source_combo.findData("both"))
+    w.sources.source_combo.activated.emit(w.sources.source_combo.currentIndex())
+    w.sources.output_combo.setCurrentIndex(2)
+    w.sources.output_combo.activated.emit(2)
+    assert settings.value(Key.SOURCE) == "both" and settings.value(Key.OUTPUT) == "bluez_sink.AA"
+    assert w.sources.menu.actions()[2].isChecked()
+    assert not w.sources.system_meter.isHidden()
+    w.sources.show_levels(-30.0, {"mic": -12.0, "system": -40.0})
+    assert (round(w.sources.level_meter.level_db), round(w.sources.system_meter.level_db)) == (-12, -40)
+
+    again = make_window(qtbot, controller, settings, audio)  # remembered across restarts
+    assert again.sources.kind == "both" and again.sources.output == "bluez_sink.AA"
+    spec = again._session_spec()
+    assert (spec.source, spec.output, spec.device) == ("both", "bluez_sink.AA", None)
+
+
+def test_without_system_audio_the_microphone_is_the_default_and_system_is_disabled(
+    qtbot, controller, settings, fake_sd
+):
+    audio = AudioSystem(fake_sd, FakeBackend(fake_sd, reason="No PulseAudio or PipeWire sound server is running."))
+    settings.set_value(Key.SOURCE, "system")
+    w = make_window(qtbot, controller, settings, audio)
+    assert w.sources.kind == "mic"
+    model = w.sources.source_combo.model()
+    assert not model.item(w.sources.source_combo.findData("system")).isEnabled()
+    assert model.item(w.sources.source_combo.findData("both")).toolTip().startswith("No PulseAudio")
+    assert settings.value(Key.SOURCE) == "system"  # the saved choice returns with the sound server
+
+
+def test_a_session_on_system_audio_starts_through_the_backend(qtbot, controller, settings, fake_sd):
+    backend = FakeBackend(fake_sd)
+    audio = AudioSystem(fake_sd, backend)
+    from app.controller import SessionController
+
+    c = SessionController(loader=fake_engine.load_model, sounddevice=fake_sd, audio=audio)
+    try:
+        w = make_window(qtbot, c, settings, audio)
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            w.load_model("fake")
+        with qtbot.waitSignal(c.state_changed, timeout=5000):
+            w.start_action.trigger()
+        assert backend.made == [""]  # the default output, followed
+        qtbot.waitUntil(lambda: len(c.lines) >= 1, timeout=8000)
+        assert not w.sources.source_combo.isEnabled() and not w.sources.menu.isEnabled()
+        w.sources.show_levels(-20.0, None)
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            c.stop()
+    finally:
+        c.shutdown(5000)
+
+
+def test_stats_carry_per_track_levels_under_both():
+    stats = Stats(-20.0, None, 0.0, 0.0, 1.0, {"mic": -30.0, "system": -25.0})
+    assert stats.tracks["system"] == -25.0 and Stats(-20.0, None, 0.0, 0.0, 1.0).tracks is None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--source", "system", "--quit-after", "3"], "No PulseAudio or PipeWire sound server is running."),
+        (["--quit-after", "3", "--input", "x.wav"], "--quit-after takes positive seconds"),
+        (["--save-transcript", "out.srt"], "--save-transcript needs --input FILE or --quit-after"),
+    ],
+)
+def test_cli_source_problems_are_one_sentence(tmp_path, args, message):
+    proc = run_livecap(tmp_path, "--model", "fake", *args, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr

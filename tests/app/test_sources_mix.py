@@ -1,0 +1,171 @@
+"""Both: two tracks on one timeline (resampled, aligned by arrival time, a stalled track does not stall the
+mix), and the echo gate (a mic that hears the speakers is left out; a different voice is kept)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.capture import Block
+from app.sources.mix import HEADPHONES_HINT, EchoGate, MixSource, max_normalized_correlation
+from tests.app.test_sources_pulse import band_power, tone
+
+RATE = 16000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class ScriptedSource:
+    """Hands out blocks that the test queues; opens and closes without a device."""
+
+    def __init__(self, kind: str, rate: int = RATE, channels: int = 1) -> None:
+        self.kind, self.rate, self.channels = kind, rate, channels
+        self.description = kind
+        self.pending: list[Block] = []
+        self.opened = self.closed = 0
+        self.lost = False
+
+    def open(self) -> None:
+        self.opened += 1
+
+    def close(self) -> None:
+        self.closed += 1
+
+    def read(self, max_seconds=None):
+        out, self.pending = self.pending, []
+        return out
+
+    def push(self, samples: np.ndarray, when: float) -> None:
+        data = samples.reshape(-1, 1) if self.channels == 1 else np.repeat(samples.reshape(-1, 1), self.channels, 1)
+        self.pending.append(Block(data.astype(np.float32), self.rate, when))
+
+    backlog_seconds = 0.0
+    dropped_seconds = 0.0
+
+
+def drive(mix: MixSource, clock: Clock, mic_signal, sys_signal, seconds: float, block_s: float = 0.064):
+    """Advance the clock block by block, pushing each track's next block (``None``: the track delivers
+    nothing) and collecting the mix."""
+    out = []
+    steps = int(seconds / block_s)
+    for i in range(steps):
+        clock.t += block_s
+        for source, signal in ((mix.mic, mic_signal), (mix.system, sys_signal)):
+            if signal is None:
+                continue
+            n = int(block_s * source.rate)
+            chunk = signal[i * n : (i + 1) * n]
+            if len(chunk) == n:
+                source.push(chunk, clock.t)
+        out += [b.samples[:, 0] for b in mix.read()]
+    return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+def test_tracks_are_resampled_and_mixed_by_arrival_time():
+    clock = Clock()
+    mic, system = ScriptedSource("microphone", 48000, 2), ScriptedSource("system")
+    mix = MixSource(mic, system, clock=clock)
+    mix.open()
+    mixed = drive(mix, clock, tone(440, 4, rate=48000), tone(1000, 4), 4.0)
+    assert abs(len(mixed) / RATE - 4.0) < 0.3  # one timeline, not the sum of both tracks
+    steady = mixed[RATE:]
+    assert band_power(steady, 440) > 0.3 and band_power(steady, 1000) > 0.3
+    levels = mix.track_levels()
+    assert -14 < levels["mic"] < -9 and -14 < levels["system"] < -9  # 0.3 amplitude: about -10.5 dBFS
+    assert mix.gated_seconds == 0
+    mix.close()
+    assert (mic.opened, mic.closed, system.opened, system.closed) == (1, 1, 1, 1)
+
+
+def test_a_silent_track_does_not_stall_the_mix():
+    clock = Clock()
+    mix = MixSource(ScriptedSource("microphone"), ScriptedSource("system"), clock=clock)
+    mix.open()
+    mixed = drive(mix, clock, tone(440, 3), None, 3.0)  # a loopback that delivers nothing
+    assert len(mixed) / RATE > 2.3 and band_power(mixed, 440) > 0.9
+
+
+def test_a_track_that_stalls_gets_silence_not_a_shifted_timeline():
+    clock = Clock()
+    mic, system = ScriptedSource("microphone"), ScriptedSource("system")
+    mix = MixSource(mic, system, clock=clock)
+    mix.open()
+    signal = tone(1000, 6)
+    signal[2 * RATE : 3 * RATE] = np.nan  # marks the second the system track does not deliver
+    out = []
+    for i in range(int(6 / 0.064)):
+        clock.t += 0.064
+        n = int(0.064 * RATE)
+        mic.push(np.zeros(n, np.float32), clock.t)
+        chunk = signal[i * n : (i + 1) * n]
+        if len(chunk) == n and not np.isnan(chunk).any():
+            system.push(chunk, clock.t)
+        out += [b.samples[:, 0] for b in mix.read()]
+    mixed = np.concatenate(out)
+    gap = np.abs(mixed[int(2.3 * RATE) : int(2.8 * RATE)])
+    assert gap.max() == 0.0  # the stall is silence in the mix
+    assert np.abs(mixed[int(4 * RATE) : int(4.5 * RATE)]).max() > 0.25  # and the tone comes back after it
+    assert abs(len(mixed) / RATE - 6.0) < 0.4
+
+
+def test_correlation_measure():
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal(4000).astype(np.float32)
+    frame = 0.3 * ref[1000:2024]
+    assert max_normalized_correlation(frame, ref) > 0.999
+    assert max_normalized_correlation(rng.standard_normal(1024), ref) < 0.2
+    assert max_normalized_correlation(np.zeros(1024), ref) == 0.0
+
+
+def speech_16k() -> np.ndarray:
+    from engine.audio import read_audio
+    from tests.app.conftest import REPO
+
+    return read_audio(REPO / "tests" / "fixtures" / "audio" / "speech.wav")
+
+
+def echo_room(x: np.ndarray, delay_s: float) -> np.ndarray:
+    """``x`` as a microphone hears it from a speaker: delayed, quieter, a reflection, some noise."""
+    rng = np.random.default_rng(1)
+    d, r = int(delay_s * RATE), int((delay_s + 0.007) * RATE)
+    y = np.zeros(len(x) + r, np.float32)
+    y[d : d + len(x)] += 0.35 * x
+    y[r : r + len(x)] += 0.12 * x
+    return (y[: len(x)] + 0.003 * rng.standard_normal(len(x))).astype(np.float32)
+
+
+def test_echo_gate_drops_the_speakers_heard_by_the_mic_and_hints_headphones():
+    clock = Clock()
+    mix = MixSource(ScriptedSource("microphone"), ScriptedSource("system"), clock=clock)
+    mix.open()
+    speech = np.tile(speech_16k(), 2)
+    mixed = drive(mix, clock, echo_room(speech, 0.12), speech, len(speech) / RATE)
+    voiced = np.sum(np.abs(speech) > 0.01) / RATE
+    assert mix.gated_seconds > 0.6 * voiced  # most of the echo is left out ...
+    assert HEADPHONES_HINT in mix.notices()  # ... and the user hears about headphones, once
+    assert mix.notices() == []
+    assert len(mixed)
+
+
+def test_echo_gate_keeps_a_different_voice():
+    from tests.app import fake_engine
+
+    clock = Clock()
+    mix = MixSource(ScriptedSource("microphone"), ScriptedSource("system"), clock=clock)
+    mix.open()
+    speech = np.tile(speech_16k(), 2)
+    local = np.resize(fake_engine.speechlike([(0.8, 0.3), (1.0, 0.4), (0.6, 0.3)]) * 4, len(speech))
+    drive(mix, clock, local, speech, len(speech) / RATE)
+    assert mix.gated_seconds < 0.15  # the person at the microphone is still captioned
+    assert mix.notices() == []
+
+
+def test_gate_thresholds_judge_quiet_frames_as_no_echo():
+    gate = EchoGate()
+    quiet = np.full(1024, 1e-4, np.float32)
+    assert not gate.is_echo(quiet, np.tile(quiet, 2))

@@ -1,0 +1,225 @@
+"""System audio and Both on Linux, end to end through a private PulseAudio server (tests/app/pulse_fixture.py):
+what plays into a null sink is captured through its monitor, by the sources, the GUI path, and the
+unattended ``livecap --source system|both --quit-after`` run with a fixture model."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import srt
+
+from app.sources import AudioSystem, Endpoint
+from app.sources.pulse import PulseSystemSource
+from tests.app import fake_engine
+from tests.app.conftest import REPO
+from tests.app.pulse_fixture import FifoWriter
+
+RATE = 16000
+
+
+def tone(freq: float, seconds: float, amp: float = 0.3, rate: int = RATE) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def band_power(x: np.ndarray, freq: float, rate: int = RATE, width: float = 30.0) -> float:
+    """The fraction of ``x``'s power within ``width`` Hz of ``freq``."""
+    spec = np.abs(np.fft.rfft(x * np.hanning(len(x)))) ** 2
+    freqs = np.fft.rfftfreq(len(x), 1 / rate)
+    return float(spec[np.abs(freqs - freq) < width].sum() / max(spec.sum(), 1e-20))
+
+
+def collect(source, seconds: float, until=None) -> np.ndarray:
+    """Read ``source`` for ``seconds`` (or until ``until()``), returning 16 kHz mono samples."""
+    out = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (until and until()):
+        out += [b.samples.reshape(len(b.samples), -1).mean(axis=1) for b in source.read()]
+        time.sleep(0.02)
+    return np.concatenate(out) if out else np.zeros(0, np.float32)
+
+
+def wait_recording(server, timeout: float = 10.0, count: int = 1) -> None:
+    """Until the server has ``count`` recording streams (so audio played from now on is captured)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        cmd = ["pactl", "list", "short", "source-outputs"]
+        out = subprocess.run(cmd, env=server.env, capture_output=True, text=True, timeout=10)
+        if len(out.stdout.strip().splitlines()) >= count:
+            return
+        time.sleep(0.1)
+    raise AssertionError("livecap never started recording")
+
+
+def test_outputs_and_microphones_by_their_names(pulse_server):
+    audio = AudioSystem(pulse_server.sd)
+    assert audio.system_unavailable() is None and audio.default_kind() == "system"
+    outputs = audio.outputs()
+    assert Endpoint("virt_out", "Virtual Speakers", True) in outputs
+    assert Endpoint("virt_alt", "Virtual Headphones", False) in outputs
+    mics = audio.microphones()
+    assert mics[0] == Endpoint("pulse:fakemic", "Virtual Mic", True)
+    assert not any("Monitor" in m.name for m in mics)  # monitors are outputs, not microphones
+    assert audio.find("system", "headphones") == "virt_alt" and audio.find("mic", "Virtual Mic") == "pulse:fakemic"
+
+
+def test_system_source_captures_what_plays_and_follows_the_default_output(pulse_server):
+    source = AudioSystem(pulse_server.sd).make_source("system")
+    assert isinstance(source, PulseSystemSource)
+    source.open()
+    try:
+        assert "Virtual Speakers" in source.description and source.rate == RATE
+        wait_recording(pulse_server)
+        collect(source, 2.5)  # an idle null sink's monitor starts after about two seconds
+        pulse_server.play(tone(700, 1.5), "virt_out")
+        first = collect(source, 2.0)
+        assert band_power(first, 700) > 0.5
+        pulse_server.pactl("set-default-sink", "virt_alt")  # headphones plugged in
+        collect(source, 1.0, until=lambda: source.switches)
+        assert source.switches == 1 and "Virtual Headphones" in source.notices()[0]
+        wait_recording(pulse_server)
+        collect(source, 2.5)
+        pulse_server.play(tone(1100, 1.5), "virt_alt")
+        second = collect(source, 2.0)
+        assert band_power(second, 1100) > 0.5 and band_power(second, 700) < 0.01
+        assert not source.lost
+    finally:
+        source.close()
+
+
+def test_both_mixes_a_mic_tone_and_a_system_tone(pulse_server):
+    writer = FifoWriter(pulse_server.fifo, tone(440, 8.0), lead=0.0)
+    writer.start()
+    source = AudioSystem(pulse_server.sd).make_source("both", "pulse:fakemic")
+    source.open()
+    try:
+        wait_recording(pulse_server, count=2)
+        collect(source, 2.5)
+        pulse_server.play(tone(1000, 3.0), "virt_out")
+        source.track_levels()
+        mixed = collect(source, 2.0)
+        levels = source.track_levels()
+        assert band_power(mixed, 440) > 0.2 and band_power(mixed, 1000) > 0.2
+        assert levels["mic"] > -20 and levels["system"] > -20  # each tone about -13 dBFS
+        assert source.gated_seconds == 0  # different sounds are no echo
+    finally:
+        source.close()
+        writer.stop.set()
+        writer.join(2)
+
+
+def test_gui_captions_system_audio_and_keeps_going_when_the_default_output_changes(
+    qtbot, pulse_server, journal_dir, settings, speech
+):
+    from app.controller import SessionController
+    from app.main_window import MainWindow
+
+    c = SessionController(loader=fake_engine.load_model, sounddevice=pulse_server.sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=pulse_server.sd)
+    qtbot.addWidget(w)
+    try:
+        assert w.sources.kind == "system"  # a first run: System audio where it is available
+        assert w.sources.output_combo.itemText(0) == "Default output (follows changes)"
+        box = w.sources.output_combo
+        assert "Virtual Headphones" in [box.itemText(i) for i in range(box.count())]
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            w.load_model("fake")
+        meter = []  # what the toolbar's level meter shows after each stats update
+        c.stats_changed.connect(lambda s: meter.append(w.level_meter.level_db))
+        with qtbot.waitSignal(c.state_changed, timeout=5000):
+            w.start_action.trigger()
+        assert "Virtual Speakers" in c.input_description
+        wait_recording(pulse_server)
+        qtbot.wait(2500)
+        assert not c.lines  # nothing plays: no captions
+        player = pulse_server.play(speech, "virt_out")
+        qtbot.waitUntil(lambda: len(c.lines) >= 3, timeout=10000)
+        assert max(meter) > -25 and player.wait(5) == 0  # the meter moved (speech at about -20 dBFS)
+
+        pulse_server.pactl("set-default-sink", "virt_alt")
+        qtbot.waitUntil(lambda: "Virtual Headphones" in w.banner.label.text(), timeout=5000)
+        wait_recording(pulse_server)
+        qtbot.wait(2500)
+        kept = len(c.lines)
+        pulse_server.play(speech, "virt_alt")
+        qtbot.waitUntil(lambda: len(c.lines) >= kept + 3, timeout=10000)
+        assert c.state == "running"
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            c.stop()
+        words = [len(line.text.split()) for line in fake_engine.transcribe(speech)]
+        assert [len(line.text.split()) for line in c.lines[-3:]] == words  # the whole clip, after the switch
+    finally:
+        c.shutdown(5000)
+
+
+def run_unattended(tmp_path, server, source: str, out: str, seconds: float, play=None, *extra: str):
+    """``livecap --source SOURCE --model <Moonshine fixture> --quit-after SECONDS --save-transcript OUT``
+    offscreen against the private server; ``play(server)`` runs once livecap records."""
+    import os
+    import sys
+
+    model = REPO / "tests" / "fixtures" / "models" / "moon_tiny_like"
+    if not (model / "config.json").exists():
+        pytest.skip("the Moonshine fixture model is missing (make fixtures)")
+    env = dict(server.env)
+    env.update(
+        QT_QPA_PLATFORM="offscreen",
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        PYTHONPATH=str(REPO),
+    )
+    env.pop("PULSE_SOURCE", None)
+    cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), "--source", source,
+           *extra, "--model", str(model), "--backend", "numpy", "--quit-after", str(seconds),
+           "--save-transcript", out]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if play is not None:
+            wait_recording(server, timeout=30, count=2 if source == "both" else 1)
+            time.sleep(2.5)  # an idle null sink's monitor delivers its first audio after about two seconds
+            play(server)
+        stdout, stderr = proc.communicate(timeout=seconds + 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "Traceback" not in stderr, stderr
+    assert proc.returncode == 0, stderr
+    assert os.path.exists(out)
+    return stderr
+
+
+@pytest.fixture(scope="module")
+def speech_clip() -> np.ndarray:
+    from engine.audio import read_audio
+
+    return read_audio(REPO / "tests" / "fixtures" / "audio" / "speech.wav")
+
+
+def test_unattended_system_audio_run_captions_speech_and_not_silence(tmp_path, pulse_server, speech_clip):
+    out = tmp_path / "speech.srt"
+    run_unattended(tmp_path, pulse_server, "system", str(out), 9,
+                   lambda server: server.play(np.concatenate([speech_clip, np.zeros(RATE, np.float32)]), "virt_out"))
+    cues = list(srt.parse(out.read_text(encoding="utf-8")))
+    assert cues and all(cue.content.strip() for cue in cues)
+
+    quiet = tmp_path / "quiet.srt"
+    run_unattended(tmp_path, pulse_server, "system", str(quiet), 6)
+    assert list(srt.parse(quiet.read_text(encoding="utf-8"))) == []
+
+
+def test_unattended_both_run_captions_the_microphone_part_of_the_mix(tmp_path, pulse_server, speech_clip):
+    writer = FifoWriter(pulse_server.fifo, np.concatenate([speech_clip, np.zeros(RATE, np.float32)]), wait=True)
+    writer.start()
+    out = tmp_path / "both.srt"
+    try:
+        stderr = run_unattended(tmp_path, pulse_server, "both", str(out), 9, lambda server: writer.go.set(),
+                                "--device", "Virtual Mic")
+    finally:
+        writer.stop.set()
+        writer.join(2)
+    cues = list(srt.parse(out.read_text(encoding="utf-8")))
+    assert writer.done.is_set() and cues, stderr

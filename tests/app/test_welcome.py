@@ -1,0 +1,178 @@
+"""The first-run welcome in the main window, against the loopback fake hub: download the recommended model,
+then Start is one key away; cancel and resume; a plain sentence when the hub cannot be reached or offline."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+
+from app.main_window import MainWindow
+from app.settings import Key
+from tests.app.test_model_dialog import _catalog_entry, serve_catalog
+from tests.fakehub import FakeHub, block_network, hub_env
+
+GIB = 1 << 30
+
+
+@pytest.fixture
+def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    block_network(monkeypatch)
+    from engine.catalog import Machine
+
+    # This computer, as the recommendation sees it: 16 GB, 2 cores, no Apple GPU -> Moonshine small.
+    monkeypatch.setattr(Machine, "current", classmethod(lambda cls: Machine(16 * GIB, False, 2)))
+    with FakeHub() as hub:
+        hub_env(monkeypatch, hub, tmp_path / "hf")
+        serve_catalog(hub)
+        yield hub
+
+
+@pytest.fixture
+def window(qtbot, fake, controller, settings, fake_sd):
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    w.show()
+    qtbot.waitExposed(w)
+    yield w
+    if w.welcome.job is not None:
+        w.welcome.job.cancel()
+        w.welcome.job.wait(5)
+
+
+def _wait_job(qtbot, welcome, timeout=15000):
+    qtbot.waitUntil(lambda: welcome.job is not None and not welcome.busy and welcome.cancel_button.isHidden(),
+                    timeout=timeout)
+
+
+def _plain(text: str) -> None:
+    """A sentence for people: no errno, no exception name, no raw error text in brackets, no traceback."""
+    assert text and "(" not in text and "[" not in text
+    assert not re.search(r"errno|\[Err|Error\b|Exception|Traceback|refused|\(\w+Error", text, re.IGNORECASE), text
+
+
+def test_welcome_downloads_the_recommended_model_then_space_starts(qtbot, window, fake, settings):
+    small = _catalog_entry("moonshine-streaming-small")
+    w = window.welcome
+    assert window.caption_stack.currentWidget() is w and w.isVisible()
+    assert "Moonshine Streaming small" in w.model_label.text()
+    assert "562 MB" in w.model_label.text() and "English only" in w.model_label.text()
+    assert w.download_button.text() == "Download (562 MB)" and w.download_button.isEnabled()
+    assert window.focusWidget() is w.download_button  # Enter or Space downloads
+    assert w.folder_button.isVisible() and w.folder_button.text() == "Add a model folder\u2026"
+
+    fake.rate = 3_000_000
+    seen = []
+    with qtbot.waitSignal(window.controller.model_changed, timeout=20000):
+        w.download_button.click()
+        job = w.job
+        job.progress.connect(lambda p: seen.append((p.done, w.progress_bar.value(), w.progress_label.text())))
+        assert not w.progress_bar.isHidden() and not w.cancel_button.isHidden() and w.download_button.isHidden()
+    assert seen and any(" of " in text for _, _, text in seen)
+    assert [d for d, _, _ in seen] == sorted(d for d, _, _ in seen)
+    # the model is selected and loaded: the captions replace the welcome, Space starts
+    assert settings.value(Key.MODEL_SOURCE) == small.repo_id
+    assert window.controller.model.source == small.repo_id
+    assert window.caption_stack.currentWidget() is window.caption_view
+    assert window.start_action.isEnabled()
+    assert "Space" in window.caption_view.hint()
+    assert window.focusWidget() is window.caption_view
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        QTest.keyClick(window.focusWidget(), Qt.Key.Key_Space)
+    assert window.controller.state == "running"
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
+
+
+def test_cancel_keeps_the_part_and_resume_finishes(qtbot, window, fake):
+    w = window.welcome
+    fake.rate = 4_000_000
+    w.download_button.click()
+    # past huggingface_hub's 10 MB write step of the (padded) weights, so the cancel keeps a part
+    qtbot.waitUntil(lambda: w._last is not None and w._last.file == "model.safetensors"
+                    and w._last.done > 12_000_000, timeout=20000)
+    w.cancel_button.click()
+    _wait_job(qtbot, w)
+    assert "kept" in w.progress_label.text()
+    assert w.download_button.text() == "Resume download (562 MB)" and w.download_button.isEnabled()
+    assert window.controller.model is None and window.caption_stack.currentWidget() is w
+    fake.rate = None
+    fake.requests.clear()
+    with qtbot.waitSignal(window.controller.model_changed, timeout=20000):
+        w.download_button.click()
+    ranges = [r.headers.get("range") for r in fake.served("GET", "model.safetensors")]
+    assert ranges and ranges[0] and ranges[0].startswith("bytes=")
+
+
+def test_unreachable_hub_is_a_plain_sentence(qtbot, window, fake):
+    w = window.welcome
+    fake.down = True
+    w.download_button.click()
+    _wait_job(qtbot, w)
+    text = w.message()
+    _plain(text)
+    assert "cannot be reached" in text and "Check that this computer is online" in text
+    assert "folder" in text and "without a connection" in text
+    assert w.download_button.isEnabled() and w.download_button.isVisible()
+    assert window.controller.model is None
+
+    fake.down = False  # the connection is back: the same button tries again
+    with qtbot.waitSignal(window.controller.model_changed, timeout=20000):
+        w.download_button.click()
+    assert w.message() == ""
+
+
+def test_offline_mode_says_so_and_offers_folders(qtbot, fake, controller, settings, fake_sd, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    fake.requests.clear()
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    _plain(w.welcome.message())
+    assert "Offline mode is on" in w.welcome.message() and "folder" in w.welcome.message()
+    assert not w.welcome.download_button.isEnabled()
+    assert fake.requests == []
+
+
+def test_installed_recommendation_is_one_click_and_folder_button(qtbot, window, fake, monkeypatch):
+    from PySide6.QtWidgets import QFileDialog
+
+    from engine import install
+
+    e = _catalog_entry("moonshine-streaming-small")
+    install.install_model(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns, required=e.required_files)
+    window.welcome.refresh()
+    assert window.welcome.download_button.text() == "Use Moonshine Streaming small"
+    asked = []
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a: asked.append(a) or ""))
+    window.welcome.folder_button.click()
+    assert asked  # "Add a model folder..." asks for a folder
+    with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
+        window.welcome.download_button.click()
+    assert window.controller.model.source == e.repo_id
+
+
+def test_a_failed_load_brings_the_welcome_back(qtbot, window):
+    with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
+        window.load_model("fake-moonshine")
+    assert window.caption_stack.currentWidget() is window.caption_view
+    with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
+        window.load_model("/nowhere/broken")
+    assert window.caption_stack.currentWidget() is window.welcome
+
+
+@pytest.mark.parametrize("exc_name", ["HubUnreachableError", "OSError", "ConnectionError", "HubError", "RuntimeError"])
+def test_download_problem_never_shows_raw_errors(fake, exc_name):
+    from app.hub_messages import download_problem
+    from engine import hub as H
+
+    exc = {
+        "HubUnreachableError": H.HubUnreachableError("The hub at x cannot be reached ([Errno 111] Connection refused)"),
+        "OSError": OSError(111, "Connection refused"),
+        "ConnectionError": ConnectionError("[Errno 104] reset"),
+        "HubError": H.HubError("Downloading a/b failed (KeyError: 'etag')."),
+        "RuntimeError": RuntimeError("boom"),
+    }[exc_name]
+    _plain(download_problem(exc, "Moonshine Streaming small"))
