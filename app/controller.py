@@ -89,6 +89,7 @@ class SessionController(QObject):
         self._resumed_at: float | None = None
         self._partial: CaptionEvent | None = None
         self._lost_text = ""
+        self._keep_backup = False
 
         if self.store is not None:
             self.store.repair()
@@ -318,13 +319,22 @@ class SessionController(QObject):
         )
         self.silence_hint.emit()
 
+    def keep_session_backup(self) -> None:
+        """Called from a ``session_finished`` handler: leave this session's journal unfinished (every line
+        in it is already on disk), so that the next start offers the lines for recovery. For a final save
+        of the transcript that failed."""
+        self._keep_backup = True
+
     @Slot(str)
     def _on_session_finished(self, reason: str) -> None:
         if self._partial is not None:
             self._partial = None
             self.partial_changed.emit(None)
+        self._keep_backup = False
+        self.session_finished.emit(reason)  # handlers run now (direct connections) and may keep the backup
+        if self._keep_backup:
+            self._journal = None  # dropped without its end record: still "unfinished" on disk
         self._close_session_files()
-        self.session_finished.emit(reason)
 
     # -- files ------------------------------------------------------------------------------------
     def _open_session(self, spec: SessionSpec) -> SessionSpec:

@@ -2,13 +2,16 @@
 
 There is no thread: the engine worker calls ``read()`` on every tick and gets the blocks whose time has
 come. When the worker falls behind, the due blocks pile up and are all returned later, so a replay never
-loses audio (the backlog shows as "can't keep up" instead).
+loses audio (the backlog shows as "can't keep up" instead). The file is decoded as its audio becomes due
+(``engine.audio.open_audio``), so an hour-long recording takes no more memory than a short one.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,42 +19,50 @@ from app.capture import Block
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError, LivecapError
 
+log = logging.getLogger(__name__)
+
 BLOCK_SECONDS = 0.1
 
 
 class FileSource:
-    """A file replayed at ``speed`` times real time. ``open()`` reads it (``engine.audio.read_audio``)."""
+    """A file replayed at ``speed`` times real time. ``open()`` opens it (``engine.audio.open_audio``): the
+    audio is decoded as it becomes due, a few seconds at a time, never the whole file at once."""
 
     kind = "file"
 
     def __init__(self, path: str | Path, speed: float = 1.0) -> None:
-        if not speed > 0:
-            raise ValueError("speed must be positive")
+        if not 0 < speed < float("inf"):
+            raise ValueError("speed must be a positive number")
         self.path = Path(path)
         self.speed = float(speed)
         self.rate = SAMPLE_RATE
         self.description = self.path.name
-        self._audio = np.zeros(0, dtype=np.float32)
-        self._pos = 0
+        self._stream: Any = None
+        self._pending = np.zeros(0, dtype=np.float32)  # decoded, not yet handed out
+        self._pos = 0  # samples handed out
+        self._total: int | None = None  # known once the stream ended
         self._t0: float | None = None
         self._paused_at: float | None = None
 
     def open(self) -> None:
-        """Read the file and start the clock (raises ``AudioError`` with one sentence when unreadable)."""
-        from engine.audio import read_audio
+        """Open the file and start the clock (raises ``AudioError`` with one sentence when unreadable)."""
+        from engine.audio import open_audio
 
         if self._t0 is not None and self._paused_at is not None:  # resume after pause
             self._t0 += time.monotonic() - self._paused_at
             self._paused_at = None
             return
         try:
-            audio = read_audio(self.path)
+            stream = open_audio(self.path)
         except LivecapError:
             raise
         except OSError as exc:
             raise AudioError(f"The audio file {self.path.name} could not be read.") from exc
-        self._audio = np.ascontiguousarray(audio, dtype=np.float32).reshape(-1)
+        self._release()
+        self._stream = stream
+        self._pending = np.zeros(0, dtype=np.float32)
         self._pos = 0
+        self._total = None
         self._t0 = time.monotonic()
         self.description = f"{self.path.name} (replay{'' if self.speed == 1 else f' ×{self.speed:g}'})"
 
@@ -64,23 +75,49 @@ class FileSource:
         """The blocks that are due by now (at most about ``max_seconds``), oldest first."""
         if self._t0 is None or self._paused_at is not None:
             return []
-        now = time.monotonic()
-        due = min(len(self._audio), int((now - self._t0) * self.speed * self.rate))
+        due = self._due(time.monotonic())
         if max_seconds is not None:
             due = min(due, self._pos + int(max_seconds * self.rate))
+        audio = self._take(due - self._pos)
         step = int(BLOCK_SECONDS * self.rate)
         out = []
-        while self._pos < due:
-            end = min(due, self._pos + step)
-            arrived = self._t0 + end / (self.rate * self.speed)
-            out.append(Block(self._audio[self._pos : end].reshape(-1, 1), self.rate, arrived))
-            self._pos = end
+        for start in range(0, len(audio), step):
+            end = min(len(audio), start + step)
+            arrived = self._t0 + (self._pos + end) / (self.rate * self.speed)
+            out.append(Block(audio[start:end].reshape(-1, 1), self.rate, arrived))
+        self._pos += len(audio)
         return out
+
+    def _due(self, now: float) -> int:
+        due = int((now - self._t0) * self.speed * self.rate)
+        return min(due, self._total) if self._total is not None else due
+
+    def _take(self, n: int) -> np.ndarray:
+        """Up to ``n`` samples from the stream (fewer only at its end, which is then recorded)."""
+        if n <= 0:
+            return np.zeros(0, dtype=np.float32)
+        if len(self._pending) < n and self._stream is not None:
+            try:
+                more = self._stream.read(n - len(self._pending))
+            except (LivecapError, OSError):  # the file broke off (a removed drive, ...): end at what was read
+                log.warning("reading %s failed; the replay ends here", self.path, exc_info=True)
+                more = np.zeros(0, dtype=np.float32)
+            self._pending = np.concatenate([self._pending, more]) if len(self._pending) else more
+            if len(self._pending) < n:  # the audio ended
+                self._total = self._pos + len(self._pending)
+                self._release()
+        out, self._pending = self._pending[:n], self._pending[n:]
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+    def _release(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
 
     @property
     def ended(self) -> bool:
         """True once every sample has been handed out."""
-        return self._t0 is not None and self._pos >= len(self._audio)
+        return self._t0 is not None and self._total is not None and self._pos >= self._total
 
     @property
     def lost(self) -> bool:
@@ -92,10 +129,13 @@ class FileSource:
 
     @property
     def backlog_seconds(self) -> float:
-        """Seconds of audio that are due but not yet handed out."""
+        """Seconds of audio that are due but not yet handed out (bounded by the file's length when known)."""
         if self._t0 is None or self._paused_at is not None:
             return 0.0
-        due = min(len(self._audio), int((time.monotonic() - self._t0) * self.speed * self.rate))
+        due = self._due(time.monotonic())
+        duration = getattr(self._stream, "duration", None)
+        if duration is not None:
+            due = min(due, int(duration * self.rate))
         return max(due - self._pos, 0) / self.rate
 
     @property

@@ -8,9 +8,8 @@ import sys
 from PySide6.QtCore import QObject, QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.export import export
 from app.main_window import MainWindow
-from app.worker import user_message
+from app.replay import save_transcript
 
 
 class CaptureRun(QObject):
@@ -48,12 +47,8 @@ class CaptureRun(QObject):
         if not self._started or self.exit_code is not None:
             return
         code = 0 if reason != "error" else 1
-        if self.save_to:
-            try:
-                export(self.window.controller.lines, self.save_to)
-            except Exception as exc:  # one sentence, no traceback
-                print(f"livecap: {user_message(exc, 'The transcript could not be saved')}", file=sys.stderr)
-                code = 1
+        if self.save_to and not save_transcript(self.window, self.save_to):
+            code = 1
         self._end(code)
 
     def fail(self, text: str, code: int) -> None:

@@ -13,6 +13,9 @@ the app exits when the file ends: 0 ok, 1 the transcript could not be written or
 2 usage, 3 model problem, 4 audio problem. ``--source`` picks what to caption for this run (System audio,
 the microphone, or both mixed; ``--device`` names the microphone, or the output for ``system``), and with
 ``--quit-after`` the capture runs unattended for that many seconds, then saves and exits the same way.
+The file and the transcript's path are checked before the
+replay starts; when the final write still fails, the session's backup stays unfinished, so the next
+start offers its lines for recovery.
 """
 
 from __future__ import annotations
@@ -81,6 +84,27 @@ def load_factory(spec: str) -> Any:
     return getattr(module, attr)
 
 
+def check_replay_args(audio: str | None, save_to: str | None) -> int:
+    """Before anything starts: the file to replay must open and the transcript's path must be writable
+    (not the input itself, format by extension, folder exists, a file can be created there). Prints one
+    sentence and returns the exit code (4 audio, 2 usage) when not; 0 when fine."""
+    from engine.errors import LivecapError
+
+    try:
+        if save_to:
+            from engine.transcript.export import check_target
+
+            check_target(save_to, source=audio)
+        if audio:
+            from engine.audio import open_audio
+
+            open_audio(audio).close()
+    except LivecapError as exc:
+        print(f"livecap: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the app; returns the exit code."""
     args = build_parser().parse_args(argv)
@@ -97,10 +121,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"livecap: the engine factory could not be loaded ({exc}).", file=sys.stderr)
             return 2
         return sessions_cli.run(args, loader)
-    if args.speed <= 0:
-        print("livecap: --speed must be positive.", file=sys.stderr)
+    if not 0 < args.speed < float("inf"):
+        print("livecap: --speed must be a positive number.", file=sys.stderr)
         return 2
-    if args.quit_after is not None and (args.input or not args.quit_after > 0):
+    if args.quit_after is not None and (args.input or not 0 < args.quit_after < float("inf")):
         print("livecap: --quit-after takes positive seconds and captures live (not with --input).", file=sys.stderr)
         return 2
     if (args.save_transcript and not (args.input or args.quit_after)) or (args.quit_at_end and not args.input):
@@ -109,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    code = check_replay_args(args.input, args.save_transcript)
+    if code:
+        return code
 
     from PySide6.QtCore import QCoreApplication
     from PySide6.QtWidgets import QApplication

@@ -61,7 +61,10 @@ from app.worker import SessionSpec, Stats
 
 log = logging.getLogger(__name__)
 
-AUDIO_FILTER = "WAV audio (*.wav);;All files (*)"
+AUDIO_FILTER = (
+    "Audio and video (*.wav *.flac *.ogg *.oga *.opus *.mp3 *.m4a *.aac *.mp4 *.m4v *.mov *.mkv *.webm);;"
+    "All files (*)"
+)
 SILENT_DB = -90.0  # the level meter's floor: exact digital silence
 CAPTION_SIZE_STEP = 2
 

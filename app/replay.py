@@ -12,9 +12,25 @@ from app.main_window import MainWindow
 from engine.errors import user_message
 
 
+def save_transcript(window: MainWindow, save_to: str) -> bool:
+    """Write the session's lines to ``save_to`` (format by extension) at the end of an unattended run. On
+    failure: one sentence in the window and on stderr, the session's journal left unfinished so that its lines
+    are offered for recovery at the next start, and False."""
+    try:
+        export(window.controller.lines, save_to)
+    except Exception as exc:  # one sentence, no traceback; the lines stay in the session backup
+        window.controller.keep_session_backup()
+        kept = "Its lines are kept and offered for recovery at the next start."
+        window.show_message("error", user_message(exc, f"The transcript could not be saved to {save_to}") + " " + kept)
+        print(f"livecap: {user_message(exc, 'The transcript could not be saved')} {kept}", file=sys.stderr)
+        return False
+    return True
+
+
 class ReplayRun(QObject):
     """Starts the replay once the model is loaded; when the file ends writes ``save_to`` (format by its
-    extension) and, with ``quit_at_end``, exits the app. ``exit_code`` is None until the run ends."""
+    extension) and, with ``quit_at_end``, exits the app. ``exit_code`` is None until the run ends. When that
+    write fails, the session's journal is left unfinished (``keep_session_backup``) for recovery."""
 
     def __init__(
         self,
@@ -48,15 +64,8 @@ class ReplayRun(QObject):
         if not self._started or self.exit_code is not None:
             return
         code = 0 if reason != "error" else 1
-        if self.save_to:
-            try:
-                export(self.window.controller.lines, self.save_to)
-            except Exception as exc:  # one sentence, no traceback
-                self.window.show_message(
-                    "error", user_message(exc, f"The transcript could not be saved to {self.save_to}")
-                )
-                print(f"livecap: {user_message(exc, 'The transcript could not be saved')}", file=sys.stderr)
-                code = 1
+        if self.save_to and not save_transcript(self.window, self.save_to):
+            code = 1
         self._end(code)
 
     def fail(self, text: str, code: int) -> None:

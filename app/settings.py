@@ -8,6 +8,7 @@ setting ``shortcuts/<name>`` in the INI file.
 from __future__ import annotations
 
 import enum
+import math
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +94,17 @@ class Settings:
         return self._qs.fileName()
 
     def value(self, key: Key) -> Any:
-        """The stored value converted to the type of ``key.default`` (the default when missing or bad)."""
-        raw = self._qs.value(key.key)
-        return _coerce(raw, key.default)
+        """The stored value converted to the type of ``key.default`` (the default when missing or bad);
+        numbers are finite and kept within ``RANGES`` where the key has one."""
+        try:
+            raw = self._qs.value(key.key)
+        except (RuntimeError, ValueError, OverflowError):  # a value Qt cannot turn into a Python object
+            return key.default
+        value = _coerce(raw, key.default)
+        bounds = RANGES.get(key)
+        if bounds is not None:
+            value = type(key.default)(min(max(value, bounds[0]), bounds[1]))
+        return value
 
     def set_value(self, key: Key, value: Any) -> None:
         """Store ``value`` (it must have the type of ``key.default``; bytes may be a QByteArray)."""
@@ -118,6 +127,17 @@ class Settings:
         self._qs.sync()
 
 
+#: Usable ranges of numeric keys: a value outside is brought to the nearest end (a hand-edited or corrupt
+#: INI file must not give a 100000-point or negative font).
+RANGES: dict[Key, tuple[float, float]] = {
+    Key.CAPTION_FONT_SIZE: (6, 200),
+    Key.OVERLAY_FONT_SIZE: (6, 200),
+    Key.OVERLAY_LINES: (2, 5),
+    Key.OVERLAY_OPACITY: (0.0, 1.0),
+}
+_INT_LIMIT = 1 << 31
+
+
 def _coerce(raw: Any, default: Any) -> Any:
     if raw is None:
         return default
@@ -127,13 +147,15 @@ def _coerce(raw: Any, default: Any) -> Any:
                 return raw.strip().lower() in ("1", "true", "yes", "on")
             return bool(raw)
         if isinstance(default, int):
-            return int(raw)
+            value = int(raw)
+            return value if -_INT_LIMIT <= value < _INT_LIMIT else default
         if isinstance(default, float):
-            return float(raw)
+            value = float(raw)
+            return value if math.isfinite(value) else default
         if isinstance(default, bytes):
             if isinstance(raw, QByteArray):
                 return bytes(raw.data())
             return bytes(raw) if isinstance(raw, (bytes, bytearray)) else default
         return str(raw)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return default

@@ -33,8 +33,11 @@ class SessionStatusBar(QStatusBar):
         self.state_label = QLabel("", self)
         self.state_label.setObjectName("stateLabel")
         self.state_label.hide()
+        self.invalid_label = QLabel("", self)
+        self.invalid_label.setObjectName("invalidAudioLabel")
+        self.invalid_label.hide()
         self.addWidget(self.input_label, 1)
-        for label in (self.state_label, self.keepup_label, self.latency_label, self.elapsed_label,
+        for label in (self.state_label, self.invalid_label, self.keepup_label, self.latency_label, self.elapsed_label,
                       self.model_label):
             self.addPermanentWidget(label)
         self._latency: float | None = None
@@ -75,10 +78,22 @@ class SessionStatusBar(QStatusBar):
         self._latency = None
         self.latency_label.setText("Latency \u2013")
         self.keepup_label.hide()
+        self.invalid_label.hide()
         self.set_elapsed(0)
 
     def set_stats(self, stats: Stats) -> None:
-        """Show latency (smoothed) and the keep-up state: backlog over 2 s or any dropped audio."""
+        """Show latency (smoothed), the keep-up state (backlog over 2 s or any dropped audio) and any
+        invalid (NaN/inf) audio the engine replaced by silence."""
+        if stats.invalid_samples:
+            from engine.audio.finite import describe
+
+            ms = stats.invalid_samples / 16
+            self.invalid_label.setText(
+                f"\u26a0 {ms:.0f} ms of invalid audio silenced" if ms < 10_000
+                else f"\u26a0 {ms / 1000:.1f} s of invalid audio silenced"
+            )
+            self.invalid_label.setToolTip(describe(stats.invalid_samples) + " The input device or file is faulty.")
+            self.invalid_label.show()
         if stats.latency_s is not None:
             self._latency = (
                 stats.latency_s if self._latency is None else 0.8 * self._latency + 0.2 * stats.latency_s

@@ -90,6 +90,7 @@ class Stats:
     dropped_s: float  # audio dropped because the queue was full (this session)
     audio_s: float  # audio fed to the session so far
     tracks: dict[str, float] | None = None  # "Both": each input's level, dBFS ({"mic": .., "system": ..})
+    invalid_samples: int = 0  # NaN/inf/huge samples the engine replaced by silence (this session)
 
 
 def default_loader(source: str, *, backend: str = "auto") -> Model:
@@ -353,7 +354,10 @@ class EngineWorker(QObject):
     def _track_level(self, samples: np.ndarray) -> None:
         if samples.size == 0:
             return
-        self._level_sq += float(np.dot(samples.reshape(-1), samples.reshape(-1)))
+        flat = samples.reshape(-1)
+        if not np.isfinite(flat).all():  # NaN/inf: the engine silences them; the meter ignores them
+            flat = np.where(np.isfinite(flat), flat, np.float32(0.0))
+        self._level_sq += float(np.dot(flat, flat))
         self._level_n += samples.size
         if self._source is not None and self._source.kind == "microphone":
             if not np.any(samples):
@@ -394,7 +398,8 @@ class EngineWorker(QObject):
         dropped = self._dropped_before + (source.dropped_seconds if source is not None else 0.0)
         backlog = source.backlog_seconds if source is not None else 0.0
         tracks = source.track_levels() if hasattr(source, "track_levels") else None
-        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / SAMPLE_RATE, tracks))
+        invalid = int(getattr(self._session, "invalid_samples", 0) or 0)
+        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / SAMPLE_RATE, tracks, invalid))
 
     def _handle_loss(self) -> None:
         source = self._source

@@ -10,6 +10,7 @@ from pathlib import Path
 from .backends import Backend, get_backend
 from .errors import UsageError
 from .formats import detect
+from .models.checks import check_config
 
 DTYPES = ("float32", "float16", "bfloat16")
 
@@ -33,6 +34,7 @@ def check_options(backend: str, dtype: str | None, quantize: int | None) -> Back
 def build_model(folder: Path, B: Backend, dtype: str | None = None, quantize: int | None = None, **options):
     """The model in the local ``folder`` on backend ``B`` (options as for ``engine.load_model``)."""
     family, dialect, cfg = detect(folder)
+    check_config(cfg, f"The {'params' if dialect == 'mistral' else 'config'}.json in {folder}")
     if family == "moonshine_streaming":
         from .models import moonshine
 

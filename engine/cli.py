@@ -1,13 +1,17 @@
-"""``livecap-transcribe``: transcribe a WAV file (or raw float32 on stdin) through a streaming session.
+"""``livecap-transcribe``: transcribe an audio file (or raw float32 on stdin) through a streaming session.
 
-Exit codes: 0 ok, 2 usage, 3 model problem, 4 audio problem; errors are one sentence on stderr.
-Set LIVECAP_DEBUG=1 to see tracebacks of unexpected errors.
+The audio is decoded and fed block by block (``engine.audio.open_audio``), so memory does not grow with
+the file's length. ``-o`` replaces its file atomically (``engine.transcript.write_text_atomic``): a failed
+write leaves the old file as it was. Exit codes: 0 ok, 1 the output could not be written, 2 usage, 3 model
+problem, 4 audio problem; errors are one sentence on stderr. Set LIVECAP_DEBUG=1 to see tracebacks of
+unexpected errors.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -27,7 +31,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's arguments (design.md)."""
     p = _Parser(prog=PROG, description="Transcribe audio with a streaming speech recogniser.")
-    p.add_argument("audio", metavar="AUDIO", help="a WAV file, or - for raw float32 16 kHz mono on stdin")
+    p.add_argument("audio", metavar="AUDIO",
+                   help="an audio or video file (WAV, FLAC, OGG, MP3, M4A, MP4, ...), or - for raw float32 "
+                        "16 kHz mono on stdin")
     p.add_argument("--model", required=True, metavar="SOURCE", help="a model folder or a hub repo id")
     p.add_argument("--backend", default="auto", choices=("auto", "mlx", "numpy"))
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"))
@@ -45,47 +51,75 @@ def build_parser() -> argparse.ArgumentParser:
 def run(argv: list[str] | None = None) -> int:
     """Parse, transcribe, print; raises LivecapError subclasses for the caller to report."""
     args = build_parser().parse_args(argv)
-    if args.chunk_ms <= 0:
-        raise UsageError("--chunk-ms must be positive.")
-    from .audio import read_audio
+    if not 0 < args.chunk_ms < math.inf:
+        raise UsageError("--chunk-ms must be a positive number of milliseconds.")
+    check_output(args.audio, args.output)
+    from .audio import open_audio
     from .loader import load_model
 
-    audio = read_audio(args.audio)
-    model = load_model(args.model, backend=args.backend, dtype=args.dtype, quantize=args.quantize)
-    options: dict = {}
-    if model.family == "voxtral_realtime":
-        if args.no_vad:
-            raise UsageError("--no-vad applies to Moonshine models only.")
-        if args.delay_ms is not None:
-            if args.delay_ms not in VOXTRAL_DELAYS:
-                raise UsageError("--delay-ms must be a multiple of 80 from 80 to 1200, or 2400.")
-            options["delay_ms"] = args.delay_ms
-    else:
-        if args.delay_ms is not None:
-            raise UsageError("--delay-ms applies to Voxtral models only.")
-        options["vad"] = not args.no_vad
-        if not args.no_vad and not args.realtime:
-            options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
-    session = model.start_session(**options)
-    lines = []
-    step = max(1, int(round(args.chunk_ms * (SAMPLE_RATE / 1000))))
-    t0 = time.monotonic()
-    for i in range(0, len(audio), step):
-        if args.realtime:
-            wait = t0 + i / SAMPLE_RATE - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-        for ev in session.feed(audio[i : i + step]):
-            lines.extend(ev.committed)
-    for ev in session.finish():
-        lines.extend(ev.committed)
+    with open_audio(args.audio) as audio:
+        model = load_model(args.model, backend=args.backend, dtype=args.dtype, quantize=args.quantize)
+        options: dict = {}
+        if model.family == "voxtral_realtime":
+            if args.no_vad:
+                raise UsageError("--no-vad applies to Moonshine models only.")
+            if args.delay_ms is not None:
+                if args.delay_ms not in VOXTRAL_DELAYS:
+                    raise UsageError("--delay-ms must be a multiple of 80 from 80 to 1200, or 2400.")
+                options["delay_ms"] = args.delay_ms
+            options["keep_tokens"] = args.tokens
+        else:
+            if args.delay_ms is not None:
+                raise UsageError("--delay-ms applies to Voxtral models only.")
+            options["vad"] = not args.no_vad
+            if not args.no_vad and not args.realtime:
+                options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
+        session = model.start_session(**options)
+        step = min(max(1, round(args.chunk_ms * SAMPLE_RATE / 1000)), 1 << 24)
+        lines = transcribe(session, audio, step, args.realtime)
+    bad = getattr(session, "invalid_samples", 0)
+    if bad:
+        from .audio.finite import describe
+
+        print(f"{PROG}: warning: {describe(bad)}", file=sys.stderr)
     text = render(model, session, lines, args)
     if args.output:
-        _write(args.output, text)
+        from .transcript.export import write_text_atomic
+
+        write_text_atomic(args.output, text)
     else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        _write_stdout(text)
     return 0
+
+
+def transcribe(session, audio, step: int, realtime: bool = False) -> list:
+    """Feed ``audio`` (an ``AudioStream``) in chunks of ``step`` samples, then finish; the committed lines."""
+    lines = []
+    fed = 0
+    t0 = time.monotonic()
+    while True:
+        chunk = audio.read(step)
+        if not len(chunk):
+            break
+        if realtime:
+            wait = t0 + fed / 16000 - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)
+        for ev in session.feed(chunk):
+            lines.extend(ev.committed)
+        fed += len(chunk)
+    for ev in session.finish():
+        lines.extend(ev.committed)
+    return lines
+
+
+def check_output(audio: str, output: str | None) -> None:
+    """Refuse an output that would overwrite the input (the same file, also through links) or that cannot
+    be written (its folder is missing, ...), before any work: UsageError."""
+    if output:
+        from .transcript.export import check_target
+
+        check_target(output, need_format=False, source=audio)
 
 
 def render(model, session, lines, args) -> str:
@@ -103,12 +137,22 @@ def render(model, session, lines, args) -> str:
     return format_transcript([ln for ln in lines if ln.text], args.format)
 
 
-def _write(path: str, text: str) -> None:
+def _write_stdout(text: str) -> None:
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+        except OSError:
+            pass
     except OSError as e:
-        raise LivecapError(f"Cannot write {path}: {e.strerror or e}.") from e
+        reason = (e.strerror or str(e)).rstrip(".").lower()
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the text that did not fit is dropped at exit
+        except OSError:
+            pass
+        raise LivecapError(f"Cannot write to standard output: {reason}.") from None
 
 
 def main(argv: list[str] | None = None) -> int:

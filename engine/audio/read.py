@@ -1,54 +1,407 @@
-"""``read_audio``: any supported WAV file, or raw float32 on stdin, as float32 mono 16 kHz."""
+"""Audio input: any supported file, or raw float32 on stdin, streamed as 16 kHz mono float32 blocks.
+
+:func:`open_audio` returns an :class:`AudioStream`; :func:`read_audio` reads a whole (short) file. The
+decoder is chosen by the file's first bytes, not by its name:
+
+- WAV / RF64 (PCM, float): ``engine.audio.wav`` (works on pipes, reads what a truncated file holds);
+- FLAC, OGG (Vorbis, Opus), AIFF, ...: soundfile (libsndfile, bundled in its wheels);
+- MP3 and anything else FFmpeg opens, for its first audio stream (M4A/AAC, MP4, MOV, MKV, WebM, ...):
+  PyAV (imported only for such files; its wheels bundle FFmpeg). MP3 goes to FFmpeg although libsndfile
+  reads it: libsndfile 1.2.2 (soundfile 0.14's wheels) inserts ~50 ms of silence at every read boundary in
+  MP3 files without a Xing/Info header (tests/engine/audio/test_formats.py writes such a file).
+
+Every decoder hands over blocks of the same number of native frames, which are downmixed (mean) and
+resampled by one streaming soxr filter (``engine.audio.Resampler``), so a lossless file gives exactly the
+samples of the same audio stored as WAV, and memory stays at a few blocks however long the file.
+benchmarks/RESULTS.md ("Audio decoding") has the speed and memory of each path on an hour of audio.
+"""
 
 from __future__ import annotations
 
 import io
+import logging
 import os
 import sys
+from collections.abc import Iterator
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
-from engine.audio.resample import SAMPLE_RATE, downmix, resample
-from engine.audio.wav import decode_wav
+from engine.audio.resample import SAMPLE_RATE, Resampler
+from engine.audio.wav import WavReader
 from engine.errors import AudioError, os_reason
 
+log = logging.getLogger(__name__)
 
-def read_audio(path_or_dash: str | os.PathLike[str]) -> np.ndarray:
-    """Read audio as float32 mono at 16 kHz.
+SUPPORTED = "WAV, FLAC, OGG (Vorbis, Opus), MP3, M4A/AAC, and the audio of MP4, MOV, MKV and WebM videos"
+MIN_RATE = 1000
+MAX_RATE = 768000
+BLOCK_SAMPLES = 1 << 18  # native samples (all channels) per decoded block: 1 MiB of float32
+OUT_BLOCK = SAMPLE_RATE  # 16 kHz samples per iteration step of an AudioStream
 
-    ``path_or_dash`` is a WAV file (any rate; mono or multi-channel, downmixed by the mean; 8/16/24/32-bit
-    integer PCM, 32/64-bit float, WAVE_FORMAT_EXTENSIBLE with those subtypes), resampled with soxr when
-    its rate is not 16 kHz. ``"-"`` reads stdin: raw float32 little-endian 16 kHz mono samples (a
-    trailing partial sample is dropped; empty input gives zero samples); stdin that starts with a RIFF
-    header is decoded as a WAV file instead. A truncated WAV file gives the samples it holds; an empty
-    data chunk gives an empty array. Anything unreadable raises :class:`engine.errors.AudioError` with
-    one sentence naming the file.
+
+class _Decoder(Protocol):
+    rate: int
+    channels: int
+    frames: int | None  # whole frames in the file, when known
+
+    def read(self, frames: int) -> np.ndarray: ...  # float32 [n, channels], n < frames only at the end
+
+    def close(self) -> None: ...
+
+
+class AudioStream:
+    """16 kHz mono float32 audio decoded and resampled on demand.
+
+    ``read(n)`` returns up to ``n`` samples (fewer only at the end, an empty array after it); iterating
+    yields blocks of about a second. ``format`` names the file type, ``source_rate`` and ``channels``
+    describe the stored audio, ``duration`` is its length in seconds when the file tells it (an estimate
+    for some compressed formats), else ``None``. Use it as a context manager or call ``close()``.
+    """
+
+    def __init__(self, decoder: _Decoder, name: str, fmt: str) -> None:
+        self.name = name
+        self.format = fmt
+        self._dec = decoder
+        self.source_rate = int(decoder.rate)
+        self.channels = int(decoder.channels)
+        if not MIN_RATE <= self.source_rate <= MAX_RATE:
+            decoder.close()
+            raise AudioError(
+                f"Cannot read audio from {name}: its header gives a sample rate of {self.source_rate} Hz, which "
+                f"is not a real audio rate (livecap reads {MIN_RATE} Hz to {MAX_RATE} Hz)."
+            )
+        if self.channels < 1:
+            decoder.close()
+            raise AudioError(f"Cannot read audio from {name}: its header gives no audio channels.")
+        self.duration = None if decoder.frames is None else decoder.frames / self.source_rate
+        self._block = max(1, BLOCK_SAMPLES // self.channels)
+        self._resampler = Resampler(self.source_rate, SAMPLE_RATE, channels=self.channels)
+        self._parts: list[np.ndarray] = []
+        self._buffered = 0
+        self._eof = False
+
+    def read(self, n: int) -> np.ndarray:
+        """Up to ``n`` samples at 16 kHz; fewer only at the end of the audio."""
+        while self._buffered < n and not self._eof:
+            block = self._dec.read(self._block)
+            if len(block):
+                out = self._resampler.process(block)
+            else:
+                out = self._resampler.flush()
+                self._eof = True
+                self._dec.close()
+            if len(out):
+                self._parts.append(out)
+                self._buffered += len(out)
+        if not self._parts:
+            return np.zeros(0, np.float32)
+        whole = self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
+        head, rest = whole[:n], whole[n:]
+        self._parts = [rest] if len(rest) else []
+        self._buffered = len(rest)
+        return head
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        while True:
+            block = self.read(OUT_BLOCK)
+            if not len(block):
+                return
+            yield block
+
+    @property
+    def ended(self) -> bool:
+        """True once every sample has been returned."""
+        return self._eof and not self._buffered
+
+    def close(self) -> None:
+        """Release the file (reading after this returns nothing)."""
+        self._eof = True
+        self._parts, self._buffered = [], 0
+        self._dec.close()
+
+    def __enter__(self) -> AudioStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_audio(path_or_dash: str | os.PathLike[str]) -> AudioStream:
+    """Open audio for streaming (see the module docstring for the formats).
+
+    ``"-"`` reads stdin: raw float32 little-endian 16 kHz mono samples (a trailing partial sample is
+    dropped; empty input gives zero samples), or a WAV file when it starts with a RIFF header. A file that
+    cannot be read raises :class:`engine.errors.AudioError` with one sentence that names it; an unknown
+    format's sentence names the formats that work.
     """
     if isinstance(path_or_dash, str) and path_or_dash == "-":
-        return _read_stdin()
-    name = f"'{os.fspath(path_or_dash)}'"
+        return _open_stdin()
+    path = os.fspath(path_or_dash)
+    name = f"'{path}'"
     try:
-        with open(path_or_dash, "rb") as f:
-            samples, rate = decode_wav(f, name)
+        f = open(path, "rb")  # noqa: SIM115 - owned by the decoder
     except IsADirectoryError:
         raise AudioError(f"Cannot read audio from {name}: it is a directory.") from None
     except FileNotFoundError:
         raise AudioError(f"Cannot read audio from {name}: no such file.") from None
     except OSError as err:
         raise AudioError(f"Cannot read audio from {name}: {os_reason(err)}.") from None
-    return resample(downmix(samples), rate, SAMPLE_RATE)
+    try:
+        head = f.read(12)
+        f.seek(0)
+    except OSError as err:
+        f.close()
+        raise AudioError(f"Cannot read audio from {name}: {os_reason(err)}.") from None
+    if not head:
+        f.close()
+        raise AudioError(f"Cannot read audio from {name}: it is empty.")
+    if head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE":
+        try:
+            return AudioStream(_WavDecoder(WavReader(f, name), f), name, "WAV")
+        except BaseException:
+            f.close()
+            raise
+    f.close()
+    return _open_other(path, name, head)
 
 
-def _read_stdin() -> np.ndarray:
+def read_audio(path_or_dash: str | os.PathLike[str]) -> np.ndarray:
+    """The whole audio of a file (or ``"-"``) as float32 mono 16 kHz: :func:`open_audio`, all blocks.
+
+    For short clips; long inputs should be streamed through :func:`open_audio` instead.
+    """
+    with open_audio(path_or_dash) as stream:
+        blocks = list(stream)
+    return np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
+
+
+# ---------------------------------------------------------------- decoders
+
+
+class _WavDecoder:
+    def __init__(self, reader: WavReader, owned: BinaryIO | None) -> None:
+        self._reader, self._owned = reader, owned
+        self.rate, self.channels, self.frames = reader.rate, reader.channels, reader.frames
+
+    def read(self, frames: int) -> np.ndarray:
+        return self._reader.read(frames)
+
+    def close(self) -> None:
+        if self._owned is not None:
+            self._owned.close()
+
+
+class _RawDecoder:
+    """Raw float32 little-endian 16 kHz mono samples from a byte stream."""
+
+    rate, channels, frames = SAMPLE_RATE, 1, None
+
+    def __init__(self, stream: BinaryIO, name: str) -> None:
+        self._stream, self._name = stream, name
+
+    def read(self, frames: int) -> np.ndarray:
+        want = 4 * frames
+        parts = []
+        while want > 0:
+            try:
+                got = self._stream.read(want)
+            except (OSError, ValueError) as err:
+                raise AudioError(f"Cannot read audio from {self._name}: {err}.") from None
+            if not got:
+                break
+            parts.append(got)
+            want -= len(got)
+        data = b"".join(parts)
+        usable = len(data) - len(data) % 4  # a partial sample at the very end is dropped
+        return np.frombuffer(data[:usable], dtype="<f4").astype(np.float32).reshape(-1, 1)
+
+    def close(self) -> None:
+        pass
+
+
+class _SoundFileDecoder:
+    """libsndfile through soundfile. A file that breaks off (truncated, corrupt tail) ends where its last
+    readable piece ends: reads go in pieces of ``PIECE`` frames, and a failing piece ends the audio."""
+
+    PIECE = 16384
+
+    def __init__(self, sf_file: Any, name: str) -> None:
+        self._f, self._name = sf_file, name
+        self.rate, self.channels = sf_file.samplerate, sf_file.channels
+        self.frames = sf_file.frames if 0 < sf_file.frames < 1 << 62 else None
+
+    def read(self, frames: int) -> np.ndarray:
+        import soundfile
+
+        parts, n = [], 0
+        while n < frames and not self._f.closed:
+            try:
+                piece = self._f.read(min(self.PIECE, frames - n), dtype="float32", always_2d=True)
+            except (soundfile.SoundFileError, RuntimeError) as err:
+                log.warning("%s ends early: %s", self._name, err)
+                self._f.close()
+                break
+            if not len(piece):
+                break
+            parts.append(piece)
+            n += len(piece)
+        if not parts:
+            return np.zeros((0, self.channels), np.float32)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def close(self) -> None:
+        self._f.close()
+
+
+class _AvDecoder:
+    """The first audio stream of a container, through PyAV (FFmpeg); packets it cannot decode are skipped."""
+
+    def __init__(self, container: Any, stream: Any, name: str) -> None:
+        import av
+
+        self._c, self._s, self._name = container, stream, name
+        ctx = stream.codec_context
+        self.rate = int(ctx.sample_rate or stream.rate or 0)
+        self.channels = len(ctx.layout.channels) if ctx.layout is not None else int(ctx.channels or 0)
+        self.frames: int | None = None
+        if stream.duration and stream.time_base:
+            self.frames = int(stream.duration * stream.time_base * self.rate)
+        elif container.duration:
+            self.frames = int(container.duration / 1_000_000 * self.rate)
+        layout = ctx.layout.name if ctx.layout is not None else None
+        self._conv = av.AudioResampler(format="fltp", layout=layout, rate=self.rate)  # a format change only
+        self._packets = container.demux(stream)
+        self._parts: list[np.ndarray] = []
+        self._n = 0
+        self._done = False
+        self.bad_packets = 0
+
+    def _more(self) -> None:
+        import av
+
+        for packet in self._packets:
+            try:
+                frames = packet.decode()
+            except av.error.FFmpegError:
+                self.bad_packets += 1
+                continue
+            for frame in frames:
+                for out in self._conv.resample(frame):
+                    self._add(out)
+            if packet.size == 0 or self._n:  # the flush packet, or some samples are ready
+                if packet.size == 0:
+                    for out in self._conv.resample(None):
+                        self._add(out)
+                return
+        self._done = True
+
+    def _add(self, frame: Any) -> None:
+        a = frame.to_ndarray()  # fltp: [channels, n]; the converter keeps the first layout throughout
+        if a.shape[0] != self.channels:
+            a = np.repeat(a.mean(axis=0, keepdims=True), self.channels, axis=0)
+        self._parts.append(np.ascontiguousarray(a.T, dtype=np.float32))
+        self._n += a.shape[1]
+
+    def read(self, frames: int) -> np.ndarray:
+        while self._n < frames and not self._done:
+            try:
+                self._more()
+            except Exception as err:  # noqa: BLE001 - a corrupt container ends the audio with a sentence
+                import av
+
+                if not isinstance(err, (av.error.FFmpegError, OSError)):
+                    raise
+                self._done = True
+                if not self._n and not self._parts:
+                    log.warning("decoding %s stopped: %s", self._name, err)
+        if not self._parts:
+            return np.zeros((0, self.channels), np.float32)
+        whole = np.concatenate(self._parts) if len(self._parts) > 1 else self._parts[0]
+        head, rest = whole[:frames], whole[frames:]
+        self._parts = [rest] if len(rest) else []
+        self._n = len(rest)
+        return head
+
+    def close(self) -> None:
+        self._done = True
+        self._c.close()
+
+
+def _open_other(path: str, name: str, head: bytes) -> AudioStream:
+    import soundfile
+
+    try:
+        f = soundfile.SoundFile(path)
+    except (soundfile.SoundFileError, RuntimeError, OSError):
+        pass
+    else:
+        if f.format != "MP3":
+            try:
+                return AudioStream(_SoundFileDecoder(f, name), name, f.format)
+            except BaseException:
+                f.close()
+                raise
+        f.close()  # libsndfile 1.2.2 inserts silence between pieces of some MP3 files: FFmpeg decodes MP3
+    return _open_av(path, name, head)
+
+
+def _open_av(path: str, name: str, head: bytes) -> AudioStream:
+    try:
+        import av
+    except ImportError:
+        raise AudioError(f"Cannot read audio from {name}: it is not in a format livecap reads without PyAV "
+                         "(the 'av' package), which is not installed.") from None
+    try:
+        container = av.open(path, metadata_errors="ignore")
+    except (av.error.FFmpegError, OSError, ValueError, UnicodeDecodeError):
+        raise AudioError(f"Cannot read audio from {name}: it is not in a format livecap reads ({SUPPORTED}).") \
+            from None
+    try:
+        stream = next((s for s in container.streams if s.type == "audio"), None)
+        if stream is None:
+            kind = "video without sound" if container.streams.video else "no audio"
+            raise AudioError(f"Cannot read audio from {name}: it holds {kind}.")
+        dec = _AvDecoder(container, stream, name)
+        fmt = f"{stream.codec_context.name.upper()} in {container.format.name.split(',')[0].upper()}"
+        return AudioStream(dec, name, fmt)
+    except BaseException:
+        container.close()
+        raise
+
+
+def _open_stdin() -> AudioStream:
+    name = "standard input"
     stdin = getattr(sys.stdin, "buffer", None)
     if stdin is None:
         raise AudioError("Cannot read audio from standard input: it is not available.")
     try:
-        data = stdin.read()
+        head = stdin.read(4)
     except (OSError, ValueError) as err:
         raise AudioError(f"Cannot read audio from standard input: {err}.") from None
-    if data[:4] in (b"RIFF", b"RF64"):
-        samples, rate = decode_wav(io.BytesIO(data), "standard input")
-        return resample(downmix(samples), rate, SAMPLE_RATE)
-    usable = len(data) - len(data) % 4
-    return np.frombuffer(data[:usable], dtype="<f4").astype(np.float32)
+    stream = _Prefixed(head, stdin)
+    if head in (b"RIFF", b"RF64"):
+        return AudioStream(_WavDecoder(WavReader(stream, name), None), name, "WAV")
+    return AudioStream(_RawDecoder(stream, name), name, "raw float32")
+
+
+class _Prefixed(io.RawIOBase):
+    """A byte stream that returns ``head`` first, then the rest of ``tail`` (not seekable)."""
+
+    def __init__(self, head: bytes, tail: BinaryIO) -> None:
+        super().__init__()
+        self._head, self._tail = head, tail
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if self._head:
+            if n is None or n < 0:
+                out, self._head = self._head + self._tail.read(), b""
+                return out
+            out, self._head = self._head[:n], self._head[n:]
+            if len(out) < n:
+                out += self._tail.read(n - len(out)) or b""
+            return out
+        return self._tail.read(n) or b""

@@ -2,7 +2,10 @@
 WAVE_FORMAT_EXTENSIBLE with those subtypes; RF64 too.
 
 The stdlib ``wave`` module refuses float and extensible files, so this module walks the chunks itself.
-Contract of :func:`decode_wav`:
+:class:`WavReader` streams the samples block by block (never the whole file in memory); :func:`decode_wav`
+reads them all. libsndfile (``soundfile``, used for the other formats in ``engine.audio.read``) reads WAV
+too, but this parser also works on pipes (a WAV file on stdin), reads what a truncated file holds and
+names the codec of a WAV it cannot decode. Contract:
 
 - returns ``(samples, rate)``: ``samples`` is float32 of shape ``[frames, channels]`` in [-1, 1) for
   integer data (no clipping or normalisation of float data), ``rate`` the file's sample rate in Hz;
@@ -59,8 +62,57 @@ class WavFormat:
     bits: int
 
 
+class WavReader:
+    """Streams the samples of a WAV file: the header is parsed on construction, ``read`` decodes blocks.
+
+    ``stream`` may be a pipe (chunks before ``data`` are then skipped by reading). ``rate``, ``channels``
+    and ``frames`` (the whole frames the file holds; ``None`` when the stream cannot tell its size) are
+    known once constructed. Raises :class:`engine.errors.AudioError` as :func:`decode_wav` does.
+    """
+
+    def __init__(self, stream: BinaryIO, name: str) -> None:
+        self._stream = stream
+        self.name = name
+        self.fmt, self._left = _parse_header(stream, name)
+        self.rate = self.fmt.rate
+        self.channels = self.fmt.channels
+        self.frames: int | None = None
+        try:
+            here = stream.tell()
+            end = stream.seek(0, 2)
+            stream.seek(here)
+            self._left = min(self._left, max(0, end - here))
+            self.frames = self._left // self.fmt.block_align
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    def read(self, frames: int) -> np.ndarray:
+        """Up to ``frames`` frames as float32 ``[n, channels]``; fewer only at the end, zero after it."""
+        want = min(max(0, frames) * self.fmt.block_align, self._left)
+        data = _read_upto(self._stream, want) if want else b""
+        self._left -= len(data)
+        if len(data) < want:
+            self._left = 0  # the file ends early: a truncated file or a placeholder size
+        usable = len(data) - len(data) % self.fmt.block_align
+        return _decode_samples(data[:usable], self.fmt)
+
+
 def decode_wav(stream: BinaryIO, name: str) -> tuple[np.ndarray, int]:
-    """Decode the WAV file read from ``stream``; ``name`` is how error messages call the source."""
+    """Decode the whole WAV file read from ``stream``; ``name`` is how error messages call the source."""
+    reader = WavReader(stream, name)
+    blocks = []
+    while True:
+        block = reader.read(1 << 16)
+        if not len(block):
+            break
+        blocks.append(block)
+    if not blocks:
+        return np.zeros((0, reader.channels), np.float32), reader.rate
+    return np.concatenate(blocks), reader.rate
+
+
+def _parse_header(stream: BinaryIO, name: str) -> tuple[WavFormat, int]:
+    """Walk the chunks up to ``data``: its format and its claimed size in bytes."""
     head = stream.read(12)
     if len(head) == 0:
         raise AudioError(f"Cannot read audio from {name}: it is empty.")
@@ -88,7 +140,7 @@ def decode_wav(stream: BinaryIO, name: str) -> tuple[np.ndarray, int]:
                 )
             if rf64 and size == 0xFFFFFFFF and rf64_data_size is not None:
                 size = rf64_data_size
-            return _decode_samples(_read_upto(stream, size), fmt), fmt.rate
+            return fmt, size
         else:
             _skip(stream, size)
         if size % 2:

@@ -1,13 +1,18 @@
-"""Writing transcript files: atomically (temporary file in the same folder, then ``os.replace``)."""
+"""Writing transcript files: atomically (temporary file in the same folder, fsync, then ``os.replace``).
+
+The one writer of finished transcripts for the CLI (``-o``) and the app (export, ``--save-transcript``);
+:func:`check_target` lets both refuse an unusable path before any work is done.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from collections.abc import Sequence
 
-from engine.errors import ExportError, os_reason
+from engine.errors import ExportError, UsageError, os_reason
 from engine.events import Line
 from engine.transcript.formats import format_for_path, format_transcript
 
@@ -26,6 +31,41 @@ def write_transcript(
     write_text_atomic(path, text)
 
 
+def check_target(path: str | os.PathLike[str], *, need_format: bool = True,
+                 source: str | os.PathLike[str] | None = None) -> None:
+    """Refuse, before the work starts, a path that a transcript could not be written to.
+
+    UsageError with one sentence when it is the file ``source`` (the input audio; also through links),
+    when (with ``need_format``) its extension names no format, its folder does not exist or is not a
+    folder, the path is a folder, or a file cannot be created in that folder (tried for real, with a
+    temporary file that is removed again).
+    """
+    target = os.fspath(path)
+    if source is not None and os.fspath(source) != "-":
+        try:
+            same = os.path.samefile(source, target)
+        except OSError:  # one of them does not exist (yet): they cannot be the same file
+            same = False
+        if same:
+            raise UsageError(f"The output {target} is the input audio file; choose another output file.")
+    if need_format:
+        format_for_path(target)
+    folder = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(folder):
+        what = "is not a folder" if os.path.exists(folder) else "does not exist"
+        raise UsageError(f"Cannot save the transcript to '{target}': the folder {folder} {what}.")
+    if os.path.isdir(target):
+        raise UsageError(f"Cannot save the transcript to '{target}': it is a folder.")
+    if os.path.exists(target) and not os.path.isfile(target):
+        return  # a device or pipe (/dev/null, a FIFO): written to directly, nothing is created beside it
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".livecap-probe-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise UsageError(f"Cannot save the transcript to '{target}': {os_reason(err)}.") from None
+
+
 def _new_file_mode() -> int:
     umask = 0o022
     with contextlib.suppress(OSError, ValueError):
@@ -37,17 +77,30 @@ def _new_file_mode() -> int:
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Replace ``path`` with UTF-8 ``text`` atomically; ExportError (one sentence) on failure."""
-    target = os.fspath(path)
+    """Replace ``path`` with UTF-8 ``text`` atomically; ExportError (one sentence) on failure.
+
+    A symbolic link is written through (its target file is replaced, the link stays); a path that is not a
+    regular file (``/dev/null``, a named pipe, a terminal) is written to directly, never replaced.
+    """
+    shown = os.fspath(path)
+    target = os.path.realpath(shown) if os.path.islink(shown) else shown
     folder = os.path.dirname(os.path.abspath(target))
     try:
-        mode = os.stat(target).st_mode & 0o7777
+        st = os.stat(target)
+        mode = st.st_mode & 0o7777
     except OSError:
-        mode = _new_file_mode()
+        st, mode = None, _new_file_mode()
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        try:
+            with open(target, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
+        except OSError as err:
+            raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None
+        return
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
     except OSError as err:
-        raise ExportError(f"Cannot write the transcript to '{target}': {os_reason(err)}.") from None
+        raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(text)
@@ -58,4 +111,4 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     except OSError as err:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise ExportError(f"Cannot write the transcript to '{target}': {os_reason(err)}.") from None
+        raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None

@@ -41,3 +41,38 @@ def test_unreadable_file_is_an_audio_error(tmp_path):
         FileSource(tmp_path / "missing.wav").open()
     with pytest.raises(ValueError):
         FileSource(tmp_path / "x.wav", speed=0)
+
+
+def test_replay_reads_compressed_files_as_they_become_due(tmp_path):
+    """A FLAC file replays like a WAV (same samples), and opening a long file decodes nothing up front."""
+    import tracemalloc
+
+    import soundfile
+
+    audio = fake_engine.speechlike([(0.5, 0.3)] * 3)
+    flac = tmp_path / "a.flac"
+    soundfile.write(str(flac), np.round(audio * 32767).astype(np.int16), 16000, format="FLAC")
+    source = FileSource(flac, speed=50.0)
+    source.open()
+    got = []
+    deadline = time.monotonic() + 3
+    while not source.ended and time.monotonic() < deadline:
+        got += source.read()
+        time.sleep(0.01)
+    from engine.audio import read_audio
+
+    assert source.ended
+    assert np.array_equal(np.concatenate([b.samples.reshape(-1) for b in got]), read_audio(flac))
+
+    long = tmp_path / "long.flac"
+    with soundfile.SoundFile(str(long), "w", 48000, 2, format="FLAC") as f:
+        for _ in range(10):  # ten minutes: 38 MB at 16 kHz float32, 230 MB as 48 kHz stereo float32
+            f.write(np.zeros((48000 * 60, 2), np.int16))
+    tracemalloc.start()
+    source = FileSource(long, speed=1.0)
+    source.open()
+    source.read(1.0)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * 2**20, peak
+    assert not source.ended and source.backlog_seconds < 60

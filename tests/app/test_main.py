@@ -95,13 +95,13 @@ def test_replay_saves_srt_by_extension(tmp_path, wav):
     [
         ("model", 3, "No model found in broken-model"),
         ("audio", 4, "Cannot read audio from"),
-        ("save", 1, "Cannot write the transcript to"),
+        ("save", 2, "Cannot save the transcript to"),
     ],
 )
 def test_unattended_failures_exit_with_one_sentence(tmp_path, wav, case, code, message):
     model = "broken-model" if case == "model" else "fake"
     audio = str(tmp_path / "missing.wav") if case == "audio" else str(wav)
-    save = str(tmp_path / "no-such-dir" / "out.txt")
+    save = str(tmp_path / ("no-such-dir" if case == "save" else "") / "out.txt")
     proc = run_livecap(
         tmp_path,
         "--input",
@@ -158,3 +158,77 @@ def test_replay_with_the_real_engine(tmp_path):
     proc = run_livecap(tmp_path, *env_cmd, factory=None)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text(encoding="utf-8") == format_txt(expected)
+
+
+# ---------------------------------------------------------------- issue #12: nothing lost, nothing hangs
+
+
+@pytest.mark.parametrize(
+    ("save", "code", "message"),
+    [
+        ("out.docx", 2, "use a .txt, .srt, .vtt or .json name"),
+        ("missing/out.txt", 2, "does not exist"),
+        ("folder.txt", 2, "it is a folder"),
+        ("file/out.txt", 2, "is not a folder"),
+        ("speech.txt", 2, "is the input audio file"),
+    ],
+)
+def test_bad_save_path_is_refused_before_the_replay(tmp_path, wav, save, code, message):
+    """``--save-transcript bad.docx`` used to be reported only after the whole replay."""
+    (tmp_path / "folder.txt").mkdir()
+    (tmp_path / "file").write_text("x")
+    os.link(wav, tmp_path / "speech.txt")  # the recording under a transcript's name: must not be overwritten
+    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "0.5", "--quit-at-end",
+                       "--save-transcript", str(tmp_path / save), timeout=20)
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "data" / "livecap" / "sessions").exists()  # no session was started
+
+
+@pytest.mark.parametrize("speed", ["nan", "inf", "0"])
+def test_speed_must_be_a_positive_number(tmp_path, wav, speed):
+    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", f"--speed={speed}", timeout=20)
+    assert proc.returncode == 2 and "--speed must be a positive number" in proc.stderr
+
+
+SPOILER = """
+from pathlib import Path
+
+from tests.app import fake_engine
+
+SAVE = Path({save!r})
+
+
+def load_model(source, *, backend="auto", **_):
+    model = fake_engine.load_model(source, backend=backend)
+    start = model.start_session
+
+    def start_session(**options):
+        session = start(**options)
+        finish = session.finish
+
+        def spoil_then_finish():  # a folder takes the transcript's name before the final write
+            SAVE.mkdir()
+            return finish()
+
+        session.finish = spoil_then_finish
+        return session
+
+    model.start_session = start_session
+    return model
+"""
+
+
+def test_failed_final_write_keeps_the_session_for_recovery(tmp_path, wav):
+    """When the final write fails, the journal stays unfinished: the next start offers every line."""
+    out = tmp_path / "out.txt"
+    factory = tmp_path / "spoiler.py"
+    factory.write_text(SPOILER.format(save=str(out)))
+    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end",
+                       "--save-transcript", str(out), factory=f"{factory}:load_model")
+    assert proc.returncode == 1, proc.stderr
+    assert "Cannot write the transcript to" in proc.stderr and "offered for recovery" in proc.stderr
+    from tests.reliability.recovery import recovered_lines
+
+    lines = recovered_lines(tmp_path / "data" / "livecap" / "sessions")
+    assert [line.text for line in lines] == [line.text for line in expected_lines(wav)]

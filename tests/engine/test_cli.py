@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -147,3 +148,122 @@ def test_stdin_raw_float32():
                        input=g["audio"].astype("<f4").tobytes(), capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["segments"][0]["tokens"] == g["greedy"].tolist()
+
+
+# ---------------------------------------------------------------- issue #12: nothing lost, nothing hangs
+
+
+def test_output_that_is_the_input_is_refused(capsys, tmp_path):
+    """``-o rec.wav`` on ``rec.wav`` used to overwrite the recording with text (rc 0)."""
+    rec = tmp_path / "rec.wav"
+    shutil.copyfile(SPEECH, rec)
+    before = rec.read_bytes()
+    (tmp_path / "sym.wav").symlink_to(rec)
+    os.link(rec, tmp_path / "hard.wav")
+    for out in (rec, tmp_path / "sym.wav", tmp_path / "hard.wav", tmp_path / "." / "rec.wav"):
+        check_error(capsys, 2, rec, "--model", MODEL, "--no-vad", "-o", out, match="is the input audio file")
+    check_error(capsys, 2, tmp_path / "sym.wav", "--model", MODEL, "-o", rec, match="is the input audio file")
+    assert rec.read_bytes() == before
+
+
+def _limited_file_size(limit: int):
+    """preexec_fn: files may not grow past ``limit`` bytes (EFBIG, like a disk that fills up mid-write)."""
+
+    def apply():
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return apply
+
+
+def test_output_write_is_atomic_when_the_disk_fills(tmp_path):
+    """A write that fails part way keeps the old file whole and leaves no partial or temporary file."""
+    out = tmp_path / "out.txt"
+    out.write_text("the old transcript, which must survive\n")
+    r = subprocess.run([sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad",
+                        "--backend", "numpy", "--format", "json", "-o", str(out)],
+                       capture_output=True, text=True, timeout=120, preexec_fn=_limited_file_size(16))
+    assert r.returncode == 1, r.stderr
+    assert "Cannot write the transcript to" in r.stderr and "Traceback" not in r.stderr
+    assert out.read_text() == "the old transcript, which must survive\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-80", "NaN"])
+def test_chunk_ms_must_be_a_positive_number(capsys, value):
+    check_error(capsys, 2, SPEECH, "--model", MODEL, f"--chunk-ms={value}", match="--chunk-ms")
+
+
+def test_stdout_on_a_full_disk_is_a_write_error():
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad"],
+                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+    assert r.returncode == 1
+    assert r.stderr == "livecap-transcribe: Cannot write to standard output: no space left on device.\n"
+
+
+def _float_wav(path, x, rate=16000):
+    import soundfile
+
+    soundfile.write(str(path), np.asarray(x, np.float32), rate, subtype="FLOAT")
+    return path
+
+
+def test_invalid_samples_are_silenced_counted_and_reported(tmp_path):
+    """6 ms of NaN (and a few inf) in a float WAV: one warning with the count, the same text as zeros there,
+    and no NumPy RuntimeWarning."""
+    from engine.audio import read_audio
+
+    clean = read_audio(SPEECH)
+    bad = clean.copy()
+    bad[8000:8096] = np.nan
+    bad[20000:20004] = [np.inf, -np.inf, np.inf, np.nan]
+    zeroed = np.where(np.isfinite(bad), bad, 0).astype(np.float32)
+    outs = {}
+    for name, x in (("bad", bad), ("zeroed", zeroed)):
+        wav = _float_wav(tmp_path / f"{name}.wav", x)
+        r = subprocess.run([sys.executable, "-W", "always", "-m", "engine.cli", str(wav),
+                            "--model", str(MODEL), "--no-vad", "--tokens"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs[name] = (json.loads(r.stdout), r.stderr)
+    assert outs["bad"][0] == outs["zeroed"][0]
+    assert outs["zeroed"][1] == ""
+    assert outs["bad"][1] == ("livecap-transcribe: warning: 100 samples (6 ms) of the audio were not valid "
+                              "numbers (NaN, infinite or absurdly large) and were replaced by silence.\n")
+
+
+def test_nonsense_sample_rate_is_an_audio_error(capsys, tmp_path):
+    """A header that says 1 Hz used to end in "Out of memory"."""
+    f = tmp_path / "one-hertz.wav"
+    write_wav(f, np.zeros(16000), rate=16000)
+    data = bytearray(f.read_bytes())
+    data[24:28] = (1).to_bytes(4, "little")  # the fmt chunk's sample rate
+    data[28:32] = (2).to_bytes(4, "little")  # its byte rate
+    f.write_bytes(bytes(data))
+    check_error(capsys, 4, f, "--model", MODEL, match="sample rate of 1 Hz")
+
+
+def test_flac_gives_exactly_the_text_of_the_same_wav(capsys, tmp_path):
+    """Lossless input decodes to the very samples of the WAV (also through the resampler): same tokens."""
+    import soundfile
+
+    x = soundfile.read(str(SPEECH), dtype="float32")[0]
+    pcm = np.round(np.clip(x, -1, 1) * 32767).astype(np.int16)
+    for rate in (16000, 44100):
+        if rate != 16000:
+            from engine.audio import resample
+
+            pcm = np.round(np.clip(resample(pcm / 32768.0, 16000, rate), -1, 1) * 32767).astype(np.int16)
+        wav, flac = tmp_path / f"a{rate}.wav", tmp_path / f"a{rate}.flac"
+        soundfile.write(str(wav), pcm, rate, subtype="PCM_16")
+        soundfile.write(str(flac), pcm, rate, format="FLAC", subtype="PCM_16")
+        docs = []
+        for f in (wav, flac):
+            code, out, err = cli(capsys, f, "--model", MODEL, "--no-vad", "--tokens")
+            assert code == 0, err
+            docs.append(json.loads(out))
+        assert docs[0] == docs[1] and docs[0]["segments"][0]["tokens"]

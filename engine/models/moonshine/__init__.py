@@ -27,7 +27,7 @@ def load(folder: Path, config: dict, backend: Backend, dtype: str | None = None,
         except ValueError:
             g = {}
         for key in ("eos_token_id", "decoder_start_token_id", "bos_token_id"):
-            if isinstance(g.get(key), int):
+            if isinstance(g.get(key), int) and 0 <= g[key] < cfg.vocab_size:
                 setattr(cfg, key, g[key])
     tokenizer = MoonshineTokenizer(folder / "tokenizer.json")
     store = open_checkpoint(folder)

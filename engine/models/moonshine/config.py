@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from ...audio import SAMPLE_RATE
 from ...errors import ModelError
+from ..checks import require
 
 
 def _from_dict(cls, d: dict):
@@ -82,7 +83,7 @@ class MoonshineConfig:
         try:
             enc = _from_dict(EncoderConfig, d.get("encoder_config") or {})
             cfg = _from_dict(cls, {**d, "encoder": enc})
-        except (TypeError, ValueError) as e:
+        except (TypeError, ValueError, ArithmeticError) as e:
             raise ModelError(f"The Moonshine config.json is malformed ({e}).") from e
         if len(enc.sliding_windows) != enc.num_hidden_layers:
             raise ModelError("The Moonshine config.json has a sliding window count that differs from its layers.")
@@ -91,4 +92,14 @@ class MoonshineConfig:
         for act, want in ((enc.hidden_act, "gelu"), (cfg.hidden_act, "silu")):
             if act != want:
                 raise ModelError(f"Unsupported activation '{act}' in the Moonshine config.json.")
+        where = "The Moonshine config.json"
+        require(cfg.num_attention_heads % cfg.num_key_value_heads == 0, where,
+                f"{cfg.num_attention_heads} attention heads cannot share {cfg.num_key_value_heads} key/value heads")
+        ids = (cfg.bos_token_id, cfg.eos_token_id, cfg.decoder_start_token_id)
+        require(all(isinstance(i, int) and 0 <= i < cfg.vocab_size for i in ids), where,
+                f"its token ids {list(ids)} lie outside the vocabulary of {cfg.vocab_size}")
+        require(0 < cfg.rope_parameters["partial_rotary_factor"] <= 1 and cfg.rotary_dim >= 2, where,
+                "its partial_rotary_factor leaves no rotary dimensions or more than the head has")
+        require(enc.head_dim >= 1 and cfg.head_dim >= 1 and enc.frame_len >= 1, where,
+                "a head or frame size is below 1")
         return cfg

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...audio import SAMPLE_RATE
+from ...audio.finite import door
 from ...events import CaptionEvent, Line
 from ...vad import HOP, SegmentEvent, SileroVad, VadOptions
 from .decoding import PrefixDecoder, token_cap
@@ -68,6 +69,7 @@ class LiveSession:
         self.decoder = PrefixDecoder(model, max_tokens, int(repetition_stop))
         self.schedule = PartialSchedule(partial_ms, clock)
         self.speculation = Speculation()
+        self.invalid_samples = 0  # NaN/inf/huge samples zeroed at the door (engine.audio.finite)
         self.reset()
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -104,7 +106,8 @@ class LiveSession:
         """Float32 16 kHz mono samples in; caption events out (commits in order, then the partial)."""
         schedule, spec = self.schedule, self.speculation
         t0 = schedule.clock()
-        pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
+        pcm, bad = door(pcm)
+        self.invalid_samples += bad
         events: list[CaptionEvent] = []
         for step in self.segmenting.push(pcm):
             if step.kind == "audio":

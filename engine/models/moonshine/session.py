@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ...audio import SAMPLE_RATE
+from ...audio.finite import door
 from ...errors import UsageError
 from ...events import CaptionEvent, Line
 from .decoding import greedy, token_cap
@@ -41,6 +42,7 @@ class WholeSession:
     def __init__(self, model: MoonshineModel):
         self.model = model
         self.limit = max_segment_samples(model)
+        self.invalid_samples = 0  # NaN/inf/huge samples zeroed at the door (engine.audio.finite)
         self.reset()
 
     def reset(self) -> None:
@@ -50,7 +52,8 @@ class WholeSession:
 
     def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
         """Buffer float32 16 kHz mono samples; no events until ``finish``."""
-        pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
+        pcm, bad = door(pcm)
+        self.invalid_samples += bad
         if self._n + len(pcm) > self.limit:
             raise UsageError(
                 f"Without voice-activity segmentation the input must be at most {self.limit / SAMPLE_RATE:.1f} s "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...errors import ModelError
+from ..checks import require
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,14 @@ class VoxtralConfig:
     decoder: DecoderConfig
     downsample: int = 4
 
+    def __post_init__(self):
+        e, d = self.encoder, self.decoder
+        where = "The Voxtral configuration"
+        require(d.n_heads % d.n_kv_heads == 0, where, f"{d.n_heads} attention heads cannot share {d.n_kv_heads} "
+                "key/value heads")
+        require(min(e.n_layers, d.n_layers, e.n_heads, e.head_dim, self.downsample) >= 1, where,
+                "a layer, head or downsampling count is below 1")
+
     @classmethod
     def from_hf(cls, d: dict) -> VoxtralConfig:
         """From an HF ``config.json`` (model_type voxtral_realtime)."""
@@ -61,7 +70,7 @@ class VoxtralConfig:
                 window=t.get("sliding_window") or 8192, norm_eps=t.get("rms_norm_eps", 1e-5),
                 vocab_size=t["vocab_size"])
             return cls(enc, dec, downsample=d.get("downsample_factor", 4))
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ArithmeticError) as e:
             raise ModelError(f"The Voxtral config.json is missing or has a malformed entry ({e}).") from e
 
     @classmethod
@@ -88,5 +97,5 @@ class VoxtralConfig:
                 ada_dim=p.get("ada_rms_norm_t_cond_dim", 32))
             ds = (mm.get("downsample_args") or {}).get("downsample_factor", 4)
             return cls(enc, dec, downsample=ds)
-        except (KeyError, TypeError) as e:
+        except (KeyError, TypeError, ArithmeticError) as e:
             raise ModelError(f"The params.json is missing or has a malformed entry ({e}).") from e

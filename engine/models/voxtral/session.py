@@ -14,7 +14,9 @@ place so decoding continues (the reference stops there, so parity holds up to th
 Captions: text of position p belongs to audio [(p-32-D)*0.08, (p-31-D)*0.08) s. All emitted text is final
 (greedy, never revised); the partial is the open line and its stable part ends at the last complete word.
 A line is committed at a pause (``pause_ms`` of [STREAMING_PAD]), after sentence-final punctuation when the
-next word starts, or at a word boundary once it passes ``max_chars``.
+next word starts, at a word boundary once it passes ``max_chars``, or anywhere (between characters) once it
+passes ``HARD_LINE_FACTOR * max_chars`` without a word boundary, so the open line, like everything else a
+session holds, stays bounded however long it runs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...audio import SAMPLE_RATE
+from ...audio.finite import door
 from ...errors import UsageError
 from ...events import CaptionEvent, Line, Word
 from .mel import MelStream
@@ -32,12 +35,15 @@ SAMPLES_PER_TOKEN = 1280
 RIGHT_PAD_EXTRA = 10  # OFFLINE_STREAMING_BUFFER_TOKENS
 DELAYS_MS = tuple(range(80, 1201, 80)) + (2400,)
 SENTENCE_END = tuple(".?!…。？！")
+HARD_LINE_FACTOR = 3  # a line with no word boundary is cut at this many times max_chars (bounded memory)
 
 
 class VoxtralSession:
-    """``feed(pcm) -> [CaptionEvent]``, ``finish()``, ``reset()``; ``tokens`` holds the raw ids."""
+    """``feed(pcm) -> [CaptionEvent]``, ``finish()``, ``reset()``; with ``keep_tokens`` ``tokens`` holds the
+    raw ids (else nothing: lines carry their own ids, and memory stays constant however long the session)."""
 
-    def __init__(self, model, delay_ms: int = 480, pause_ms: int = 640, max_chars: int = 84):
+    def __init__(self, model, delay_ms: int = 480, pause_ms: int = 640, max_chars: int = 84,
+                 keep_tokens: bool = False):
         if delay_ms not in DELAYS_MS:
             raise UsageError("The Voxtral delay must be a multiple of 80 ms from 80 to 1200, or 2400.")
         self.m, self.B = model, model.B
@@ -45,6 +51,8 @@ class VoxtralSession:
         self.pause_steps = max(1, pause_ms // 80)
         self.max_chars = max_chars
         self.ada = model.ada_scales(self.delay_tokens)
+        self.keep_tokens = bool(keep_tokens)  # False: ``tokens`` stays empty, memory stays flat (CLI --tokens: True)
+        self.invalid_samples = 0  # NaN/inf/huge samples zeroed at the door (engine.audio.finite)
         self.reset()
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -61,7 +69,8 @@ class VoxtralSession:
         self.emb_pos = 0  # position of audio_emb[0]
         self.next_pos = 0  # next decoder position to run
         self.feed_tok = None  # the id fed back at the next step (a backend int array); None before the prefill
-        self.tokens: list[int] = []
+        self.tokens: list[int] = []  # every id after the prompt, only with keep_tokens
+        self.steps = 0  # ids produced after the prompt
         self.samples = 0  # real audio samples received
         self.finished = False
         self.ended = False  # EOS seen during finish
@@ -82,7 +91,8 @@ class VoxtralSession:
         """Float32 16 kHz mono samples in; caption events out."""
         if self.finished:
             self.reset()
-        pcm = np.asarray(pcm, dtype=np.float32).reshape(-1)
+        pcm, bad = door(pcm)
+        self.invalid_samples += bad
         self.samples += len(pcm)
         return self._run(self.mel.push(pcm))
 
@@ -162,7 +172,9 @@ class VoxtralSession:
     def _emit(self, t: int, pos: int) -> list[CaptionEvent]:
         """Record the id produced at decoder position ``pos`` and turn it into caption events."""
         tok = self.m.tok
-        self.tokens.append(t)
+        self.steps += 1
+        if self.keep_tokens:
+            self.tokens.append(t)
         if t == tok.eos:
             self.ended = self.finished  # a mid-stream EOS never ends a live session ([STREAMING_PAD] is fed back)
             return []
@@ -182,6 +194,8 @@ class VoxtralSession:
             last = self.words[-1][0].rstrip()
             if last.endswith(SENTENCE_END) or len(self.line_text.text) >= self.max_chars:
                 events += self._commit_line()
+        elif len(self.line_text.text) >= HARD_LINE_FACTOR * self.max_chars and not self.line_text.pending:
+            events += self._commit_line()  # no word boundary for that long (text without spaces): cut here
         s = self.line_text.add(b)
         self.line_ids.append(t)
         if starts_word or not self.words:

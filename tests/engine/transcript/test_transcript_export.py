@@ -189,3 +189,21 @@ def test_live_equals_offline_property(tmp_path, specs):
             text = p.read_text(encoding="utf-8")
             assert text == format_srt(lines[:k])
             assert len(list(srt.parse(text))) == len(make_cues(lines[:k]))
+
+
+def test_devices_are_written_not_replaced_and_links_are_followed(tmp_path):
+    """``-o /dev/null`` must not replace the device node (as root, a rename would); a link keeps linking."""
+    import os
+    import stat
+
+    from engine.transcript.export import check_target, write_text_atomic
+
+    check_target("/dev/null", need_format=False)
+    write_text_atomic("/dev/null", "some text\n")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    real = tmp_path / "real.txt"
+    real.write_text("old\n")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    write_text_atomic(link, "new\n")
+    assert link.is_symlink() and real.read_text() == "new\n"

@@ -41,7 +41,7 @@ def clip_of(golden: Path) -> np.ndarray:
 
 
 def run(m, audio, delay_ms, chunk):
-    s = m.start_session(delay_ms=delay_ms)
+    s = m.start_session(delay_ms=delay_ms, keep_tokens=True)
     events = []
     for i in range(0, len(audio), chunk):
         events += s.feed(audio[i : i + chunk])
@@ -143,7 +143,7 @@ def test_captions_follow_the_tokens():
 
 def test_mid_stream_eos_does_not_end_the_session():
     m = model("vox_tiny_hf", "numpy")
-    s = m.start_session(delay_ms=480)
+    s = m.start_session(delay_ms=480, keep_tokens=True)
     eos = m.tok.eos
     orig = m.B.argmax
     calls = {"n": 0}
@@ -176,24 +176,24 @@ def test_both_rings_wrap_in_the_long_run():
 
 
 def test_memory_is_flat_over_long_sessions():
-    """10 000 steps (13 min of audio) hold no more memory than 1 000: both rings are bounded."""
+    """10 000 steps (13 min of audio) hold no more memory than 1 000: both rings are bounded, and without
+    ``keep_tokens`` no id list grows either (it grew by one int per step, ~5 MB an hour, issue #12)."""
     m = model("vox_tiny_hf", "numpy")
     s = m.start_session(delay_ms=480)
     rng = np.random.default_rng(0)
     block = (rng.standard_normal(1280 * 100) * 0.05).astype(np.float32)
     tracemalloc.start()
     marks = {}
-    steps = 0
-    while steps < 10_000:
+    while s.steps < 10_000:
         s.feed(block)
-        steps = len(s.tokens)
-        if 1000 <= steps < 1100 and 1000 not in marks:
-            marks[1000] = tracemalloc.get_traced_memory()[0] - 8 * len(s.tokens)
-    marks[10_000] = tracemalloc.get_traced_memory()[0] - 8 * len(s.tokens)
+        if 1000 <= s.steps < 1100 and 1000 not in marks:
+            marks[1000] = tracemalloc.get_traced_memory()[0]
+    marks[10_000] = tracemalloc.get_traced_memory()[0]
     tracemalloc.stop()
     assert s.dec_ring.cap <= m.cfg.decoder.window - 1 + 64 and s.enc_ring.cap <= m.cfg.encoder.window - 1 + 64
-    # the id list grows by one int per step (discounted above); nothing else may
-    assert marks[10_000] - marks[1000] < 1_000_000, marks
+    assert s.tokens == []
+    # before issue #12 this grew by ~410 KB (the id list and an open line that never ended)
+    assert marks[10_000] - marks[1000] < 150_000, marks
 
 
 def test_unsupported_delay_is_a_usage_error():

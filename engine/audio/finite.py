@@ -1,0 +1,39 @@
+"""The engine's sample door: every session's ``feed`` passes its input through :func:`door`.
+
+A single NaN reaching a model poisons its state for as long as that state lives (Voxtral's encoder ring
+held 6 ms of NaN samples for ~22 minutes of silence); a finite sample of 1e30 overflows the log-mel power
+to infinity and does the same. So samples that are not finite, or larger in magnitude than ``MAX_ABS``
+(2^16: 96 dB above full scale, past even 16-bit integers mistakenly stored as floats), become zeros here
+and are counted; sessions keep the count in ``invalid_samples`` for the CLI's warning and the app's status
+bar. Every other sample passes unchanged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+MAX_ABS = 65536.0
+
+
+def door(pcm: np.ndarray) -> tuple[np.ndarray, int]:
+    """``pcm`` as float32 ``[n]`` with invalid samples (NaN, +-inf, beyond +-``MAX_ABS``) set to 0.0, and
+    how many there were.
+
+    The input is never modified; a copy is made only when something is replaced (or the dtype/shape
+    differs). No NumPy warning is raised.
+    """
+    x = np.asarray(pcm, dtype=np.float32).reshape(-1)
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(x) <= MAX_ABS)  # NaN compares false
+    n = int(np.count_nonzero(bad))
+    if n:
+        x = np.where(bad, np.float32(0.0), x)
+    return x, n
+
+
+def describe(samples: int, rate: int = 16000) -> str:
+    """One sentence for the user about ``samples`` replaced samples (``rate`` Hz)."""
+    ms = samples * 1000 / rate
+    span = f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+    return (f"{samples} sample{'s' if samples != 1 else ''} ({span}) of the audio were not valid numbers (NaN, "
+            "infinite or absurdly large) and were replaced by silence.")

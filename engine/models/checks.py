@@ -1,0 +1,89 @@
+"""Plausibility checks of a model's config file, before any of its numbers is used.
+
+A config.json (or params.json) with ``num_hidden_layers: -1`` used to load and produce garbage with exit
+code 0, and ``vocab_size: "lots"`` failed with a Python message. :func:`check_config` walks the parsed
+file (nested sections included, whatever the dialect) and refuses, with one sentence naming the entry,
+any known size that is not a whole number >= 1, any token id that is not a whole number >= 0, and any
+known scale (RoPE theta, norm epsilon, ...) that is not a finite positive number. The families' config
+classes then check what relates entries to each other (:func:`require`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..errors import ModelError
+
+#: Entries that count something (dimensions, layers, heads, windows, vocabulary, ...): whole numbers >= 1.
+SIZES = frozenset({
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "head_dim", "vocab_size", "max_position_embeddings", "sample_rate", "num_mel_bins", "sliding_window",
+    "dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim", "downsample_factor", "ada_rms_norm_t_cond_dim",
+    "group_size", "bits",
+})
+#: Token ids: whole numbers >= 0 (or a list of them).
+IDS = frozenset({"bos_token_id", "eos_token_id", "decoder_start_token_id", "pad_token_id"})
+#: Scales: finite numbers > 0.
+SCALES = frozenset({"rope_theta", "rms_norm_eps", "norm_eps", "frame_ms", "partial_rotary_factor"})
+LIMIT = 1 << 31  # no real model has a size this large; anything above is a corrupt file
+
+
+def check_config(config: Any, where: str) -> None:
+    """Raise ModelError when a known entry anywhere in ``config`` (a parsed JSON object) is impossible.
+
+    ``where`` names the file for the sentence, e.g. ``"The config.json in moonshine-tiny"``.
+    """
+    _walk(config, where)
+
+
+def require(ok: bool, where: str, what: str) -> None:
+    """ModelError ``"{where} is inconsistent: {what}."`` unless ``ok``."""
+    if not ok:
+        raise ModelError(f"{where} is inconsistent: {what}.")
+
+
+def _walk(node: Any, where: str) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _walk(item, where)
+        return
+    if not isinstance(node, dict):
+        return
+    for key, value in node.items():
+        if value is None:
+            continue
+        if key in SIZES:
+            _whole(value, key, where, 1)
+        elif key in IDS:
+            for v in value if isinstance(value, list) else [value]:
+                _whole(v, key, where, 0)
+        elif key in SCALES:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ModelError(f"{where} gives {key} = {_show(value)}; it must be a positive number.")
+        elif key == "sliding_windows":
+            _windows(value, where)
+        else:
+            _walk(value, where)
+
+
+def _whole(value: Any, key: str, where: str, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < LIMIT:
+        what = "a positive whole number" if minimum == 1 else "a whole number of at least 0"
+        raise ModelError(f"{where} gives {key} = {_show(value)}; it must be {what}.")
+
+
+def _windows(value: Any, where: str) -> None:
+    ok = isinstance(value, list) and all(
+        isinstance(w, list) and len(w) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < LIMIT for v in w)
+        for w in value
+    )
+    if not ok:
+        raise ModelError(f"{where} gives sliding_windows = {_show(value)}; it must be a list of [left, right] "
+                         "pairs of whole numbers of at least 0.")
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,176 @@
+"""Compressed and container formats through ``open_audio``: FLAC, OGG Vorbis/Opus, MP3 (libsndfile) and
+AAC in M4A/MP4/MKV, Opus in WebM (PyAV). Each test file is a few seconds, written at test time."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.audio import SUPPORTED, open_audio, read_audio
+from engine.errors import AudioError
+
+RATE = 44100
+SECONDS = 2.0
+
+
+def tone(rate: int = RATE, channels: int = 2, seconds: float = SECONDS) -> np.ndarray:
+    t = np.arange(int(rate * seconds)) / rate
+    x = 0.5 * np.sin(2 * np.pi * 440.0 * t)
+    return np.repeat(x[:, None], channels, axis=1).astype(np.float32)
+
+
+def write_soundfile(path: Path, fmt: str, subtype: str, rate: int = RATE) -> Path:
+    import soundfile
+
+    soundfile.write(str(path), tone(rate), rate, format=fmt, subtype=subtype)
+    return path
+
+
+def write_av(path: Path, container: str, codec: str, rate: int = RATE, video: bool = False,
+             audio: bool = True) -> Path:
+    import av
+
+    out = av.open(str(path), "w", format=container)
+    a = out.add_stream(codec, rate=rate, layout="stereo") if audio else None
+    v = None
+    if video:
+        v = out.add_stream("mpeg4", rate=10)
+        v.width, v.height, v.pix_fmt = 64, 48, "yuv420p"
+    if a is not None:
+        x = tone(rate)
+        for i in range(0, len(x), 4096):
+            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(x[i : i + 4096].T), format="fltp",
+                                               layout="stereo")
+            frame.sample_rate, frame.pts, frame.time_base = rate, i, Fraction(1, rate)
+            for packet in a.encode(frame):
+                out.mux(packet)
+        for packet in a.encode(None):
+            out.mux(packet)
+    if v is not None:
+        for k in range(int(SECONDS * 10)):
+            img = av.VideoFrame.from_ndarray(np.full((48, 64, 3), k * 10 % 255, np.uint8), format="rgb24")
+            img.pts = k
+            for packet in v.encode(img):
+                out.mux(packet)
+        for packet in v.encode(None):
+            out.mux(packet)
+    out.close()
+    return path
+
+
+MAKERS = {
+    "flac": lambda p: write_soundfile(p, "FLAC", "PCM_16"),
+    "ogg": lambda p: write_soundfile(p, "OGG", "VORBIS"),
+    "opus": lambda p: write_soundfile(p, "OGG", "OPUS", rate=48000),
+    "mp3": lambda p: write_soundfile(p, "MP3", "MPEG_LAYER_III"),
+    "m4a": lambda p: write_av(p, "ipod", "aac"),
+    "mp4": lambda p: write_av(p, "mp4", "aac", video=True),
+    "mkv": lambda p: write_av(p, "matroska", "aac", video=True),
+    "webm": lambda p: write_av(p, "webm", "libopus", rate=48000),
+}
+
+
+def peak_hz(x: np.ndarray) -> float:
+    spec = np.abs(np.fft.rfft(x * np.hanning(len(x))))
+    return float(np.argmax(spec) * 16000 / len(x))
+
+
+@pytest.mark.parametrize("ext", list(MAKERS))
+def test_each_format_decodes_to_the_tone(tmp_path, ext):
+    path = MAKERS[ext](tmp_path / f"tone.{ext}")
+    out = read_audio(path)
+    assert out.dtype == np.float32 and out.ndim == 1
+    # lossy codecs add their priming/padding samples (AAC ~1024, Opus 312 at 48 kHz): within 0.1 s
+    assert abs(len(out) / 16000 - SECONDS) < 0.1, len(out)
+    mid = out[4000:-4000]
+    assert abs(peak_hz(mid) - 440.0) < 3
+    assert abs(np.sqrt(np.mean(mid**2)) - 0.5 / np.sqrt(2)) < 0.03
+    with open_audio(path) as stream:
+        assert stream.channels == 2 and stream.source_rate in (RATE, 48000)
+        assert stream.duration is not None and abs(stream.duration - SECONDS) < 0.1
+        got = [stream.read(n) for n in (1, 100, 1279, 5000)]  # any request size, then the rest
+        got += list(stream)
+        assert stream.ended
+    np.testing.assert_array_equal(np.concatenate(got), out)  # reads do not depend on the request sizes
+
+
+def test_flac_equals_the_same_wav_exactly(tmp_path):
+    import soundfile
+
+    x = np.round(tone(RATE) * 32767).astype(np.int16)
+    soundfile.write(str(tmp_path / "a.wav"), x, RATE, subtype="PCM_16")
+    soundfile.write(str(tmp_path / "a.flac"), x, RATE, format="FLAC", subtype="PCM_16")
+    np.testing.assert_array_equal(read_audio(tmp_path / "a.flac"), read_audio(tmp_path / "a.wav"))
+
+
+def test_the_name_does_not_matter(tmp_path):
+    """Decoders are chosen by content: a FLAC file called .wav and an M4A called .mp3 still read."""
+    flac = MAKERS["flac"](tmp_path / "x.flac").rename(tmp_path / "really-flac.wav")
+    m4a = MAKERS["m4a"](tmp_path / "x.m4a").rename(tmp_path / "really-m4a.mp3")
+    for p in (flac, m4a):
+        assert abs(len(read_audio(p)) / 16000 - SECONDS) < 0.1
+
+
+def test_unsupported_file_names_the_formats_that_work(tmp_path):
+    p = tmp_path / "notes.docx"
+    p.write_bytes(b"PK\x03\x04" + bytes(200))
+    with pytest.raises(AudioError) as info:
+        open_audio(p)
+    assert str(info.value) == f"Cannot read audio from '{p}': it is not in a format livecap reads ({SUPPORTED})."
+    assert "FLAC" in SUPPORTED and "MP3" in SUPPORTED and "M4A" in SUPPORTED and "MKV" in SUPPORTED
+
+
+def test_video_without_sound_is_said_so(tmp_path):
+    p = write_av(tmp_path / "silent-film.mp4", "mp4", "aac", video=True, audio=False)
+    with pytest.raises(AudioError, match="it holds video without sound"):
+        open_audio(p)
+
+
+@pytest.mark.parametrize("ext", ["flac", "mp3", "m4a", "ogg"])
+def test_truncated_files_give_what_they_hold(tmp_path, ext):
+    path = MAKERS[ext](tmp_path / f"tone.{ext}")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    try:
+        out = read_audio(path)
+    except AudioError as e:  # a container cut before its index may be unreadable: one sentence then
+        assert str(e).startswith("Cannot read audio from") and "\n" not in str(e)
+        return
+    assert 0 <= len(out) / 16000 <= SECONDS + 0.1 and np.isfinite(out).all()
+
+
+def test_bad_rates_are_audio_errors(tmp_path):
+    import struct
+
+    for rate, words in ((1, "1 Hz"), (999, "999 Hz"), (2_000_000, "2000000 Hz")):
+        fmt = struct.pack("<HHIIHH", 1, 1, rate, rate * 2, 2, 16)
+        body = b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", 8) + bytes(8)
+        p = tmp_path / f"r{rate}.wav"
+        p.write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
+        with pytest.raises(AudioError, match=f"sample rate of {words}"):
+            open_audio(p)
+
+
+def test_memory_stays_at_a_few_blocks(tmp_path):
+    """Ten minutes of 48 kHz stereo float WAV (230 MB as float32) streams with a few MB allocated."""
+    import tracemalloc
+
+    import soundfile
+
+    path = tmp_path / "long.wav"
+    with soundfile.SoundFile(str(path), "w", 48000, 2, subtype="FLOAT") as f:
+        minute = np.full((48000 * 60, 2), 0.01, np.float32)
+        for _ in range(10):
+            f.write(minute)
+    tracemalloc.start()
+    n = 0
+    with open_audio(path) as stream:
+        for block in stream:
+            n += len(block)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert n == 16000 * 600
+    assert peak < 12 * 2**20, peak
