@@ -27,7 +27,7 @@ feed is timed; inside it, partial decodes, speculative final decodes and commits
 Each file runs ``--runs`` times (default 3); every cell is the median over the runs of that statistic
 (spec/lines lists the lines served per run).
 
-Usage: python benchmarks/moonshine_stream.py [--variants tiny,small,medium] [--backends numpy,mlx]
+Usage: python benchmarks/moonshine_stream.py [--variants tiny,small,medium] [--backends numpy,numpy-q8,mlx]
        [--files two_cities.wav,beckett.wav] [--partial-ms 160] [--runs 3]
 """
 
@@ -123,7 +123,8 @@ def run_file(model, audio, partial_ms: float, chunk: int = 1280) -> dict:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", default="tiny,small,medium")
-    p.add_argument("--backends", default="numpy")
+    p.add_argument("--backends", default="numpy",
+                   help="comma list of numpy, numpy-q8, numpy-q4 (8/4-bit weights on the NumPy backend), mlx")
     p.add_argument("--files", default="two_cities.wav,beckett.wav")
     p.add_argument("--partial-ms", type=float, default=160.0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -136,10 +137,12 @@ def main() -> int:
     from engine.audio import read_audio
 
     rows = []
+    other = C.OtherLoad().start()
     for variant in args.variants.split(","):
         folder = model_folder(variant)
         for backend in args.backends.split(","):
-            m = load_model(folder, backend=backend)
+            quantize = int(backend[-1]) if backend.startswith("numpy-q") else None
+            m = load_model(folder, backend=backend.split("-")[0], quantize=quantize)
             m.cfg.eos_token_id = -1  # hold decode lengths at 6.5 tokens/s (random weights)
             for f in args.files.split(","):
                 audio = read_audio(AUDIO / f)
@@ -167,7 +170,7 @@ def main() -> int:
                            rows))
     print()
     print("\n".join(C.machine_report(args.threads, {"numpy": "numpy"})))
-    print(f"load: {C.load_average()}")
+    print(f"load: {C.load_average()}; other processes used {100 * (other.stop() or 0):.0f}% of the CPU time")
     return 0
 
 

@@ -91,7 +91,8 @@ if str(HERE) not in sys.path:
 import _common  # noqa: E402  (stdlib only; must come before numpy / torch for the thread settings)
 
 CACHE = HERE / ".cache"
-BACKENDS = ("numpy", "torch-f32", "torch-bf16", "mlx-bf16", "mlx-q8", "mlx-q4", "voxmlx-bf16", "voxmlx-q8",
+BACKENDS = ("numpy", "numpy-q8", "numpy-q4", "numpy-mlx4", "torch-f32", "torch-bf16",
+            "mlx-bf16", "mlx-q8", "mlx-q4", "voxmlx-bf16", "voxmlx-q8",
             "voxmlx-q4")
 EXPERIMENTS = ("numpy-whatif",)  # opt-in: the NumPy backend with the fixes proposed in RESULTS.md patched in
 GROUPS = {"torch": ("torch-f32", "torch-bf16"), "mlx": ("mlx-bf16", "mlx-q8", "mlx-q4"),
@@ -231,6 +232,68 @@ def model_folder(n_enc: int, n_dec: int) -> Path:
     return folder
 
 
+def mlx_config(n_enc: int, n_dec: int, bits: int) -> dict:
+    """The mlx-audio ``config.json`` of a quantized conversion (mlx-community layout) at the real width."""
+    return {
+        "model_type": "voxtral_realtime",
+        "encoder_args": {
+            "audio_encoding_args": {"sampling_rate": 16000, "frame_rate": 12.5, "num_mel_bins": ENC["mels"],
+                                    "hop_length": 160, "window_size": 400, "chunk_length_s": None,
+                                    "global_log_mel_max": 1.5, "transcription_format": "streaming"},
+            "dim": ENC["dim"], "n_layers": n_enc, "head_dim": ENC["head_dim"], "hidden_dim": ENC["ffn"],
+            "n_heads": ENC["heads"], "n_kv_heads": ENC["heads"], "use_biases": True, "rope_theta": 1e6,
+            "causal": True, "norm_eps": 1e-5, "sliding_window": ENC["window"], "downsample_factor": DS},
+        "decoder": {"dim": DEC["dim"], "n_layers": n_dec, "head_dim": DEC["head_dim"], "hidden_dim": DEC["ffn"],
+                    "n_heads": DEC["heads"], "n_kv_heads": DEC["kv_heads"], "vocab_size": DEC["vocab"],
+                    "norm_eps": 1e-5, "rope_theta": 1e6, "sliding_window": DEC["window"], "tied_embeddings": True,
+                    "ada_rms_norm_t_cond": True, "ada_rms_norm_t_cond_dim": DEC["ada"]},
+        "quantization": {"group_size": 64, "bits": bits, "mode": "affine"},
+    }
+
+
+def mlx_folder(n_enc: int, n_dec: int, bits: int) -> Path:
+    """A random-weight checkpoint in the mlx-community layout (affine ``bits``, group 64: ``.weight`` uint32,
+    ``.scales`` / ``.biases`` float16; conv kernels ``[out, k, in]`` float16; norms and biases float32), as
+    mlx-audio's converter writes it, with these layer counts; built on first use. The packed values are
+    uniform, the scales ~0.005 and the biases centre them (weights of std ~0.02, like the bf16 folder)."""
+    import numpy as np
+
+    from engine.models.voxtral.checkpoint import names
+
+    folder = CACHE / f"voxtral-mlx{bits}-e{n_enc}-d{n_dec}"
+    if (folder / ".complete").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"building {folder} (mlx-community layout, {bits}-bit) ...", file=sys.stderr, flush=True)
+    hf, mlx = names("hf", n_enc, n_dec), names("mlx", n_enc, n_dec)
+    shapes = {name: shape for name, shape, _ in tensor_specs(n_enc, n_dec)}
+    rng = np.random.default_rng(0)
+    tensors: dict[str, np.ndarray] = {}
+    for canon, hf_name in hf.items():
+        shape, key = shapes[hf_name], mlx[canon]
+        if key.endswith(".bias") or "norm" in canon:
+            tensors[key] = (rng.standard_normal(shape, dtype=np.float32) * 0.02
+                            + (1.0 if "norm" in canon else 0.0)).astype(np.float32)
+        elif "conv" in canon:
+            tensors[key] = (rng.standard_normal(shape, dtype=np.float32) * 0.02).transpose(0, 2, 1).astype(np.float16)
+        elif "ada" in canon or shape[-1] % 64:
+            tensors[key] = (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+        else:
+            out, cols = shape
+            base = key[: -len("weight")]
+            tensors[key] = rng.integers(0, 2**32, (out, cols * bits // 32), dtype=np.uint32)
+            scale = np.full((out, cols // 64), 0.02 / (2 ** (bits - 1) / 1.7), np.float16)
+            tensors[base + "scales"] = scale
+            tensors[base + "biases"] = (-scale.astype(np.float32) * ((1 << bits) - 1) / 2).astype(np.float16)
+    from engine.backends.numpy_backend import NumpyBackend
+
+    NumpyBackend(kernels=False).save_tensors(folder / "model.safetensors", tensors)
+    (folder / "config.json").write_text(json.dumps(mlx_config(n_enc, n_dec, bits), indent=4))
+    (folder / "tekken.json").write_text(tekken_json())
+    (folder / ".complete").write_text("ok\n")
+    return folder
+
+
 # ---------------------------------------------------------------------------------------------------
 # Bytes read per step (computed)
 # ---------------------------------------------------------------------------------------------------
@@ -252,7 +315,10 @@ def param_counts() -> dict[str, int]:
 
 # bytes per weight: (quantizable matrices, conv kernels, K/V cache entries)
 BYTES = {
-    "numpy": (4.0, 4.0, 4), "numpy-whatif": (4.0, 4.0, 4), "torch-f32": (4.0, 4.0, 4), "torch-bf16": (2.0, 2.0, 2),
+    "numpy": (4.0, 4.0, 4), "numpy-whatif": (4.0, 4.0, 4),
+    # NumPy's quantized products (ONNX Runtime MatMulNBits): packed values + a float32 scale and rest per 64
+    "numpy-q8": (1 + 8 / 64, 4.0, 4), "numpy-q4": (0.5 + 8 / 64, 4.0, 4), "numpy-mlx4": (0.5 + 8 / 64, 4.0, 4),
+    "torch-f32": (4.0, 4.0, 4), "torch-bf16": (2.0, 2.0, 2),
     "mlx-bf16": (2.0, 4.0, 2), "mlx-q8": (8.5 / 8, 4.0, 2), "mlx-q4": (4.5 / 8, 4.0, 2),  # ours keeps convs f32
     "voxmlx-bf16": (2.0, 2.0, 2), "voxmlx-q8": (8.5 / 8, 2.0, 2), "voxmlx-q4": (4.5 / 8, 2.0, 2),
 }
@@ -343,7 +409,13 @@ class EngineBench:
     def __init__(self, folder: Path, backend: str):
         from engine import load_model
 
-        if backend.startswith("numpy"):
+        if backend in ("numpy-q8", "numpy-q4"):
+            self.m = load_model(folder, backend="numpy", quantize=int(backend[-1]))
+        elif backend == "numpy-mlx4":  # the mlx-community 4-bit layout, loaded packed onto the CPU kernels
+            cfg = json.loads((folder / "config.json").read_text())
+            n_enc, n_dec = cfg["audio_config"]["num_hidden_layers"], cfg["text_config"]["num_hidden_layers"]
+            self.m = load_model(mlx_folder(n_enc, n_dec, 4), backend="numpy")
+        elif backend.startswith("numpy"):
             self.m = load_model(folder, backend="numpy")
             if backend == "numpy-whatif":
                 patch_numpy_whatif(self.m.B)
@@ -967,6 +1039,8 @@ def report(a, results: dict[str, dict], bw: dict[str, float], comparisons: list[
     ratio("numpy-whatif", "torch-f32", "numpy-whatif (experiment) vs torch-f32")
     ratio("numpy-whatif", "numpy", "numpy-whatif (experiment) vs numpy")
     ratio("numpy", "torch-bf16", "numpy vs torch-bf16")
+    ratio("numpy-q4", "numpy", "numpy-q4 vs numpy")
+    ratio("numpy-q4", "mlx-q4", "numpy-q4 vs mlx-q4 (MLX's CPU device)")
     for q in ("bf16", "q8", "q4"):
         ratio(f"mlx-{q}", f"voxmlx-{q}", f"mlx-{q} vs voxmlx-{q} (goal >= 1.0x)")
     if ratios:

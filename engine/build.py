@@ -24,8 +24,10 @@ def check_options(backend: str, dtype: str | None, quantize: int | None) -> Back
     B = get_backend(backend)
     if B.name == "numpy" and dtype not in (None, "float32"):
         raise UsageError(f"The NumPy backend computes in float32 only; use --backend mlx for {dtype}.")
-    if B.name == "numpy" and quantize is not None:
-        raise UsageError("Quantization runs on the MLX backend only.")
+    if B.name == "numpy" and quantize is not None and (quantize not in (4, 8) or not getattr(B, "kernels", False)):
+        raise UsageError("The NumPy backend quantizes to 8 or 4 bits, with onnxruntime installed."
+                         if quantize == 6 or getattr(B, "kernels", False) else
+                         "Quantizing on the NumPy backend needs onnxruntime (pip install onnxruntime).")
     return B
 
 
@@ -34,11 +36,9 @@ def build_model(folder: Path, B: Backend, dtype: str | None = None, quantize: in
     family, dialect, cfg = detect(folder)
     check_config(cfg, f"The {'params' if dialect == 'mistral' else 'config'}.json in {folder}")
     if family == "moonshine_streaming":
-        if quantize is not None:
-            raise UsageError("Quantization is not supported for Moonshine models (they are small).")
         from .models import moonshine
 
-        return moonshine.load(folder, cfg, B, dtype, **options)
+        return moonshine.load(folder, cfg, B, dtype, quantize=quantize, **options)
     from .models import voxtral
 
     return voxtral.load(folder, cfg, dialect, B, dtype, quantize=quantize, **options)

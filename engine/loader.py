@@ -46,7 +46,8 @@ def load_model(source: str | os.PathLike, *, backend: str = "auto", dtype: str |
     """Load a model from a local folder or a hub repo id, ready for ``start_session``.
 
     ``backend``: auto | numpy | mlx. ``dtype``: float32 | float16 | bfloat16 (MLX; NumPy is float32 only).
-    ``quantize``: 4 | 6 | 8 (MLX only). Raises ModelError / UsageError with one sentence.
+    ``quantize``: 4 | 6 | 8 on MLX, 4 | 8 on NumPy (with ONNX Runtime's kernels). Raises ModelError /
+    UsageError with one sentence.
     """
     B = check_options(backend, dtype, quantize)
     return build_model(resolve_source(source), B, dtype, quantize, **options)

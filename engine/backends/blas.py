@@ -28,10 +28,18 @@ class BlasThreads:
         except Exception:  # noqa: BLE001 - no control is only slower, never wrong
             self._libs = []
         self.current = self.full
+        self.pinned: int | None = None
+
+    def pin(self, n: int | None) -> None:
+        """Keep the pool at ``n`` threads whatever the work (None: back to the policy)."""
+        self.pinned = n
+        if n is not None:
+            self.for_work(0)
 
     def for_work(self, macs: int, weights: int = 0) -> None:
         """Pick the pool size for a product of ``macs`` multiply-adds over a ``weights``-element matrix."""
         n = 1 if macs < SMALL_WORK and weights < BIG_WEIGHTS else self.full
+        n = n if self.pinned is None else self.pinned
         if n != self.current and self._libs:
             for lib in self._libs:
                 lib.set_num_threads(n)

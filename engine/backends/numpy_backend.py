@@ -1,14 +1,21 @@
-"""NumPy backend: float32 everywhere, BLAS matmuls; the fast path on CPUs and the exactness reference."""
+"""NumPy backend: float32 everywhere, BLAS matmuls; the fast path on CPUs and the exactness reference.
+
+Products with 8-bit / 4-bit weights (``quantize``, or a quantized checkpoint) run on ONNX Runtime's CPU
+kernels (``ort_kernels``), which NumPy has no equivalent for."""
 
 from __future__ import annotations
+
+import json
+import struct
 
 import numpy as np
 
 from .. import memory
 from ..errors import ModelError
+from . import cpu_pool, ort_kernels
 from .base import Backend
 from .blas import BlasThreads
-from .quant import QuantizedWeight, dequantize
+from .quant import QuantizedWeight, dequantize, quantize_affine
 
 # NumPy has no erf. A float32 rational approximation, erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4]
 # (the form used by Eigen and XLA), max abs error 4.2e-7 against math.erf; evaluated in cache-sized blocks
@@ -19,6 +26,9 @@ _ERF_P = tuple(np.float32(c) for c in (-2.72614225801306e-10, 2.77068142495902e-
 _ERF_Q = tuple(np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                                         -7.37332916720468e-03, -1.42647390514189e-02))
 _BLOCK = 16384
+SPLIT_BYTES = 8 << 20  # products over a matrix this large, or with this many multiply-adds, are cut into
+SPLIT_MACS = 1 << 26  # row ranges that cpu_pool may run in parallel
+CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
 
 
 def _block_bytes(rows: int) -> int:
@@ -68,34 +78,92 @@ class NumpyBackend(Backend):
     name = "numpy"
     xp = np
 
-    def __init__(self):
+    def __init__(self, kernels: bool | None = None):
         self.blas = BlasThreads()
+        self.blas.pin(1)  # parallelism comes from cpu_pool (see there why not OpenBLAS's pool)
+        self.kernels = ort_kernels.available() if kernels is None else kernels
+
+    def prepare_linear(self, w):
+        if isinstance(w, QuantizedWeight):
+            if not (self.kernels and ort_kernels.supports(w.group_size, w.bits, w.shape[1])):
+                return dequantize(w)  # computed in float32 (dequantized once, at load)
+            k = ort_kernels.NBitsLinear(np.asarray(w.w), np.asarray(w.scales, dtype=np.float32),
+                                        np.asarray(w.biases, dtype=np.float32), w.group_size, w.bits)
+            k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
+            return k
+        return w
+
+    def quantize(self, w, group_size, bits):
+        return quantize_affine(w, group_size, bits)
+
+    def save_tensors(self, path, tensors):
+        """A safetensors file of NumPy arrays (uint32, float32, ...): an 8-byte little-endian header length,
+        the JSON header, the raw little-endian data (the format's whole definition; the safetensors package
+        is not a runtime dependency)."""
+        names = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.uint32): "U32",
+                 np.dtype(np.int32): "I32", np.dtype(np.uint8): "U8", np.dtype(np.int64): "I64"}
+        header, offset, arrays = {}, 0, []
+        for name, a in tensors.items():
+            a = np.ascontiguousarray(a)
+            header[name] = {"dtype": names[a.dtype], "shape": list(a.shape),
+                            "data_offsets": [offset, offset + a.nbytes]}
+            offset += a.nbytes
+            arrays.append(a)
+        blob = json.dumps(header, separators=(",", ":")).encode()
+        blob += b" " * (-len(blob) % 8)
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(blob)) + blob)
+            for a in arrays:
+                f.write(a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes())
 
     def linear(self, x, w, b=None):
+        if isinstance(w, ort_kernels.NBitsLinear):
+            y = w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
+            return y if b is None else y + b
         rows = x.size // x.shape[-1]
+        x2 = x.reshape(rows, -1)
+        n = w.shape[0]
         block = _block_bytes(rows)
-        if block and w.nbytes >= 2 * block:
-            y = self._linear_chunked(x.reshape(rows, -1), w, block).reshape(*x.shape[:-1], w.shape[0])
-        elif rows <= 32:  # few rows (streaming): W @ x^T runs ~2x faster in OpenBLAS than x @ W^T
-            self.blas.for_work(x.size * w.shape[0], w.size)
-            y = np.ascontiguousarray((w @ x.reshape(rows, -1).T).T).reshape(*x.shape[:-1], w.shape[0])
+        step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
+        chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
+        if step >= n and chunks == 1:
+            # few rows (streaming): W @ x^T runs ~2x faster in OpenBLAS than x @ W^T
+            y = np.ascontiguousarray((w @ x2.T).T) if rows <= 32 else x2 @ w.T
         else:
-            self.blas.for_work(x.size * w.shape[0], w.size)
-            y = x @ w.T
+            y = self._linear_split(x2, w, step, chunks)
+        y = y.reshape(*x.shape[:-1], n)
         return y if b is None else y + b
 
-    def _linear_chunked(self, x, w, block: int):
-        """``x [rows, in] @ w.T`` for 2-12 rows as products over row blocks of ``w`` of ``block`` bytes:
-        OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the memory bandwidth, over
-        blocks that stay in L2 at nearly all of it (1.3-2x faster here; benchmarks/RESULTS.md)."""
-        n = w.shape[0]
-        out = np.empty((n, x.shape[0]), np.float32)
+    def _linear_split(self, x, w, step: int, chunks: int):
+        """``x [rows, in] @ w.T`` as independent products over row ranges of ``w`` that ``cpu_pool`` runs on the
+        calling thread plus a helper (one OpenBLAS thread each). Within a range, 2-12 rows go over blocks of
+        ``step`` weight rows: OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the memory
+        bandwidth, over blocks that stay in L2 at nearly all of it (1.3-2x faster; benchmarks/RESULTS.md)."""
+        n, rows = w.shape[0], x.shape[0]
+        few = rows <= 32
+        out = np.empty((n, rows) if few else (rows, n), np.float32)
         xt = x.T
-        step = max(8, block // (4 * w.shape[1]))
-        self.blas.for_work(x.shape[0] * w.shape[1] * step, step * w.shape[1])
-        for a in range(0, n, step):
-            np.matmul(w[a : a + step], xt, out=out[a : a + step])
-        return np.ascontiguousarray(out.T)
+
+        def job(a: int, c: int):
+            def run():
+                for s in range(a, c, step):
+                    e = min(c, s + step)
+                    if few:
+                        np.matmul(w[s:e], xt, out=out[s:e])
+                    else:
+                        out[:, s:e] = x @ w[s:e].T
+            return run
+
+        edges = [n * i // chunks for i in range(chunks + 1)]
+        cpu_pool.run([job(a, c) for a, c in zip(edges[:-1], edges[1:])])
+        return np.ascontiguousarray(out.T) if few else out
+
+    def embed(self, table, ids):
+        if isinstance(table, ort_kernels.NBitsLinear):
+            q, rows = table.q, np.asarray(ids, dtype=np.int64).reshape(-1)
+            return dequantize(QuantizedWeight(np.asarray(q.w)[rows], np.asarray(q.scales)[rows],
+                                              np.asarray(q.biases)[rows], q.group_size, q.bits))
+        return super().embed(table, ids)
 
     def asarray(self, a, dtype=None):
         a = np.asarray(a)
@@ -122,11 +190,6 @@ class NumpyBackend(Backend):
                 f"This {what} model needs about {need / 2**30:.1f} GiB as float32 for the NumPy backend but only "
                 f"{avail / 2**30:.1f} GiB is available; use the MLX backend (Apple Silicon) or a quantized model."
             )
-
-    def prepare_linear(self, w):
-        if isinstance(w, QuantizedWeight):  # computed in float32 (dequantized once, at load)
-            return dequantize(w)
-        return w
 
     def erf(self, x):
         return _blocked(x, lambda v, o: _erf_block(v.copy(), o))

@@ -7,8 +7,9 @@ continuous little-endian bit stream along each row (so 3, 5 and 6-bit values may
 
 Models never look inside: they load it (``load_affine``), hand it to ``Backend.prepare_linear`` and call
 ``Backend.linear``; each backend chooses the form it computes with (MLX: packed, ``mx.quantized_matmul``;
-NumPy: dequantized to float32 by ``dequantize``, the exact formula MLX uses, written here because NumPy
-has no such routine).
+NumPy: packed on ONNX Runtime's 4/8-bit kernels, ``ort_kernels``, or else dequantized to float32 by
+``dequantize``, the exact formula MLX uses). ``quantize_affine`` is MLX's quantizer for NumPy; NumPy has
+neither routine.
 """
 
 from __future__ import annotations
@@ -77,3 +78,36 @@ def dequantize(q: QuantizedWeight) -> np.ndarray:
         vals += biases[a:b, :, None]
         full[a:b] = vals.reshape(b - a, in_dim)
     return full
+
+
+def quantize_affine(w: np.ndarray, group_size: int, bits: int) -> QuantizedWeight:
+    """MLX's affine quantization of float32 ``w [out, in]`` (``in`` a multiple of ``group_size``; bits 2, 4 or 8),
+    in NumPy: bit-identical to ``mlx.core.quantize`` on float32 input (the same float32 operations in the same
+    order: range over the group, the scale nudged so that the edge of larger magnitude is exact, round half to
+    even), so a cached copy reads the same on either backend. NumPy has no such routine."""
+    w = np.asarray(w, dtype=np.float32)
+    out_dim, in_dim = w.shape
+    if in_dim % group_size or 32 % bits:
+        raise ValueError(f"Cannot quantize {in_dim} columns in groups of {group_size} at {bits} bits.")
+    groups, per_word = in_dim // group_size, 32 // bits
+    packed = np.empty((out_dim, in_dim // per_word), np.uint32)
+    scales = np.empty((out_dim, groups), np.float32)
+    biases = np.empty((out_dim, groups), np.float32)
+    n_bins = np.float32((1 << bits) - 1)
+    shifts = np.arange(per_word, dtype=np.uint32) * np.uint32(bits)
+    for a in range(0, out_dim, _ROWS_PER_BLOCK):
+        g = w[a : a + _ROWS_PER_BLOCK].reshape(-1, groups, group_size)
+        w_max, w_min = g.max(axis=-1), g.min(axis=-1)
+        mask = np.abs(w_min) > np.abs(w_max)
+        scale = np.maximum((w_max - w_min) / n_bins, np.float32(1e-7))
+        scale = np.where(mask, scale, -scale)
+        edge = np.where(mask, w_min, w_max)
+        q0 = np.rint(edge / scale)
+        nonzero = q0 != 0
+        scale = np.where(nonzero, edge / np.where(nonzero, q0, np.float32(1)), scale).astype(np.float32)
+        bias = np.where(nonzero, edge, np.float32(0)).astype(np.float32)
+        q = np.clip(np.rint((g - bias[..., None]) / scale[..., None]), 0, n_bins).astype(np.uint32)
+        q = q.reshape(q.shape[0], -1, per_word) << shifts
+        packed[a : a + _ROWS_PER_BLOCK] = np.bitwise_or.reduce(q, axis=-1)
+        scales[a : a + _ROWS_PER_BLOCK], biases[a : a + _ROWS_PER_BLOCK] = scale, bias
+    return QuantizedWeight(packed, scales, biases, group_size, bits)

@@ -16,8 +16,9 @@ __all__ = ["MoonshineConfig", "MoonshineModel", "load"]
 
 
 def load(folder: Path, config: dict, backend: Backend, dtype: str | None = None,
-         window_semantics: str = "hf") -> MoonshineModel:
-    """A Moonshine model from an HF folder (config.json, model.safetensors, tokenizer.json)."""
+         window_semantics: str = "hf", quantize: int | None = None) -> MoonshineModel:
+    """A Moonshine model from an HF folder (config.json, model.safetensors, tokenizer.json); ``quantize``
+    converts its projections to 8 or 4 bits (cached for the next start, ``quantize.py``)."""
     cfg = MoonshineConfig.from_dict(config)
     gen = folder / "generation_config.json"
     if gen.is_file():
@@ -33,6 +34,11 @@ def load(folder: Path, config: dict, backend: Backend, dtype: str | None = None,
     if window_semantics not in ("hf", "inclusive"):
         raise ModelError(f"Unknown window semantics '{window_semantics}'.")
     try:
-        return MoonshineModel(cfg, store, backend, dtype, window_semantics, tokenizer, str(folder))
+        model = MoonshineModel(cfg, store, backend, dtype, window_semantics, tokenizer, str(folder))
     except (ValueError, TypeError) as e:
         raise ModelError(f"The Moonshine checkpoint in {folder} does not fit its config.json ({e}).") from e
+    if quantize:
+        from .quantize import quantize_model
+
+        model.cache_hit = quantize_model(model, quantize, next(iter(store.infos.values())).path)
+    return model

@@ -17,7 +17,7 @@ __all__ = ["VoxtralConfig", "VoxtralModel", "load"]
 
 def load(folder: Path, config: dict, dialect: str, backend: Backend, dtype: str | None = None,
          quantize: int | None = None) -> VoxtralModel:
-    """A Voxtral model from a folder in the ``hf``, ``mistral`` or ``mlx`` layout; ``quantize`` (MLX only)
+    """A Voxtral model from a folder in the ``hf``, ``mistral`` or ``mlx`` layout; ``quantize`` (MLX: 4/6/8, NumPy: 4/8)
     converts the large matmuls to 4/6/8 bits (cached for the next start)."""
     if dialect == "mistral":
         cfg = VoxtralConfig.from_params(config)
@@ -42,5 +42,5 @@ def load(folder: Path, config: dict, dialect: str, backend: Backend, dtype: str 
         from .quantize import quantize_model
 
         weights = next(iter(store.infos.values())).path
-        quantize_model(model, quantize, weights)
+        model.cache_hit = quantize_model(model, quantize, weights)
     return model

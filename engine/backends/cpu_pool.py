@@ -1,0 +1,95 @@
+"""Run a product's independent row chunks on the calling thread plus helper threads, unless the CPU is busy.
+
+Why not the kernel library's own thread pool: on a machine another process keeps busy (a captioning app
+beside a video call), a pool that splits a product statically waits for its slowest thread, and a
+descheduled worker makes a 2 ms product take a scheduler slice; spinning workers also take CPU from the
+other process. Measured on the 2-core development machine with other processes at ~70 % (benchmarks/
+RESULTS.md): the Moonshine tiny decoder step took 12 ms with ONNX Runtime's 2-thread pool, 16 ms with
+OpenBLAS's, and 6.8 ms on one thread. So each large matrix is cut into row chunks, each with its own
+single-threaded kernel; ``run`` gives all chunks but the first to helper threads (``concurrent.futures``),
+runs the first itself, then takes back every chunk no helper has started (``Future.cancel``), so a late
+helper costs nothing. While other processes keep more than ``BUSY_SHARE`` of the machine busy (Linux
+``/proc/stat``, sampled at most every ``SAMPLE_S``), everything runs on the calling thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+CPUS = os.cpu_count() or 1
+BUSY_SHARE = 0.25  # other processes' share of all CPUs above which products stay on the calling thread
+SAMPLE_S = 0.5
+
+
+class Contention:
+    """Whether other processes keep the CPUs busy, from ``/proc/stat`` and this process's CPU time (the load
+    average cannot tell, since it counts this process's own threads). Without ``/proc/stat``: never busy."""
+
+    def __init__(self, busy_share: float = BUSY_SHARE, sample_s: float = SAMPLE_S):
+        self.busy_share, self.sample_s = busy_share, sample_s
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._last = self._sample()
+        self._busy = False
+        self.other_share = 0.0
+
+    def _sample(self) -> tuple[float, float, float] | None:
+        try:
+            with open("/proc/stat") as f:
+                fields = [int(v) for v in f.readline().split()[1:9]]
+        except (OSError, ValueError):
+            return None
+        busy = (sum(fields) - fields[3] - fields[4]) / self._tick  # all but idle and iowait
+        t = os.times()
+        return time.monotonic(), busy, t.user + t.system
+
+    def busy(self) -> bool:
+        """True while other processes used more than ``busy_share`` of the machine over the last sample."""
+        if self._last is None:
+            return False
+        now = time.monotonic()
+        if now - self._last[0] >= self.sample_s:
+            cur = self._sample()
+            if cur is not None:
+                wall = cur[0] - self._last[0]
+                other = (cur[1] - self._last[1]) - (cur[2] - self._last[2])
+                self.other_share = max(0.0, other / (wall * CPUS))
+                self._busy = self.other_share > self.busy_share
+                self._last = cur
+        return self._busy
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+contention = Contention()
+
+
+def helpers() -> ThreadPoolExecutor | None:
+    """The shared helper threads (one fewer than the CPUs; None on a single CPU)."""
+    global _pool
+    if CPUS < 2:
+        return None
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(CPUS - 1, thread_name_prefix="livecap-cpu")
+    return _pool
+
+
+def run(jobs: Sequence[Callable[[], None]]) -> None:
+    """Run every job (independent; each releases the GIL while it computes), in parallel when that pays."""
+    pool = helpers() if len(jobs) > 1 else None
+    if pool is None or contention.busy():
+        for job in jobs:
+            job()
+        return
+    futures = [pool.submit(job) for job in jobs[1:]]
+    jobs[0]()
+    for job, fut in zip(reversed(jobs[1:]), reversed(futures)):
+        if fut.cancel():  # not started yet: do it here
+            job()
+    for fut in futures:
+        if not fut.cancelled():
+            fut.result()

@@ -1,0 +1,146 @@
+"""Quantized matrix products on the CPU through ONNX Runtime's ``MatMulNBits`` kernels (MLAS).
+
+Why a library: NumPy cannot multiply 8-bit or 4-bit weights fast (it would have to dequantize to float32
+first and read four to eight times the bytes), and hand-written SIMD is not an option. ONNX Runtime's
+``MatMulNBits`` (com.microsoft) takes blockwise 4/8-bit weights with a float scale per block and runs them
+with AVX2 / AVX-512 (VNNI) kernels at memory bandwidth; the int8-activation mode (``accuracy_level`` 4)
+quantizes each block of the input row on the fly, as ONNX Runtime's own int8 deployments do.
+
+Each matrix becomes one small ONNX graph per row chunk, each in its own single-threaded ``InferenceSession``
+(it computes on the calling thread); ``cpu_pool`` runs the chunks of a large matrix in parallel when the
+machine is not busy (see there why not ONNX Runtime's own pool).
+
+Layout: an MLX affine matrix (``quant.QuantizedWeight``: each value ``q * scale + bias`` per group of
+``group_size`` columns, packed least significant bit first in uint32 words) maps onto ``MatMulNBits``
+without unpacking: for 4 and 8 bits the words viewed as little-endian bytes are exactly its blocks (low
+nibble first) and the scales are used as they are. ``MatMulNBits`` has no float offset per block (its zero
+points are integers; float ones run a slow path), so what the integers leave of the biases is added in the
+same graph as
+``(x summed over each group) @ rest^T``, an exact rewrite of ``sum_k x_k (q_k s + b)`` with integer zero
+points ``z`` nearest ``-b / s`` and ``rest = b + z s`` (so the integer part stays centred, see ``NBitsLinear``).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import cpu_pool
+from . import onnx_proto as P
+
+BITS = (4, 8)
+ACCURACY = {8: 4, 4: 4}  # MatMulNBits accuracy_level per bit width: 4 = int8 activations (the fast kernels)
+SPLIT_BYTES = 8 << 20  # a matrix this large is cut into row chunks that cpu_pool may run in parallel
+CHUNKS = 2 * cpu_pool.CPUS  # chunks of a split matrix (more than the threads, so that a late one is taken back)
+SESSION_THREADS = 1  # ONNX Runtime's own threads per session (1: none, the calling thread computes)
+_lock = threading.Lock()
+_ort: Any = None
+
+
+def available() -> bool:
+    """Whether ONNX Runtime imports here (the quantized CPU path needs it)."""
+    try:
+        _runtime()
+    except ImportError:
+        return False
+    return True
+
+
+def _runtime():
+    """The ``onnxruntime`` module (imported on first use)."""
+    global _ort
+    with _lock:
+        if _ort is None:
+            import onnxruntime as ort
+
+            _ort = ort
+    return _ort
+
+
+def supports(group_size: int, bits: int, in_dim: int) -> bool:
+    """Whether a ``[*, in_dim]`` matrix quantized with ``group_size`` / ``bits`` runs on these kernels."""
+    return bits in BITS and group_size >= 16 and group_size & (group_size - 1) == 0 and in_dim % group_size == 0
+
+
+def _session(model: bytes):
+    """A session that computes on the calling thread only (parallelism comes from ``cpu_pool``)."""
+    ort = _runtime()
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    so.intra_op_num_threads, so.inter_op_num_threads = SESSION_THREADS, 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+class _RowChunks:
+    """A ``[out, in]`` product as sessions over row chunks: ``make(a, b)`` returns the model bytes of rows
+    ``a:b``. Matrices under ``SPLIT_BYTES`` are one chunk."""
+
+    def __init__(self, out_dim: int, in_dim: int, nbytes: int, make):
+        self.shape, self.nbytes = (out_dim, in_dim), nbytes
+        n = CHUNKS if nbytes >= SPLIT_BYTES and out_dim >= 8 * CHUNKS and cpu_pool.CPUS > 1 else 1
+        self.bounds = [out_dim * i // n for i in range(n + 1)]
+        self._sessions = [_session(make(a, b)) for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        if len(self._sessions) == 1:
+            return self._sessions[0].run(None, {"x": x})[0]
+        out = np.empty((x.shape[0], self.shape[0]), np.float32)
+
+        def job(i):
+            def run():
+                out[:, self.bounds[i] : self.bounds[i + 1]] = self._sessions[i].run(None, {"x": x})[0]
+            return run
+
+        cpu_pool.run([job(i) for i in range(len(self._sessions))])
+        return out
+
+
+class NBitsLinear(_RowChunks):
+    """``x @ W.T`` for an affine-quantized ``W [out, in]`` (4 or 8 bits) on ONNX Runtime's CPU kernels.
+
+    Built from the packed words, scales and biases of an MLX-layout matrix (NumPy arrays); the sessions hold
+    their own packed copy, so the arrays may be dropped afterwards. Call it with a float32 ``[rows, in]``
+    array; it returns ``[rows, out]`` float32.
+    """
+
+    def __init__(self, w: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_size: int, bits: int):
+        out_dim = w.shape[0]
+        in_dim = w.shape[1] * 32 // bits
+        if not supports(group_size, bits, in_dim):
+            raise ValueError(f"MatMulNBits cannot run {bits}-bit weights in groups of {group_size} over {in_dim}.")
+        groups = in_dim // group_size
+        self.group_size, self.bits = group_size, bits
+        blob = np.ascontiguousarray(w, dtype="<u4").view(np.uint8).reshape(out_dim, groups, group_size * bits // 8)
+        s = np.asarray(scales, dtype=np.float32)
+        b = np.asarray(biases, dtype=np.float32)
+        # q s + b = (q - z) s + (b + z s) with the integer z nearest -b / s: MatMulNBits sees centred values
+        # (its int8 activations then err as little as for a symmetric code) and the float rest is at most s / 2
+        z = np.clip(np.rint(-b / s), 0, (1 << bits) - 1).astype(np.uint8)
+        rest = b + z.astype(np.float32) * s  # [out, groups]
+        if bits == 4:
+            z = np.concatenate([z, np.zeros((out_dim, groups % 2), np.uint8)], axis=1)
+            z = z[:, 0::2] | (z[:, 1::2] << 4)  # low nibble first, each row padded to whole bytes
+
+        def make(a: int, c: int) -> bytes:
+            n = c - a
+            nodes = [
+                P.node("MatMulNBits", ["x", "B", "S", "Z"], ["y0"], domain="com.microsoft", K=in_dim, N=n,
+                       bits=bits, block_size=group_size, accuracy_level=ACCURACY[bits]),
+                P.node("Reshape", ["x", "gshape"], ["xg"]),
+                P.node("ReduceSum", ["xg", "gaxis"], ["xs"], keepdims=0),
+                P.node("MatMul", ["xs", "restT"], ["yb"]),
+                P.node("Add", ["y0", "yb"], ["y"]),
+            ]
+            inits = [P.tensor("B", blob[a:c]), P.tensor("S", s[a:c].reshape(-1)), P.tensor("Z", z[a:c].reshape(-1)),
+                     P.tensor("restT", np.ascontiguousarray(rest[a:c].T)),
+                     P.tensor("gshape", np.array([-1, groups, group_size], np.int64)),
+                     P.tensor("gaxis", np.array([2], np.int64))]
+            return P.model(nodes, inits, [P.value_info("x", ["rows", in_dim])], [P.value_info("y", ["rows", n])],
+                           {"": 17, "com.microsoft": 1})
+
+        super().__init__(out_dim, in_dim, blob.nbytes + s.nbytes + rest.nbytes, make)

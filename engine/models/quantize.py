@@ -1,0 +1,89 @@
+"""Quantization on load, for every family: affine 4/6/8-bit matrices (``Backend.quantize``, MLX layout),
+cached as a safetensors file next to nothing the user owns (platformdirs user cache, keyed by the
+checkpoint file's path, size and mtime, the bit width, the group size and the family's list of matrices),
+so the next start loads the converted matrices directly instead of converting again.
+
+A family names its matrices as ``(canonical name, owner object, attribute)`` targets; each target's float
+matrix is replaced by ``Backend.prepare_linear`` of its quantized form, in groups of 64 columns, or 32 or 16
+where 64 does not divide the width and the backend takes them (MLX: 32; NumPy's kernels: both); a matrix no
+group fits stays in float.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..backends import QuantizedWeight
+from ..errors import LivecapError
+from ..weights import TensorStore, read_header
+
+GROUP = 64
+GROUPS = (GROUP, 32, 16)
+
+
+def cache_path(weights_file: Path, bits: int, tag: str = "") -> Path:
+    """Where the quantized copy of ``weights_file`` at ``bits`` lives (``tag`` tells target lists apart)."""
+    from platformdirs import user_cache_dir
+
+    st = weights_file.stat()
+    key = f"{weights_file.resolve()}|{st.st_size}|{st.st_mtime_ns}|{bits}|{GROUP}|{tag}"
+    digest = hashlib.sha1(key.encode()).hexdigest()
+    return Path(user_cache_dir("livecap")) / "quantized" / f"{digest[:20]}.safetensors"
+
+
+def _group(bits: int, w, scales) -> int:
+    """The group size of a cached matrix, from its shapes: ``in / scale columns``."""
+    return (w.shape[1] * 32 // bits) // scales.shape[1]
+
+
+def quantize_targets(B, targets: list[tuple[str, object, str]], bits: int, weights_file: Path | None = None,
+                     tag: str = "") -> bool:
+    """Quantize the float matrices ``targets`` in place on backend ``B``; True when a cached copy was used."""
+    targets = [t for t in targets if not isinstance(getattr(t[1], t[2]), QuantizedWeight)
+               and any(getattr(t[1], t[2]).shape[-1] % g == 0 for g in GROUPS)]
+    path = cache_path(weights_file, bits, tag) if weights_file is not None else None
+    if path is not None and path.is_file():
+        try:
+            store = TensorStore(read_header(path), path.name)
+            if all(f"{n}.scales" in store or f"{n}.float" in store for n, _, _ in targets):
+                loaded = []
+                for n, _, _ in targets:
+                    if f"{n}.float" in store:
+                        loaded.append(None)
+                        continue
+                    w, s, b = (B.load(store, f"{n}.{k}") for k in ("weight", "scales", "biases"))
+                    loaded.append(QuantizedWeight(w, s, b, _group(bits, w, s), bits))
+                for (_, owner, attr), q in zip(targets, loaded):
+                    if q is not None:
+                        setattr(owner, attr, B.prepare_linear(q))
+                return True
+        except (OSError, ValueError, RuntimeError, LivecapError):
+            pass  # a damaged cache is rebuilt below
+    saved = {}
+    for n, owner, attr in targets:
+        w = getattr(owner, attr)
+        q = None
+        for g in (g for g in GROUPS if w.shape[-1] % g == 0):
+            try:
+                q = B.quantize(w, g, bits)
+                setattr(owner, attr, B.prepare_linear(q))
+                break
+            except (ValueError, RuntimeError, LivecapError):
+                q = None  # this group size is not supported here: try the next
+        if q is None:
+            saved[f"{n}.float"] = np.zeros(1, np.float32)  # stays float (recorded so the cache is complete)
+        else:
+            saved.update({f"{n}.weight": q.w, f"{n}.scales": q.scales, f"{n}.biases": q.biases})
+    if path is not None and saved:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.safetensors")
+            B.save_tensors(tmp, saved)
+            os.replace(tmp, path)
+        except (OSError, LivecapError):
+            pass  # no cache is only slower
+    return False
