@@ -159,7 +159,31 @@ def resolve_device(sd: Any, name: str | None) -> int | None:
     return None
 
 
-class MicSource:
+class QueuedInput:
+    """The reading side shared by the live inputs that capture into an ``AudioQueue`` (``queue``): ``read``
+    takes what was captured, the input never ends, and its backlog and drops are the queue's."""
+
+    queue: AudioQueue
+
+    def read(self, max_seconds: float | None = None) -> list[Block]:
+        """The blocks captured since the last call, oldest first."""
+        return self.queue.take_all(max_seconds)
+
+    @property
+    def ended(self) -> bool:
+        """A live input never runs out of audio."""
+        return False
+
+    @property
+    def backlog_seconds(self) -> float:
+        return self.queue.queued_seconds
+
+    @property
+    def dropped_seconds(self) -> float:
+        return self.queue.dropped_seconds
+
+
+class MicSource(QueuedInput):
     """Captures one input device into an ``AudioQueue``.
 
     ``open()`` starts the stream (raises ``AudioError`` with one sentence when it cannot);
@@ -245,10 +269,6 @@ class MicSource:
             except Exception:  # a vanished device may fail to stop; it is gone anyway
                 pass
 
-    def read(self, max_seconds: float | None = None) -> list[Block]:
-        """The blocks captured since the last call, oldest first."""
-        return self.queue.take_all(max_seconds)
-
     @property
     def lost(self) -> bool:
         """True when the open stream ended by itself or has delivered nothing for a while."""
@@ -264,19 +284,6 @@ class MicSource:
     @property
     def is_open(self) -> bool:
         return self._stream is not None
-
-    @property
-    def ended(self) -> bool:
-        """A microphone never runs out of audio."""
-        return False
-
-    @property
-    def backlog_seconds(self) -> float:
-        return self.queue.queued_seconds
-
-    @property
-    def dropped_seconds(self) -> float:
-        return self.queue.dropped_seconds
 
     # -- PortAudio thread -----------------------------------------------------------------------
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from app.capture import Block
+from app.capture import AudioQueue, Block, MicSource, QueuedInput
 
 MIC = "mic"
 SYSTEM = "system"
@@ -73,3 +73,38 @@ def level_db(samples: np.ndarray) -> float:
         return -90.0
     rms = math.sqrt(float(np.dot(x, x)) / x.size)
     return max(20 * math.log10(rms), -90.0) if rms > 0 else -90.0
+
+
+class SystemCapture(QueuedInput):
+    """System audio read through a ``MicSource`` (``_capture``) that is made anew when the output changes (the
+    PulseAudio monitors, the macOS tap). Every capture feeds the one ``queue``, so nothing queued is lost across
+    changes; ``notices()`` hands out the sentences for the user; ``lost`` turns true when the capture is lost or
+    could not be made again (``_broken``)."""
+
+    kind = "system"
+    silence_hint = None  # silence is normal: nothing is playing
+
+    def __init__(self, max_queue_seconds: float = 10.0) -> None:
+        self.queue = AudioQueue(max_queue_seconds)
+        self._capture: MicSource | None = None
+        self._notices: list[str] = []
+        self._broken = False
+
+    def _start(self, capture: MicSource) -> None:
+        """Open ``capture`` onto the shared queue and make it the current one (``AudioError`` when it cannot)."""
+        capture.queue = self.queue
+        capture.open()
+        self._capture = capture
+
+    def notices(self) -> list[str]:
+        """Sentences for the user since the last call (output changes, hints)."""
+        out, self._notices = self._notices, []
+        return out
+
+    @property
+    def lost(self) -> bool:
+        return self._broken or (self._capture is not None and self._capture.lost)
+
+    @property
+    def is_open(self) -> bool:
+        return self._capture is not None
