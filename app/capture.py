@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.audio import SAMPLE_RATE
+from engine.audio import SAMPLE_RATE, Resampler
 from engine.errors import AudioError
 
 BLOCK_SECONDS = 0.064
@@ -39,6 +39,39 @@ class Block:
     @property
     def seconds(self) -> float:
         return len(self.samples) / self.rate
+
+
+class BlockResampler:
+    """Blocks of any rate and channel count to 16 kHz mono float32, statefully: one streaming
+    ``engine.audio.Resampler`` while the rate and channel count stay the same; a change starts a new one."""
+
+    def __init__(self) -> None:
+        self._resampler: Resampler | None = None
+        self._key: tuple[int, int] | None = None
+
+    def process(self, block: Block) -> np.ndarray:
+        """``block``'s samples at 16 kHz mono: what the resampler has ready (16 kHz mono passes as it is)."""
+        samples = block.samples
+        channels = samples.shape[1] if samples.ndim == 2 else 1
+        key = (block.rate, channels)
+        if key == (SAMPLE_RATE, 1):
+            return np.ascontiguousarray(samples.reshape(-1), dtype=np.float32)
+        if self._resampler is None or self._key != key:  # the first block, or the input changed
+            self._resampler, self._key = Resampler(block.rate, SAMPLE_RATE, channels=channels), key
+        data = samples if channels > 1 else samples.reshape(-1)
+        return np.asarray(self._resampler.process(data), dtype=np.float32).reshape(-1)
+
+    def flush(self) -> np.ndarray:
+        """The tail of the current stream (none when nothing was resampled); the next block starts afresh."""
+        if self._resampler is None:
+            return np.zeros(0, dtype=np.float32)
+        tail = np.asarray(self._resampler.flush(), dtype=np.float32).reshape(-1)
+        self.reset()
+        return tail
+
+    def reset(self) -> None:
+        """Drop the current stream (its tail is lost)."""
+        self._resampler = self._key = None
 
 
 @dataclass(frozen=True)

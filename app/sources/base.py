@@ -66,13 +66,37 @@ class AudioSource(Protocol):
     def dropped_seconds(self) -> float: ...
 
 
+def dbfs(sum_sq: float, count: int) -> float:
+    """The RMS level, in dBFS, of ``count`` samples whose squares add up to ``sum_sq``; -90 for silence or none."""
+    rms = math.sqrt(sum_sq / count) if count else 0.0
+    return max(20 * math.log10(rms), -90.0) if rms > 0 else -90.0
+
+
 def level_db(samples: np.ndarray) -> float:
     """RMS level of ``samples`` in dBFS, -90 for silence or no samples."""
     x = np.asarray(samples, dtype=np.float32).reshape(-1)
-    if not x.size:
-        return -90.0
-    rms = math.sqrt(float(np.dot(x, x)) / x.size)
-    return max(20 * math.log10(rms), -90.0) if rms > 0 else -90.0
+    return dbfs(float(np.dot(x, x)), x.size)
+
+
+class LevelSum:
+    """The level of the samples added since the last ``take`` (a meter: ``add`` every block, ``take`` at the
+    screen's pace)."""
+
+    def __init__(self) -> None:
+        self.sum_sq = 0.0
+        self.count = 0
+
+    def add(self, samples: np.ndarray) -> None:
+        """Count ``samples`` (any shape) into the level."""
+        flat = samples.reshape(-1)
+        self.sum_sq += float(np.dot(flat, flat))
+        self.count += flat.size
+
+    def take(self) -> float:
+        """dBFS of what was added since the last call (-90 when nothing or silence), and start over."""
+        level = dbfs(self.sum_sq, self.count)
+        self.sum_sq, self.count = 0.0, 0
+        return level
 
 
 class SystemCapture(QueuedInput):
