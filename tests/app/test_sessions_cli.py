@@ -16,7 +16,7 @@ from engine.events import Line
 from engine.transcript import format_json, format_srt, format_txt
 from tests.app import fake_engine
 from tests.app.conftest import REPO
-from tests.app.test_main import run_livecap
+from tests.helpers import run_livecap
 
 MODELS = REPO / "tests" / "fixtures" / "models"
 SPEECH = REPO / "tests" / "fixtures" / "audio" / "speech.wav"

@@ -10,7 +10,7 @@ from app.settings import Key
 from app.sources import AudioSystem, Endpoint
 from app.worker import Stats
 from tests.app import fake_engine
-from tests.app.test_main import run_livecap
+from tests.helpers import run_livecap
 
 
 class FakeBackend:
