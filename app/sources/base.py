@@ -1,22 +1,21 @@
 """What every audio source offers the engine worker, and the endpoints the Source pickers list.
 
-A source (``MicSource``, ``FileSource``, the system-audio sources, ``MixSource``) is opened and read on the
-engine worker thread: ``open()`` raises ``AudioError`` with one sentence; ``read()`` returns the ``Block``s
-captured since the last call; ``lost`` turns true when the device went away (the worker then falls back to
-the default device); ``close()`` is idempotent and ``open()`` after it resumes (pause/resume). Sources may
-also offer ``notices()`` (sentences for the user, e.g. "the default output changed") and ``track_levels()``
-(per-track levels in dBFS for "Both").
+A source (``MicSource``, ``FileSource``, the system-audio sources, ``MixSource``; the contract is
+``app.audio_source.AudioSource``) is opened and read on the engine worker thread: ``open()`` raises
+``AudioError`` with one sentence; ``read()`` returns the ``Block``s captured since the last call; ``lost``
+turns true when the device went away (the worker then falls back to the default device); ``close()`` is
+idempotent and ``open()`` after it resumes (pause/resume). Sources may also offer ``notices()`` (sentences
+for the user, e.g. "the default output changed") and ``track_levels()`` (per-track levels in dBFS for "Both").
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from app.capture import AudioQueue, Block, MicSource, QueuedInput
+from app.capture import AudioQueue, MicSource, QueuedInput
 
 MIC = "mic"
 SYSTEM = "system"
@@ -34,36 +33,6 @@ class Endpoint:
     id: str
     name: str
     is_default: bool = False
-
-
-@runtime_checkable
-class AudioSource(Protocol):
-    """The contract the engine worker relies on (see the module docstring)."""
-
-    kind: str  # "microphone" | "system" | "both" | "file"
-    rate: int
-    description: str
-
-    def open(self) -> None: ...
-
-    def close(self) -> None: ...
-
-    def read(self, max_seconds: float | None = None) -> list[Block]: ...
-
-    @property
-    def lost(self) -> bool: ...
-
-    @property
-    def ended(self) -> bool: ...
-
-    @property
-    def is_open(self) -> bool: ...
-
-    @property
-    def backlog_seconds(self) -> float: ...
-
-    @property
-    def dropped_seconds(self) -> float: ...
 
 
 def dbfs(sum_sq: float, count: int) -> float:
