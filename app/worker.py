@@ -45,6 +45,11 @@ RECOVER_EVERY_S = 2.0
 ModelLoader = Callable[..., Model]
 
 
+def model_name(source: str) -> str:
+    """The last component of a model folder or hub id ("" stays "")."""
+    return source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """What the status bar shows about the loaded model."""
@@ -56,7 +61,7 @@ class ModelInfo:
     @property
     def name(self) -> str:
         """A short name: the last path component or repo name."""
-        return self.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or self.source
+        return model_name(self.source) or self.source
 
     @property
     def has_delay(self) -> bool:
