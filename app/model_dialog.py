@@ -14,6 +14,7 @@ folder) or None; the choice is remembered under the settings key ``model/source`
 
 from __future__ import annotations
 
+import html
 import logging
 import re
 from dataclasses import dataclass
@@ -812,7 +813,7 @@ def _weights_bytes(folder: Path) -> int:
 
 
 def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return html.escape(text, quote=False)
 
 
 def choose_model(parent: QWidget | None = None, settings: Any = None) -> str | None:
