@@ -542,9 +542,7 @@ class SessionsWindow(QWidget):
     def _choose_model(self) -> None:
         from app.model_dialog import choose_model
 
-        current = self.settings.value(Key.MODEL_SOURCE)
-        source = choose_model(self, self.settings)
-        self.settings.set_value(Key.MODEL_SOURCE, current)  # choosing here does not change the live model
+        source = choose_model(self, self.settings, remember=False)  # not the live model
         if source:
             self.retranscribe(source)
 

@@ -310,6 +310,27 @@ def test_choose_model_returns_and_remembers_the_choice(fake, qtbot, qsettings, m
     assert model_dialog.choose_model(None, qsettings) is None
 
 
+def test_a_choice_not_remembered_leaves_the_settings_alone(fake, qtbot, settings, monkeypatch) -> None:
+    """What the Sessions window's "Re-transcribe with > Another model..." uses: the live model stays saved."""
+    from app import model_dialog
+    from app.settings import Key
+
+    tiny = catalog_entry("moonshine-streaming-tiny")
+    _install("moonshine-streaming-tiny")
+    settings.set_value(Key.MODEL_SOURCE, "acme/live-model")
+
+    def run(self):
+        assert self.select_source(tiny.repo_id)
+        self._use()
+        return self.result()
+
+    monkeypatch.setattr(model_dialog.ModelDialog, "exec", run)
+    assert model_dialog.choose_model(None, settings, remember=False) == tiny.repo_id
+    assert settings.value(Key.MODEL_SOURCE) == "acme/live-model"
+    assert model_dialog.choose_model(None, settings) == tiny.repo_id
+    assert settings.value(Key.MODEL_SOURCE) == tiny.repo_id
+
+
 def test_app_settings_object_is_accepted(fake, qtbot, settings) -> None:
     from app.model_dialog import ModelDialog
     from app.settings import Key
