@@ -58,16 +58,21 @@ def tab_walk(window: QWidget, qtbot, start: QWidget, steps: int) -> set[QWidget]
     return seen
 
 
-@pytest.fixture
-def window(qtbot, controller, settings, fake_sd):
-    w = MainWindow(controller, settings, sounddevice=fake_sd)
+def shown_window(qtbot, controller, settings, fake_sd, width: int = 1100, audio=None) -> MainWindow:
+    """A main window, shown and active (so that Tab moves the focus)."""
+    w = MainWindow(controller, settings, sounddevice=fake_sd, audio=audio)
     qtbot.addWidget(w)
-    w.resize(1100, 640)
+    w.resize(width, 640)
     w.show()
     qtbot.waitExposed(w)
     w.activateWindow()
     qtbot.waitUntil(w.isActiveWindow, timeout=2000)
     return w
+
+
+@pytest.fixture
+def window(qtbot, controller, settings, fake_sd):
+    return shown_window(qtbot, controller, settings, fake_sd)
 
 
 def load(qtbot, window, source="fake-voxtral"):
@@ -156,14 +161,7 @@ def test_source_picker_controls_have_names_and_tab_reaches_them(qtbot, controlle
     from app.sources import AudioSystem
     from tests.app.fake_audio_backend import FakeBackend
 
-    audio = AudioSystem(fake_sd, FakeBackend(fake_sd))
-    w = MainWindow(controller, settings, sounddevice=fake_sd, audio=audio)
-    qtbot.addWidget(w)
-    w.resize(1400, 640)
-    w.show()
-    qtbot.waitExposed(w)
-    w.activateWindow()
-    qtbot.waitUntil(w.isActiveWindow, timeout=2000)
+    w = shown_window(qtbot, controller, settings, fake_sd, 1400, AudioSystem(fake_sd, FakeBackend(fake_sd)))
     load(qtbot, w)
     w.sources.set_kind(kind)
     picker = w.sources
