@@ -1,5 +1,6 @@
-"""What an audio input promises the engine worker (``app.worker``): ``MicSource`` (a microphone) and
-``FileSource`` (a file replayed as if live) both satisfy ``AudioSource``."""
+"""What an audio input promises the engine worker (``app.worker``): ``MicSource`` (a microphone), ``FileSource``
+(a file replayed as if live), the system-audio sources and ``MixSource`` (``app.sources``) all satisfy
+``AudioSource``."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from app.capture import Block
 
 @runtime_checkable
 class AudioSource(Protocol):
-    """Blocks of captured audio, taken on each worker tick. ``kind`` is ``"microphone"`` or ``"file"``;
-    ``rate`` the sample rate it captures at; ``description`` names the input for the user."""
+    """Blocks of captured audio, taken on each worker tick. ``kind`` is ``"microphone"``, ``"system"``,
+    ``"both"`` or ``"file"``; ``rate`` the sample rate it captures at; ``description`` names the input for the
+    user."""
 
     kind: str
     rate: int

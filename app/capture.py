@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.audio import SAMPLE_RATE
+from engine.audio import SAMPLE_RATE, Resampler
 from engine.errors import AudioError
 
 BLOCK_SECONDS = 0.064
@@ -39,6 +39,39 @@ class Block:
     @property
     def seconds(self) -> float:
         return len(self.samples) / self.rate
+
+
+class BlockResampler:
+    """Blocks of any rate and channel count to 16 kHz mono float32, statefully: one streaming
+    ``engine.audio.Resampler`` while the rate and channel count stay the same; a change starts a new one."""
+
+    def __init__(self) -> None:
+        self._resampler: Resampler | None = None
+        self._key: tuple[int, int] | None = None
+
+    def process(self, block: Block) -> np.ndarray:
+        """``block``'s samples at 16 kHz mono: what the resampler has ready (16 kHz mono passes as it is)."""
+        samples = block.samples
+        channels = samples.shape[1] if samples.ndim == 2 else 1
+        key = (block.rate, channels)
+        if key == (SAMPLE_RATE, 1):
+            return np.ascontiguousarray(samples.reshape(-1), dtype=np.float32)
+        if self._resampler is None or self._key != key:  # the first block, or the input changed
+            self._resampler, self._key = Resampler(block.rate, SAMPLE_RATE, channels=channels), key
+        data = samples if channels > 1 else samples.reshape(-1)
+        return np.asarray(self._resampler.process(data), dtype=np.float32).reshape(-1)
+
+    def flush(self) -> np.ndarray:
+        """The tail of the current stream (none when nothing was resampled); the next block starts afresh."""
+        if self._resampler is None:
+            return np.zeros(0, dtype=np.float32)
+        tail = np.asarray(self._resampler.flush(), dtype=np.float32).reshape(-1)
+        self.reset()
+        return tail
+
+    def reset(self) -> None:
+        """Drop the current stream (its tail is lost)."""
+        self._resampler = self._key = None
 
 
 @dataclass(frozen=True)
@@ -159,7 +192,31 @@ def resolve_device(sd: Any, name: str | None) -> int | None:
     return None
 
 
-class MicSource:
+class QueuedInput:
+    """The reading side shared by the live inputs that capture into an ``AudioQueue`` (``queue``): ``read``
+    takes what was captured, the input never ends, and its backlog and drops are the queue's."""
+
+    queue: AudioQueue
+
+    def read(self, max_seconds: float | None = None) -> list[Block]:
+        """The blocks captured since the last call, oldest first."""
+        return self.queue.take_all(max_seconds)
+
+    @property
+    def ended(self) -> bool:
+        """A live input never runs out of audio."""
+        return False
+
+    @property
+    def backlog_seconds(self) -> float:
+        return self.queue.queued_seconds
+
+    @property
+    def dropped_seconds(self) -> float:
+        return self.queue.dropped_seconds
+
+
+class MicSource(QueuedInput):
     """Captures one input device into an ``AudioQueue``.
 
     ``open()`` starts the stream (raises ``AudioError`` with one sentence when it cannot);
@@ -245,10 +302,6 @@ class MicSource:
             except Exception:  # a vanished device may fail to stop; it is gone anyway
                 pass
 
-    def read(self, max_seconds: float | None = None) -> list[Block]:
-        """The blocks captured since the last call, oldest first."""
-        return self.queue.take_all(max_seconds)
-
     @property
     def lost(self) -> bool:
         """True when the open stream ended by itself or has delivered nothing for a while."""
@@ -264,19 +317,6 @@ class MicSource:
     @property
     def is_open(self) -> bool:
         return self._stream is not None
-
-    @property
-    def ended(self) -> bool:
-        """A microphone never runs out of audio."""
-        return False
-
-    @property
-    def backlog_seconds(self) -> float:
-        return self.queue.queued_seconds
-
-    @property
-    def dropped_seconds(self) -> float:
-        return self.queue.dropped_seconds
 
     # -- PortAudio thread -----------------------------------------------------------------------
     def _callback(self, indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:

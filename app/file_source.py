@@ -38,7 +38,6 @@ class FileSource:
         self.rate = SAMPLE_RATE
         self.description = self.path.name
         self._stream: Any = None
-        self._pending = np.zeros(0, dtype=np.float32)  # decoded, not yet handed out
         self._pos = 0  # samples handed out
         self._total: int | None = None  # known once the stream ended
         self._t0: float | None = None
@@ -60,7 +59,6 @@ class FileSource:
             raise AudioError(f"The audio file {self.path.name} could not be read.") from exc
         self._release()
         self._stream = stream
-        self._pending = np.zeros(0, dtype=np.float32)
         self._pos = 0
         self._total = None
         self._t0 = time.monotonic()
@@ -93,20 +91,18 @@ class FileSource:
         return min(due, self._total) if self._total is not None else due
 
     def _take(self, n: int) -> np.ndarray:
-        """Up to ``n`` samples from the stream (fewer only at its end, which is then recorded)."""
-        if n <= 0:
+        """Up to ``n`` samples from the stream (fewer only at its end, which is then recorded). The stream
+        itself hands out exactly ``n`` samples but at the end, so nothing needs keeping here."""
+        if n <= 0 or self._stream is None:
             return np.zeros(0, dtype=np.float32)
-        if len(self._pending) < n and self._stream is not None:
-            try:
-                more = self._stream.read(n - len(self._pending))
-            except (LivecapError, OSError):  # the file broke off (a removed drive, ...): end at what was read
-                log.warning("reading %s failed; the replay ends here", self.path, exc_info=True)
-                more = np.zeros(0, dtype=np.float32)
-            self._pending = np.concatenate([self._pending, more]) if len(self._pending) else more
-            if len(self._pending) < n:  # the audio ended
-                self._total = self._pos + len(self._pending)
-                self._release()
-        out, self._pending = self._pending[:n], self._pending[n:]
+        try:
+            out = self._stream.read(n)
+        except (LivecapError, OSError):  # the file broke off (a removed drive, ...): end at what was read
+            log.warning("reading %s failed; the replay ends here", self.path, exc_info=True)
+            out = np.zeros(0, dtype=np.float32)
+        if len(out) < n:  # the audio ended
+            self._total = self._pos + len(out)
+            self._release()
         return np.ascontiguousarray(out, dtype=np.float32)
 
     def _release(self) -> None:

@@ -102,20 +102,11 @@ class Journal:
         if self._file is None:
             return
         self._write({"type": "end", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **extra})
-        try:
-            self._file.close()
-        except OSError:
-            pass
-        self._file = None
+        self._close_file()
 
     def abandon(self) -> None:
         """Close without an end record and delete the file (a session that never started)."""
-        if self._file is not None:
-            try:
-                self._file.close()
-            except OSError:
-                pass
-            self._file = None
+        self._close_file()
         try:
             self.path.unlink()
         except OSError:
@@ -136,12 +127,16 @@ class Journal:
         if self.failed is None:
             reason = getattr(exc, "strerror", None) or exc
             self.failed = f"The session backup could not be written ({reason})."
-        if self._file is not None:
+        self._close_file()
+
+    def _close_file(self) -> None:
+        """Close the file (a failing close loses nothing: every record was flushed and fsync'd); idempotent."""
+        file, self._file = self._file, None
+        if file is not None:
             try:
-                self._file.close()
+                file.close()
             except OSError:
                 pass
-            self._file = None
 
 
 def _next_number(folder: Path, stamp: str) -> int:

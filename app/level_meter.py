@@ -17,8 +17,12 @@ class LevelMeter(QWidget):
         self.setObjectName("levelMeter")
         self._db = FLOOR_DB
         self.setSizePolicy(QSizePolicy.Policy.Fixed, QSizePolicy.Policy.Fixed)
-        self.setToolTip("Input level")
-        self.setAccessibleName("Input level")
+        self.set_name("Input level")
+
+    def set_name(self, name: str) -> None:
+        """What the meter measures ("Input level", "Microphone level"): its accessible name and tooltip."""
+        self.setAccessibleName(name)
+        self.setToolTip(name)
 
     def sizeHint(self) -> QSize:
         return QSize(80, 12)
@@ -32,7 +36,7 @@ class LevelMeter(QWidget):
         db = max(FLOOR_DB, min(0.0, float(db)))
         if abs(db - self._db) >= 0.5:
             self._db = db
-            self.setToolTip(f"Input level {db:.0f} dBFS")
+            self.setToolTip(f"{self.accessibleName()} {db:.0f} dBFS")
             self.update()
 
     def paintEvent(self, event: QPaintEvent) -> None:

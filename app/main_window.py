@@ -52,12 +52,13 @@ from app.journal import RecoveredSession
 from app.overlay_manager import OverlayManager
 from app.paths import documents_dir
 from app.sessions_view import SessionsWindow, apply_session_settings
-from app.settings import BACKENDS, CAPTION_SIZES, DELAY_CHOICES_MS, THEMES, Key, Settings, Shortcut
+from app.settings import CAPTION_SIZES, DELAY_CHOICES_MS, THEMES, Key, Settings, Shortcut
 from app.source_picker import SourcePicker
 from app.status_bar import SessionStatusBar
 from app.theme import apply_theme, tail_color
 from app.welcome import WelcomePanel
 from app.worker import SessionSpec, Stats
+from engine.backends import BACKENDS
 
 log = logging.getLogger(__name__)
 

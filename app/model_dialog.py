@@ -9,11 +9,13 @@ saved where huggingface_hub keeps its login token when "Remember" is ticked; nev
 ``HF_HUB_OFFLINE`` set the dialog says so and offers only what is on disk.
 
 ``choose_model(parent, settings)`` runs the dialog and returns the chosen source (a hub repo id or a local
-folder) or None; the choice is remembered under the settings key ``model/source``.
+folder) or None; the choice is remembered under the settings key ``model/source`` (not with ``remember=False``:
+a model chosen for a re-transcription is not the live one).
 """
 
 from __future__ import annotations
 
+import html
 import logging
 import re
 from dataclasses import dataclass
@@ -135,18 +137,20 @@ def languages_text(entry: CatalogEntry | None) -> str:
 
 
 class ModelDialog(QDialog):
-    """After ``exec()`` returns Accepted, ``chosen`` is the source to load (repo id or folder)."""
+    """After ``exec()`` returns Accepted, ``chosen`` is the source to load (repo id or folder); with ``remember``
+    it is also stored in ``settings``."""
 
     COLUMNS = ("Model", "Languages", "Download", "Memory", "On this computer")
 
     def __init__(self, parent: QWidget | None = None, settings: Any = None, *, catalog: Catalog | None = None,
-                 machine: Machine | None = None) -> None:
+                 machine: Machine | None = None, remember: bool = True) -> None:
         super().__init__(parent)
         self.setObjectName("modelDialog")
         self.setWindowTitle("Speech models")
         self.setMinimumSize(800, 560)
         self.resize(920, 660)
         self._settings = settings
+        self._remember = remember
         self.chosen: str | None = None
         self.machine = machine or Machine.current()
         try:
@@ -775,7 +779,8 @@ class ModelDialog(QDialog):
         if row is None or not row.installed:
             return
         self.chosen = row.source
-        _write_source(self._settings, row.source)
+        if self._remember:
+            _write_source(self._settings, row.source)
         self.accept()
 
     def done(self, result: int) -> None:
@@ -812,16 +817,16 @@ def _weights_bytes(folder: Path) -> int:
 
 
 def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return html.escape(text, quote=False)
 
 
-def choose_model(parent: QWidget | None = None, settings: Any = None) -> str | None:
+def choose_model(parent: QWidget | None = None, settings: Any = None, remember: bool = True) -> str | None:
     """Show the model dialog; the chosen source (hub repo id or local folder), or None when closed.
 
-    ``settings`` is ``app.settings.Settings``, a ``QSettings``, or None (the application's QSettings); the
-    choice is stored under ``model/source``.
+    ``settings`` is ``app.settings.Settings``, a ``QSettings``, or None (the application's QSettings); with
+    ``remember`` the choice is stored under ``model/source``.
     """
-    dialog = ModelDialog(parent, settings)
+    dialog = ModelDialog(parent, settings, remember=remember)
     try:
         if dialog.exec() == QDialog.DialogCode.Accepted:
             return dialog.chosen

@@ -1,4 +1,7 @@
-"""``livecap --input FILE``: replay a file through the whole GUI path, save the transcript, maybe quit."""
+"""``livecap --input FILE``: replay a file through the whole GUI path, save the transcript, maybe quit.
+
+``UnattendedRun`` is what every unattended run shares (this replay, and ``app.live_run``'s timed capture):
+start once the model is loaded, save the transcript when the session ends, report a failure, exit."""
 
 from __future__ import annotations
 
@@ -27,24 +30,14 @@ def save_transcript(window: MainWindow, save_to: str) -> bool:
     return True
 
 
-class ReplayRun(QObject):
-    """Starts the replay once the model is loaded; when the file ends writes ``save_to`` (format by its
-    extension) and, with ``quit_at_end``, exits the app. ``exit_code`` is None until the run ends. When that
-    write fails, the session's journal is left unfinished (``keep_session_backup``) for recovery."""
+class UnattendedRun(QObject):
+    """Calls ``begin()`` once the model is loaded; when the session ends writes ``save_to`` (format by its
+    extension; ``save_transcript``) and, with ``quit_at_end``, exits the app. ``exit_code`` is None until the
+    run ends. Subclasses say how the session begins."""
 
-    def __init__(
-        self,
-        window: MainWindow,
-        path: str,
-        *,
-        speed: float = 1.0,
-        save_to: str | None = None,
-        quit_at_end: bool = False,
-    ) -> None:
+    def __init__(self, window: MainWindow, save_to: str | None, quit_at_end: bool) -> None:
         super().__init__(window)
         self.window = window
-        self.path = path
-        self.speed = speed
         self.save_to = save_to
         self.quit_at_end = quit_at_end
         self.exit_code: int | None = None
@@ -55,10 +48,14 @@ class ReplayRun(QObject):
         c.session_failed.connect(self.fail)
         c.session_finished.connect(self._on_finished)
 
+    def begin(self) -> None:
+        """Start the session (once, when the model is loaded)."""
+        raise NotImplementedError
+
     def _on_model(self, info: object) -> None:
         if info is not None and not self._started:
             self._started = True
-            self.window.start_file(self.path, self.speed)
+            self.begin()
 
     def _on_finished(self, reason: str) -> None:
         if not self._started or self.exit_code is not None:
@@ -80,3 +77,25 @@ class ReplayRun(QObject):
         self.exit_code = code
         if self.quit_at_end:
             QTimer.singleShot(0, lambda: (self.window.close(), QApplication.exit(code)))
+
+
+class ReplayRun(UnattendedRun):
+    """Starts the replay once the model is loaded; when the file ends writes ``save_to`` (format by its
+    extension) and, with ``quit_at_end``, exits the app. ``exit_code`` is None until the run ends. When that
+    write fails, the session's journal is left unfinished (``keep_session_backup``) for recovery."""
+
+    def __init__(
+        self,
+        window: MainWindow,
+        path: str,
+        *,
+        speed: float = 1.0,
+        save_to: str | None = None,
+        quit_at_end: bool = False,
+    ) -> None:
+        super().__init__(window, save_to, quit_at_end)
+        self.path = path
+        self.speed = speed
+
+    def begin(self) -> None:
+        self.window.start_file(self.path, self.speed)

@@ -18,7 +18,7 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.errors import LivecapError, UsageError
+from engine.errors import LivecapError, UsageError, user_message
 
 
 def wanted(args: Namespace) -> bool:
@@ -45,8 +45,7 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
         print(f"livecap: {exc}", file=sys.stderr)
         return exc.exit_code
     except Exception as exc:  # one sentence, never a traceback
-        detail = (str(exc).strip().splitlines() or [""])[0][:200]
-        print(f"livecap: the session command failed ({type(exc).__name__}: {detail}).", file=sys.stderr)
+        print(f"livecap: {user_message(exc, 'the session command failed')}", file=sys.stderr)
         return 1
 
 

@@ -47,6 +47,7 @@ from app.history import HistoryPane
 from app.paths import documents_dir
 from app.session_store import Retention, SessionNotFound, SessionStore, SessionSummary
 from app.settings import Key, Settings
+from app.worker import model_name
 from engine.errors import LivecapError
 
 log = logging.getLogger(__name__)
@@ -77,11 +78,6 @@ def duration_text(seconds: float) -> str:
     h, rest = divmod(total, 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
-def model_name(source: str) -> str:
-    """The last component of a model folder or hub id ("" stays "")."""
-    return source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def retranscribe_command(store: SessionStore, session_id: str, source: str, backend: str,
@@ -546,9 +542,7 @@ class SessionsWindow(QWidget):
     def _choose_model(self) -> None:
         from app.model_dialog import choose_model
 
-        current = self.settings.value(Key.MODEL_SOURCE)
-        source = choose_model(self, self.settings)
-        self.settings.set_value(Key.MODEL_SOURCE, current)  # choosing here does not change the live model
+        source = choose_model(self, self.settings, remember=False)  # not the live model
         if source:
             self.retranscribe(source)
 

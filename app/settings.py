@@ -19,7 +19,6 @@ from engine.models.voxtral.session import DELAYS_MS
 CAPTION_SIZES: tuple[int, int] = (8, 96)  # the caption font size range, in points
 DELAY_CHOICES_MS: tuple[int, ...] = DELAYS_MS  # the Voxtral delays the engine accepts (one list, the engine's)
 THEMES: tuple[str, ...] = ("system", "light", "dark", "high-contrast")
-BACKENDS: tuple[str, ...] = ("auto", "numpy", "mlx")
 
 
 class Key(enum.Enum):

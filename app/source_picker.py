@@ -58,6 +58,7 @@ class SourcePicker(QObject):
         self.level_meter = LevelMeter(self.meters)
         self.system_meter = LevelMeter(self.meters)
         self.system_meter.setObjectName("systemLevelMeter")
+        self.system_meter.set_name("System audio level")
         self.mic_label = _small_label("Mic", self.meters)
         self.system_label = _small_label("System", self.meters)
         grid.addWidget(self.mic_label, 0, 0)
@@ -135,7 +136,7 @@ class SourcePicker(QObject):
         both = kind == BOTH
         for widget in (self.system_meter, self.mic_label, self.system_label):
             widget.setVisible(both)
-        self.level_meter.setToolTip("Microphone level" if both else "Input level")
+        self.level_meter.set_name("Microphone level" if both else "Input level")
         self.source_combo.setToolTip(HEADPHONES_TIP if both else "What to caption")
 
     def set_enabled(self, enabled: bool) -> None:

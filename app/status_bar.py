@@ -85,13 +85,9 @@ class SessionStatusBar(QStatusBar):
         """Show latency (smoothed), the keep-up state (backlog over 2 s or any dropped audio) and any
         invalid (NaN/inf) audio the engine replaced by silence."""
         if stats.invalid_samples:
-            from engine.audio.finite import describe
+            from engine.audio.finite import describe, span_text
 
-            ms = stats.invalid_samples / 16
-            self.invalid_label.setText(
-                f"\u26a0 {ms:.0f} ms of invalid audio silenced" if ms < 10_000
-                else f"\u26a0 {ms / 1000:.1f} s of invalid audio silenced"
-            )
+            self.invalid_label.setText(f"\u26a0 {span_text(stats.invalid_samples)} of invalid audio silenced")
             self.invalid_label.setToolTip(describe(stats.invalid_samples) + " The input device or file is faulty.")
             self.invalid_label.show()
         if stats.latency_s is not None:

@@ -14,6 +14,7 @@ which the caption view replaces the welcome and Start is one key away), ``add_fo
 from __future__ import annotations
 
 import logging
+from html import escape
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -211,8 +212,8 @@ class WelcomePanel(QWidget):
             self.download_button.hide()
             return
         size = hub.format_bytes(e.download_bytes)
-        self.model_label.setText(f"Recommended for this computer:<br><b>{_esc(e.name)}</b> \u00b7 "
-                                 f"{_esc(languages_text(e))} \u00b7 {size} download")
+        self.model_label.setText(f"Recommended for this computer:<br><b>{escape(e.name, quote=False)}</b> \u00b7 "
+                                 f"{escape(languages_text(e), quote=False)} \u00b7 {size} download")
         self.reason_label.setText(self.reason)
         self.reason_label.show()
         self.download_button.show()
@@ -328,7 +329,3 @@ class WelcomePanel(QWidget):
 def _wrapping(label: QLabel) -> QLabel:
     label.setWordWrap(True)
     return label
-
-
-def _esc(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

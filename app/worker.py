@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,9 +25,10 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from app.audio_source import AudioSource
-from app.capture import Block, refresh_devices
+from app.capture import Block, BlockResampler, refresh_devices
 from app.file_source import FileSource
 from app.session_audio import AudioRecorder
+from app.sources.base import LevelSum
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError, LivecapError, user_message
 from engine.events import CaptionEvent
@@ -45,6 +45,11 @@ RECOVER_EVERY_S = 2.0
 ModelLoader = Callable[..., Model]
 
 
+def model_name(source: str) -> str:
+    """The last component of a model folder or hub id ("" stays "")."""
+    return source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """What the status bar shows about the loaded model."""
@@ -56,7 +61,7 @@ class ModelInfo:
     @property
     def name(self) -> str:
         """A short name: the last path component or repo name."""
-        return self.source.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or self.source
+        return model_name(self.source) or self.source
 
     @property
     def has_delay(self) -> bool:
@@ -133,8 +138,7 @@ class EngineWorker(QObject):
         self._model: Model | None = None
         self._session: Session | None = None
         self._source: AudioSource | None = None
-        self._resampler: Any = None
-        self._resampler_key: tuple[int, int] | None = None
+        self._resampler = BlockResampler()
         self._timer: QTimer | None = None
         self._recorder: AudioRecorder | None = None
         self._state = "idle"
@@ -277,8 +281,7 @@ class EngineWorker(QObject):
         self._fed = 0  # 16 kHz samples fed to the session
         self._arrivals: collections.deque[tuple[int, float]] = collections.deque(maxlen=512)
         self._latency: float | None = None
-        self._level_sq = 0.0
-        self._level_n = 0
+        self._level = LevelSum()
         self._last_stats = 0.0
         self._zero_run = 0
         self._hinted = False
@@ -314,7 +317,7 @@ class EngineWorker(QObject):
             return True
         parts = []
         for block in blocks:
-            pcm = self._resample(block)
+            pcm = self._resampler.process(block)
             parts.append(pcm)
             self._fed += len(pcm)
             self._arrivals.append((self._fed, block.time))
@@ -330,35 +333,13 @@ class EngineWorker(QObject):
         self._emit_events(events)
         return True
 
-    def _resample(self, block: Block) -> np.ndarray:
-        samples = block.samples
-        channels = samples.shape[1] if samples.ndim == 2 else 1
-        key = (block.rate, channels)
-        if key == (SAMPLE_RATE, 1):
-            return np.ascontiguousarray(samples.reshape(-1), dtype=np.float32)
-        if self._resampler_key != key:
-            from engine.audio import Resampler
-
-            self._resampler = Resampler(block.rate, SAMPLE_RATE, channels=channels)
-            self._resampler_key = key
-        data = samples if channels > 1 else samples.reshape(-1)
-        return np.asarray(self._resampler.process(data), dtype=np.float32).reshape(-1)
-
-    def _flush_resampler(self) -> np.ndarray:
-        if self._resampler is None:
-            return np.zeros(0, dtype=np.float32)
-        tail = np.asarray(self._resampler.flush(), dtype=np.float32).reshape(-1)
-        self._resampler = self._resampler_key = None
-        return tail
-
     def _track_level(self, samples: np.ndarray) -> None:
         if samples.size == 0:
             return
         flat = samples.reshape(-1)
         if not np.isfinite(flat).all():  # NaN/inf: the engine silences them; the meter ignores them
             flat = np.where(np.isfinite(flat), flat, np.float32(0.0))
-        self._level_sq += float(np.dot(flat, flat))
-        self._level_n += samples.size
+        self._level.add(flat)
         if self._source is not None and self._source.kind == "microphone":
             if not np.any(samples):
                 self._zero_run += len(samples)
@@ -389,11 +370,7 @@ class EngineWorker(QObject):
         return None
 
     def _emit_stats(self) -> None:
-        level = -90.0
-        if self._level_n:
-            rms = math.sqrt(self._level_sq / self._level_n)
-            level = max(20 * math.log10(rms), -90.0) if rms > 0 else -90.0
-        self._level_sq, self._level_n = 0.0, 0
+        level = self._level.take()
         source = self._source
         dropped = self._dropped_before + (source.dropped_seconds if source is not None else 0.0)
         backlog = source.backlog_seconds if source is not None else 0.0
@@ -444,7 +421,7 @@ class EngineWorker(QObject):
         if self._session is None:  # _feed failed and already ended the session
             return
         try:
-            tail = self._flush_resampler()
+            tail = self._resampler.flush()
             self._record(tail)
             if len(tail):
                 events += session.feed(tail)
@@ -475,7 +452,7 @@ class EngineWorker(QObject):
             self._recorder.close()  # compresses to FLAC before the session counts as ended
             self._recorder = None
         self._session = self._source = None
-        self._resampler = self._resampler_key = None
+        self._resampler.reset()
         if self._timer is not None:
             self._timer.stop()
         self._set_state("idle")

@@ -17,7 +17,7 @@ import sys
 import time
 
 from .audio import SAMPLE_RATE
-from .errors import LivecapError, UsageError
+from .errors import LivecapError, UsageError, os_reason
 from .models.voxtral.session import DELAYS_MS as VOXTRAL_DELAYS
 
 PROG = "livecap-transcribe"
@@ -147,7 +147,7 @@ def _write_stdout(text: str) -> None:
         except OSError:
             pass
     except OSError as e:
-        reason = (e.strerror or str(e)).rstrip(".").lower()
+        reason = os_reason(e)
         try:
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the text that did not fit is dropped at exit
         except OSError:

@@ -16,8 +16,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from app.audio_source import AudioSource
 from app.capture import MicSource, list_input_devices, resolve_device
-from app.sources.base import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SYSTEM, AudioSource, Endpoint
+from app.sources.base import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SYSTEM, Endpoint
 from engine.errors import AudioError
 
 __all__ = [

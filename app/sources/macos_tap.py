@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from app.capture import Block, MicSource, refresh_devices, resolve_device
-from app.sources.base import Endpoint
+from app.sources.base import Endpoint, SystemCapture
 from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
@@ -155,11 +155,9 @@ class CoreAudioTap:
             self.ca.AudioHardwareDestroyProcessTap(tap_id)
 
 
-class MacTapSource:
-    """System audio on macOS 14.4+ (see the module docstring). ``output_uid`` "" follows the default output."""
-
-    kind = "system"
-    silence_hint = None  # silence is normal; the permission check below knows better
+class MacTapSource(SystemCapture):
+    """System audio on macOS 14.4+ (see the module docstring). ``output_uid`` "" follows the default output.
+    Silence is normal (``silence_hint`` None); the permission check below knows better."""
 
     def __init__(
         self,
@@ -169,6 +167,7 @@ class MacTapSource:
         version: tuple[int, int] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__()
         self._sd = sd
         self._hal = hal
         self.output_uid = output_uid
@@ -176,14 +175,10 @@ class MacTapSource:
         self._version = version if version is not None else mac_version()
         self._clock = clock
         self._ids: tuple[int, int] | None = None
-        self._mic: MicSource | None = None
-        self._queue: Any = None
         self._default = 0
         self._next_check = 0.0
         self._zero_s = 0.0
         self._permission_told = False
-        self._notices: list[str] = []
-        self._broken = False
         self.rebuilds = 0
         self.rate = 48000
         self.description = ""
@@ -206,13 +201,10 @@ class MacTapSource:
             if index is None:
                 raise AudioError("The system-audio device did not show up in PortAudio.")
             mic = MicSource(self._sd, index, channels=2)
-            if self._queue is not None:
-                mic.queue = self._queue
-            mic.open()
+            self._start(mic)
         except Exception:
             self._teardown()
             raise
-        self._mic, self._queue = mic, mic.queue
         self.rate = mic.rate
         self._zero_s = 0.0
         self._next_check = self._clock() + FOLLOW_EVERY_S
@@ -220,7 +212,7 @@ class MacTapSource:
         self.description = f"System audio ({mic.rate / 1000:g} kHz){follows}"
 
     def _teardown(self) -> None:
-        mic, self._mic = self._mic, None
+        mic, self._capture = self._capture, None
         if mic is not None:
             mic.close()
         ids, self._ids = self._ids, None
@@ -232,10 +224,10 @@ class MacTapSource:
 
     def read(self, max_seconds: float | None = None) -> list[Block]:
         """Captured blocks; rebuilds the tap when the default output changed; watches for the permission."""
-        if self._mic is not None and self._clock() >= self._next_check:
+        if self._capture is not None and self._clock() >= self._next_check:
             self._next_check = self._clock() + FOLLOW_EVERY_S
             self._check_output()
-        blocks = self._queue.take_all(max_seconds) if self._queue is not None else []
+        blocks = super().read(max_seconds)
         self._watch_permission(blocks)
         return blocks
 
@@ -267,30 +259,6 @@ class MacTapSource:
         if self._zero_s >= PERMISSION_AFTER_S and self._hal.anything_playing():
             self._permission_told = True
             self._notices.append(PERMISSION)
-
-    def notices(self) -> list[str]:
-        out, self._notices = self._notices, []
-        return out
-
-    @property
-    def lost(self) -> bool:
-        return self._broken or (self._mic is not None and self._mic.lost)
-
-    @property
-    def ended(self) -> bool:
-        return False
-
-    @property
-    def is_open(self) -> bool:
-        return self._mic is not None
-
-    @property
-    def backlog_seconds(self) -> float:
-        return self._queue.queued_seconds if self._queue is not None else 0.0
-
-    @property
-    def dropped_seconds(self) -> float:
-        return self._queue.dropped_seconds if self._queue is not None else 0.0
 
 
 class MacBackend:

@@ -15,15 +15,14 @@ gate that drops whole 64 ms frames is enough here: the words are already in the 
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from app.capture import Block
-from app.sources.base import level_db
+from app.capture import Block, BlockResampler
+from app.sources.base import LevelSum, level_db
 from engine.audio import SAMPLE_RATE
 
 RATE = SAMPLE_RATE
@@ -135,36 +134,20 @@ class _Track:
         self.name = name
         self.buf = np.zeros(0, dtype=np.float32)
         self.start: int | None = None
-        self._resampler: Any = None
-        self._key: tuple[int, int] | None = None
-        self.sq = 0.0
-        self.n = 0
+        self.resampler = BlockResampler()
+        self.level = LevelSum()
         self.last_time = 0.0
 
     @property
     def end(self) -> int:
         return (self.start or 0) + len(self.buf)
 
-    def to_16k(self, block: Block) -> np.ndarray:
-        samples = block.samples
-        channels = samples.shape[1] if samples.ndim == 2 else 1
-        key = (block.rate, channels)
-        if key == (RATE, 1):
-            return np.ascontiguousarray(samples.reshape(-1), dtype=np.float32)
-        if self._key != key:
-            from engine.audio import Resampler
-
-            self._resampler, self._key = Resampler(block.rate, RATE, channels=channels), key
-        data = samples if channels > 1 else samples.reshape(-1)
-        return np.asarray(self._resampler.process(data), dtype=np.float32).reshape(-1)
-
     def add(self, pcm: np.ndarray, clock_pos: int, floor: int) -> None:
         """Append ``pcm`` whose last sample arrived at timeline position ``clock_pos``; ``floor`` is where
         the mix has been emitted up to (nothing is placed before it)."""
         if len(pcm) == 0:
             return
-        self.sq += float(np.dot(pcm, pcm))
-        self.n += len(pcm)
+        self.level.add(pcm)
         if self.start is None:
             self.start = max(clock_pos - len(pcm), floor)
             self.buf = pcm
@@ -190,12 +173,6 @@ class _Track:
         self.buf = self.buf[keep_from:]
         self.start = max(self.start, b) if keep_from else self.start
         return out
-
-    def level(self) -> float:
-        """dBFS of what was added since the last call (-90 when nothing or silence)."""
-        rms = math.sqrt(self.sq / self.n) if self.n else 0.0
-        self.sq, self.n = 0.0, 0
-        return max(20 * math.log10(rms), -90.0) if rms > 0 else -90.0
 
 
 class MixSource:
@@ -248,7 +225,7 @@ class MixSource:
         for name, source in (("mic", self.mic), ("system", self.system)):
             track = self._tracks[name]
             for block in source.read(max_seconds):
-                pcm = track.to_16k(block)
+                pcm = track.resampler.process(block)
                 track.last_time = max(track.last_time, block.time)
                 track.add(pcm, round((block.time - self._t0) * RATE), floor)
         return self._mix()
@@ -283,7 +260,7 @@ class MixSource:
 
     def track_levels(self) -> dict[str, float]:
         """Each input's level (dBFS) over what arrived since the last call: ``{"mic": .., "system": ..}``."""
-        return {name: track.level() for name, track in self._tracks.items()}
+        return {name: track.level.take() for name, track in self._tracks.items()}
 
     def notices(self) -> list[str]:
         """Sentences for the user since the last call (output changes, the headphones hint)."""

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from app.capture import Block, MicSource, resolve_device
-from app.sources.base import Endpoint
+from app.sources.base import Endpoint, SystemCapture
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError
 
@@ -146,25 +146,20 @@ class PulseCapture(MicSource):
         self.description = f"{self.label} ({self.rate / 1000:g} kHz)"
 
 
-class PulseSystemSource:
+class PulseSystemSource(SystemCapture):
     """What an output plays (its PulseAudio monitor). ``sink`` is an output name, or "" to follow the
     default output through changes. Reads, pauses and loss work like a ``MicSource``'s."""
 
-    kind = "system"
-    silence_hint = None  # silence is normal: nothing is playing
+    _capture: PulseCapture | None
 
     def __init__(self, sd: Any, server: PulseServer, sink: str = "", max_queue_seconds: float = 10.0) -> None:
+        super().__init__(max_queue_seconds)
         self._sd = sd
         self._server = server
         self.sink = sink
         self.follow = not sink
-        self._max_queue = max_queue_seconds
-        self._capture: PulseCapture | None = None
-        self._queue: Any = None
         self._current = ""
         self._next_check = 0.0
-        self._notices: list[str] = []
-        self._broken = False
         self.rate = SAMPLE_RATE
         self.description = ""
         self.switches = 0
@@ -180,12 +175,9 @@ class PulseSystemSource:
 
     def _open_sink(self, sink: str) -> None:
         monitor, name = self._server.monitor_of(sink)
-        capture = PulseCapture(self._sd, monitor, name, kind="system", max_queue_seconds=self._max_queue)
-        if self._queue is not None:
-            capture.queue = self._queue  # one queue across output changes: nothing queued is lost
-        capture.open()
-        self._queue = capture.queue
-        self._capture, self._current = capture, sink
+        capture = PulseCapture(self._sd, monitor, name, kind="system")
+        self._start(capture)  # one queue across output changes: nothing queued is lost
+        self._current = sink
         self.rate = capture.rate
         follows = " \u2014 follows the default output" if self.follow else ""
         self.description = f"System audio: {capture.description}{follows}"
@@ -203,7 +195,7 @@ class PulseSystemSource:
         if self.follow and self._capture is not None and time.monotonic() >= self._next_check:
             self._next_check = time.monotonic() + FOLLOW_EVERY_S
             self._follow_default()
-        return self._queue.take_all(max_seconds) if self._queue is not None else []
+        return super().read(max_seconds)
 
     def _follow_default(self) -> None:
         try:
@@ -229,31 +221,6 @@ class PulseSystemSource:
         self.switches += 1
         label = self._capture.label
         self._notices.append(f"The default output changed; now captioning what \u201c{label}\u201d plays.")
-
-    def notices(self) -> list[str]:
-        """Sentences for the user since the last call (output changes)."""
-        out, self._notices = self._notices, []
-        return out
-
-    @property
-    def lost(self) -> bool:
-        return self._broken or (self._capture is not None and self._capture.lost)
-
-    @property
-    def ended(self) -> bool:
-        return False
-
-    @property
-    def is_open(self) -> bool:
-        return self._capture is not None
-
-    @property
-    def backlog_seconds(self) -> float:
-        return self._queue.queued_seconds if self._queue is not None else 0.0
-
-    @property
-    def dropped_seconds(self) -> float:
-        return self._queue.dropped_seconds if self._queue is not None else 0.0
 
 
 class PulseBackend:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from app.capture import BLOCK_SECONDS, LOST_AFTER_SECONDS, AudioQueue, Block
+from app.capture import BLOCK_SECONDS, LOST_AFTER_SECONDS, AudioQueue, Block, QueuedInput
 from app.sources.base import Endpoint
 from engine.errors import AudioError
 
@@ -48,7 +48,7 @@ def _human(name: str) -> str:
     return name[: -len(LOOPBACK_SUFFIX)] if name.endswith(LOOPBACK_SUFFIX) else name
 
 
-class WasapiLoopbackSource:
+class WasapiLoopbackSource(QueuedInput):
     """The loopback of the output called ``output`` ("" follows the default output)."""
 
     kind = "system"
@@ -152,7 +152,7 @@ class WasapiLoopbackSource:
             if self.follow:
                 self._maybe_recheck_default()
         out = []
-        for block in self.queue.take_all(max_seconds):
+        for block in super().read(max_seconds):
             samples = block.samples
             if samples.ndim == 2 and samples.shape[1] > 1:
                 samples = samples.mean(axis=1, keepdims=True, dtype=np.float32)
@@ -216,20 +216,8 @@ class WasapiLoopbackSource:
         return not active and self._clock() - self._last_callback > LOST_AFTER_SECONDS
 
     @property
-    def ended(self) -> bool:
-        return False
-
-    @property
     def is_open(self) -> bool:
         return self._stream is not None
-
-    @property
-    def backlog_seconds(self) -> float:
-        return self.queue.queued_seconds
-
-    @property
-    def dropped_seconds(self) -> float:
-        return self.queue.dropped_seconds
 
 
 class WasapiBackend:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from engine.audio.resample import SAMPLE_RATE
+
 MAX_ABS = 65536.0
 
 
@@ -31,9 +33,14 @@ def door(pcm: np.ndarray) -> tuple[np.ndarray, int]:
     return x, n
 
 
-def describe(samples: int, rate: int = 16000) -> str:
-    """One sentence for the user about ``samples`` replaced samples (``rate`` Hz)."""
+def span_text(samples: int, rate: int = SAMPLE_RATE) -> str:
+    """How long ``samples`` samples at ``rate`` Hz last: ``"120 ms"``, or ``"12.5 s"`` from ten seconds on."""
     ms = samples * 1000 / rate
-    span = f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
+def describe(samples: int, rate: int = SAMPLE_RATE) -> str:
+    """One sentence for the user about ``samples`` replaced samples (``rate`` Hz)."""
+    span = span_text(samples, rate)
     return (f"{samples} sample{'s' if samples != 1 else ''} ({span}) of the audio were not valid numbers (NaN, "
             "infinite or absurdly large) and were replaced by silence.")

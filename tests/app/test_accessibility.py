@@ -58,16 +58,21 @@ def tab_walk(window: QWidget, qtbot, start: QWidget, steps: int) -> set[QWidget]
     return seen
 
 
-@pytest.fixture
-def window(qtbot, controller, settings, fake_sd):
-    w = MainWindow(controller, settings, sounddevice=fake_sd)
+def shown_window(qtbot, controller, settings, fake_sd, width: int = 1100, audio=None) -> MainWindow:
+    """A main window, shown and active (so that Tab moves the focus)."""
+    w = MainWindow(controller, settings, sounddevice=fake_sd, audio=audio)
     qtbot.addWidget(w)
-    w.resize(1100, 640)
+    w.resize(width, 640)
     w.show()
     qtbot.waitExposed(w)
     w.activateWindow()
     qtbot.waitUntil(w.isActiveWindow, timeout=2000)
     return w
+
+
+@pytest.fixture
+def window(qtbot, controller, settings, fake_sd):
+    return shown_window(qtbot, controller, settings, fake_sd)
 
 
 def load(qtbot, window, source="fake-voxtral"):
@@ -146,3 +151,43 @@ def test_export_dialog(qtbot, tmp_path):
     d = ExportDialog([Line(t, i, i + 1) for i, t in enumerate(LINES_TEXT)], folder=str(tmp_path))
     qtbot.addWidget(d)
     _dialog_check(qtbot, d)
+
+
+@pytest.mark.parametrize("kind", ["system", "mic", "both"])
+def test_source_picker_controls_have_names_and_tab_reaches_them(qtbot, controller, settings, fake_sd, kind):
+    """The Source picker with System audio available, under each source: its combos and buttons are named and
+    reached by Tab, and each level meter says what it measures (under Both: one per input)."""
+    from app.level_meter import LevelMeter
+    from app.sources import AudioSystem
+    from tests.app.fake_audio_backend import FakeBackend
+
+    w = shown_window(qtbot, controller, settings, fake_sd, 1400, AudioSystem(fake_sd, FakeBackend(fake_sd)))
+    load(qtbot, w)
+    w.sources.set_kind(kind)
+    picker = w.sources
+    shown = {"system": [picker.output_combo], "mic": [picker.device_combo],
+             "both": [picker.output_combo, picker.device_combo]}[kind]
+    qtbot.waitUntil(lambda: all(x.isVisibleTo(w) for x in shown), timeout=2000)  # the toolbar lays out anew
+    assert unnamed(w) == []
+    wanted = focusable(w, visible_only=True)
+    assert set(shown + [picker.source_combo, picker.refresh_button]) <= set(wanted)
+    seen = tab_walk(w, qtbot, wanted[0], 3 * len(wanted))
+    assert set(wanted) <= seen, [f"{type(x).__name__}#{x.objectName()}" for x in set(wanted) - seen]
+    meters = [m for m in picker.meters.findChildren(LevelMeter) if m.isVisibleTo(w)]
+    names = [m.accessibleName() for m in meters]
+    assert len(meters) == (2 if kind == "both" else 1) and all(names) and len(set(names)) == len(names), names
+
+
+def test_sessions_window(qtbot, window, tmp_path):
+    """The Sessions window with a kept session (and its audio) open: every control named, Tab reaches them all."""
+    from tests.app import fake_engine
+
+    load(qtbot, window, "fake-moonshine")
+    window.controller.keep_audio = True  # so that "Re-transcribe with" is enabled too
+    wav = fake_engine.write_wav(tmp_path / "a.wav", fake_engine.speechlike([(0.8, 0.5), (1.0, 0.5)]))
+    with qtbot.waitSignal(window.controller.session_saved, timeout=15000):
+        window.start_file(str(wav), speed=8)
+    view = window.show_sessions()
+    assert view is not None and view.current_id() is not None and view.history.lines()
+    assert view.retranscribe_button.isEnabled() and view.export_button.isEnabled()
+    _dialog_check(qtbot, view)

@@ -1,4 +1,5 @@
-"""Both inputs the worker drives satisfy ``app.audio_source.AudioSource``."""
+"""Every input the worker drives satisfies ``app.audio_source.AudioSource``: the microphone, a replayed file,
+System audio on each platform, and Both."""
 
 from __future__ import annotations
 
@@ -15,3 +16,20 @@ def test_microphone_and_file_are_audio_sources(tmp_path):
     for source in (mic, FileSource(path)):
         assert isinstance(source, AudioSource), type(source).__name__
     assert not isinstance(object(), AudioSource)
+
+
+def test_system_audio_and_both_are_audio_sources():
+    from app.sources.macos_tap import CoreAudioTap, MacTapSource
+    from app.sources.mix import MixSource
+    from app.sources.pulse import PulseServer, PulseSystemSource
+    from app.sources.wasapi import WasapiLoopbackSource
+    from tests.app.fake_coreaudio import FakeCoreAudio
+    from tests.app.fake_pyaudiowpatch import FakeWasapi
+
+    sd = FakeSoundDevice([make_device("Mic")])
+    pulse = PulseSystemSource(sd, PulseServer(object()))
+    mac = MacTapSource(sd, CoreAudioTap(FakeCoreAudio(sd)), version=(14, 4))
+    wasapi = WasapiLoopbackSource(FakeWasapi([], default=""))
+    both = MixSource(MicSource(sd, None), pulse)
+    for source in (pulse, mac, wasapi, both):
+        assert isinstance(source, AudioSource), type(source).__name__

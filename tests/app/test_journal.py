@@ -70,3 +70,21 @@ def test_controller_journals_as_lines_commit_and_recovers_after_crash(qtbot, loa
         second.shutdown(3000)
     with qtbot.waitSignal(controller.session_finished, timeout=5000):
         controller.stop()
+
+
+def test_an_end_record_that_cannot_be_written_is_reported_not_raised(tmp_path, monkeypatch):
+    """A disk that fills up just as the session ends: close() reports it in one sentence and closes the file
+    (it raised AttributeError before)."""
+    import errno
+
+    j = journal.Journal(tmp_path)
+    j.add(Line("kept line", 0.5, 1.5))
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(journal.os, "fsync", full)
+    j.close(audio_s=1.5)
+    assert j.failed == "The session backup could not be written (No space left on device)."
+    assert not j.is_open
+    j.close()  # again: nothing left to do

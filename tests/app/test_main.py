@@ -4,8 +4,6 @@ subprocess with the fake engine injected through ``--engine-factory``."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,27 +12,7 @@ import srt
 from app.main import build_parser, load_factory
 from engine.transcript import format_txt
 from tests.app import fake_engine
-from tests.app.conftest import REPO
-
-FACTORY = "tests.app.fake_engine:load_model"
-
-
-def run_livecap(
-    tmp_path: Path, *args: str, factory: str | None = FACTORY, timeout: float = 60
-) -> subprocess.CompletedProcess:
-    """Run ``python -m app.main`` offscreen with private settings/data folders (and the fake engine)."""
-    env = dict(os.environ)
-    env.update(
-        QT_QPA_PLATFORM="offscreen",
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        PYTHONPATH=str(REPO),
-    )
-    cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), *args]
-    if factory:
-        cmd += ["--engine-factory", factory]
-    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+from tests.helpers import FAKE_ENGINE, REPO, run_livecap
 
 
 @pytest.fixture
@@ -122,7 +100,7 @@ def test_unattended_failures_exit_with_one_sentence(tmp_path, wav, case, code, m
 def test_parser_and_factory():
     args = build_parser().parse_args(["--input", "a.wav", "--speed", "2", "--quit-at-end"])
     assert args.input == "a.wav" and args.speed == 2 and args.quit_at_end
-    assert load_factory(FACTORY) is fake_engine.load_model
+    assert load_factory(FAKE_ENGINE) is fake_engine.load_model
     assert load_factory(str(Path(fake_engine.__file__)) + ":speechlike").__name__ == "speechlike"
     with pytest.raises(ValueError):
         load_factory("no-colon")

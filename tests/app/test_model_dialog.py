@@ -6,47 +6,15 @@ Run as a script to save a screenshot (use Xvfb for a real X server):
 
 from __future__ import annotations
 
-import json
-import struct
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES
-from tests.fakehub import FakeHub, block_network, hub_env, padded
+from tests.app.catalog_hub import SMALL, SMALL_WEIGHTS, TINY, catalog_entry, fixture_files, serve_catalog
+from tests.fakehub import FakeHub, block_network, hub_env
 
-TINY = FIXTURES / "models" / "moon_tiny_like"
-SMALL = FIXTURES / "models" / "moon_small_like"
 GIB = 1 << 30
-# The small model's weights, made bigger than huggingface_hub's 10 MB write step so a cancel keeps some of them.
-SMALL_WEIGHTS = padded((SMALL / "model.safetensors").read_bytes(), 20_000_000)
-
-
-def _fixture_files(folder: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
-
-
-def fake_mistral_files() -> dict[str, bytes]:
-    """A Mistral-native layout that passes the structural check (one tiny tensor), for the gated repo."""
-    header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
-    weights = struct.pack("<Q", len(header)) + header + b"\0" * 8
-    return {"consolidated.safetensors": weights, "params.json": b'{"dim": 8}', "tekken.json": b"{}",
-            "model.safetensors": b"not downloaded", "README.md": b"# card"}
-
-
-def serve_catalog(hub: FakeHub) -> None:
-    """Moonshine tiny and small at the catalog's pinned revisions, the official Voxtral as a gated repo."""
-    from engine.catalog import load_catalog
-
-    cat = load_catalog()
-    tiny, small = cat.by_key("moonshine-streaming-tiny"), cat.by_key("moonshine-streaming-small")
-    vox = cat.by_key("voxtral-bf16-official")
-    hub.add_repo(tiny.repo_id, _fixture_files(TINY), commit=tiny.revision)
-    hub.add_repo(small.repo_id, {**_fixture_files(SMALL), "model.safetensors": SMALL_WEIGHTS}, commit=small.revision)
-    hub.add_repo(vox.repo_id, fake_mistral_files(), commit=vox.revision, gated=True)
-    hub.add_repo("acme/custom-moon", _fixture_files(TINY))
-
 
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
@@ -84,16 +52,10 @@ def make_dialog(qtbot, qsettings):
             d._job.wait(5)
 
 
-def _catalog_entry(key: str):
-    from engine.catalog import load_catalog
-
-    return load_catalog().by_key(key)
-
-
 def _install(key: str) -> Path:
     from engine import install
 
-    e = _catalog_entry(key)
+    e = catalog_entry(key)
     return install.install_model(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns,
                                  required=e.required_files)
 
@@ -111,7 +73,7 @@ def test_list_shows_installed_state_and_the_recommendation(fake, make_dialog, qt
     from PySide6.QtGui import QDesktopServices
 
     path = _install("moonshine-streaming-tiny")
-    tiny, small = _catalog_entry("moonshine-streaming-tiny"), _catalog_entry("moonshine-streaming-small")
+    tiny, small = catalog_entry("moonshine-streaming-tiny"), catalog_entry("moonshine-streaming-small")
     d = make_dialog()
     assert len(d.rows) >= 6
     assert _status(d, tiny.repo_id).startswith("Installed \u00b7 ")
@@ -134,7 +96,7 @@ def test_list_shows_installed_state_and_the_recommendation(fake, make_dialog, qt
 
 
 def test_download_shows_progress_then_installed_and_is_chosen(fake, make_dialog, qtbot, qsettings) -> None:
-    small = _catalog_entry("moonshine-streaming-small")
+    small = catalog_entry("moonshine-streaming-small")
     fake.rate = 20_000_000
     d = make_dialog()
     assert d.select_source(small.repo_id)
@@ -162,7 +124,7 @@ def test_download_shows_progress_then_installed_and_is_chosen(fake, make_dialog,
 def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
     from engine import install
 
-    small = _catalog_entry("moonshine-streaming-small")
+    small = catalog_entry("moonshine-streaming-small")
     fake.rate = 4_000_000
     d = make_dialog()
     d.select_source(small.repo_id)
@@ -195,7 +157,7 @@ def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
 def test_gated_model_needs_a_token(fake, make_dialog, qtbot) -> None:
     from engine import hub as H
 
-    vox = _catalog_entry("voxtral-bf16-official")
+    vox = catalog_entry("voxtral-bf16-official")
     d = make_dialog()
     d.select_source(vox.repo_id)
     assert "Gated model" in d.details.text()
@@ -253,7 +215,7 @@ def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
     assert d.row_for("acme/missing-model") is None
 
     # Files that pass the structural check but that the loader cannot build: rejected and removed.
-    fake.add_repo("acme/mismatched", {**_fixture_files(TINY), "model.safetensors":
+    fake.add_repo("acme/mismatched", {**fixture_files(TINY), "model.safetensors":
                                       (SMALL / "model.safetensors").read_bytes()})
     d.custom_edit.setText("acme/mismatched")
     d.add_button.click()
@@ -271,14 +233,14 @@ def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
 
 
 def test_offline_mode_is_explained(fake, make_dialog, monkeypatch) -> None:
-    tiny = _catalog_entry("moonshine-streaming-tiny")
+    tiny = catalog_entry("moonshine-streaming-tiny")
     _install("moonshine-streaming-tiny")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     fake.requests.clear()
     d = make_dialog()
     assert not d.offline_banner.isHidden()
     assert "HF_HUB_OFFLINE" in d.offline_banner.label.text()
-    d.select_source(_catalog_entry("moonshine-streaming-small").repo_id)
+    d.select_source(catalog_entry("moonshine-streaming-small").repo_id)
     assert not d.download_button.isEnabled() and "Offline" in d.download_button.toolTip()
     d.select_source(tiny.repo_id)
     assert d.use_button.isEnabled()
@@ -291,7 +253,7 @@ def test_offline_mode_is_explained(fake, make_dialog, monkeypatch) -> None:
 def test_delete(fake, make_dialog, monkeypatch) -> None:
     from engine import hub as H
 
-    tiny = _catalog_entry("moonshine-streaming-tiny")
+    tiny = catalog_entry("moonshine-streaming-tiny")
     path = _install("moonshine-streaming-tiny")
     d = make_dialog()
     d.select_source(tiny.repo_id)
@@ -310,7 +272,7 @@ def test_delete(fake, make_dialog, monkeypatch) -> None:
 def test_closing_cancels_a_running_download(fake, make_dialog, qtbot) -> None:
     fake.rate = 500_000
     d = make_dialog()
-    d.select_source(_catalog_entry("moonshine-streaming-small").repo_id)
+    d.select_source(catalog_entry("moonshine-streaming-small").repo_id)
     d.download_button.click()
     job = d._job
     qtbot.waitUntil(lambda: d._last_progress is not None and d._last_progress.done > 0, timeout=10000)
@@ -322,7 +284,7 @@ def test_choose_model_returns_and_remembers_the_choice(fake, qtbot, qsettings, m
     from app import model_dialog
     from engine.catalog import Machine
 
-    tiny = _catalog_entry("moonshine-streaming-tiny")
+    tiny = catalog_entry("moonshine-streaming-tiny")
     _install("moonshine-streaming-tiny")
     real_init = model_dialog.ModelDialog.__init__
 
@@ -348,11 +310,32 @@ def test_choose_model_returns_and_remembers_the_choice(fake, qtbot, qsettings, m
     assert model_dialog.choose_model(None, qsettings) is None
 
 
+def test_a_choice_not_remembered_leaves_the_settings_alone(fake, qtbot, settings, monkeypatch) -> None:
+    """What the Sessions window's "Re-transcribe with > Another model..." uses: the live model stays saved."""
+    from app import model_dialog
+    from app.settings import Key
+
+    tiny = catalog_entry("moonshine-streaming-tiny")
+    _install("moonshine-streaming-tiny")
+    settings.set_value(Key.MODEL_SOURCE, "acme/live-model")
+
+    def run(self):
+        assert self.select_source(tiny.repo_id)
+        self._use()
+        return self.result()
+
+    monkeypatch.setattr(model_dialog.ModelDialog, "exec", run)
+    assert model_dialog.choose_model(None, settings, remember=False) == tiny.repo_id
+    assert settings.value(Key.MODEL_SOURCE) == "acme/live-model"
+    assert model_dialog.choose_model(None, settings) == tiny.repo_id
+    assert settings.value(Key.MODEL_SOURCE) == tiny.repo_id
+
+
 def test_app_settings_object_is_accepted(fake, qtbot, settings) -> None:
     from app.model_dialog import ModelDialog
     from app.settings import Key
 
-    tiny = _catalog_entry("moonshine-streaming-tiny")
+    tiny = catalog_entry("moonshine-streaming-tiny")
     _install("moonshine-streaming-tiny")
     d = ModelDialog(None, settings)
     qtbot.addWidget(d)
@@ -390,7 +373,7 @@ def screenshot(out: str) -> None:  # pragma: no cover - a manual tool
                                 "tekken.json": b"{}"}, commit=four.revision)
     _install("moonshine-streaming-tiny")
     medium = cat.by_key("moonshine-streaming-medium")
-    hub.add_repo(medium.repo_id, {**_fixture_files(SMALL), "model.safetensors": SMALL_WEIGHTS},
+    hub.add_repo(medium.repo_id, {**fixture_files(SMALL), "model.safetensors": SMALL_WEIGHTS},
                  commit=medium.revision)
     hub.drop_at["model.safetensors"] = 12_000_000
     hub.down_after_drop = True
@@ -435,7 +418,7 @@ if __name__ == "__main__":  # pragma: no cover
 
 
 def test_error_goes_with_another_row_and_focus_stays_on_the_buttons(fake, make_dialog, qtbot) -> None:
-    small, tiny = _catalog_entry("moonshine-streaming-small"), _catalog_entry("moonshine-streaming-tiny")
+    small, tiny = catalog_entry("moonshine-streaming-small"), catalog_entry("moonshine-streaming-tiny")
     fake.down = True
     d = make_dialog()
     d.show()

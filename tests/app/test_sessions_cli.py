@@ -16,7 +16,7 @@ from engine.events import Line
 from engine.transcript import format_json, format_srt, format_txt
 from tests.app import fake_engine
 from tests.app.conftest import REPO
-from tests.app.test_main import run_livecap
+from tests.helpers import run_livecap
 
 MODELS = REPO / "tests" / "fixtures" / "models"
 SPEECH = REPO / "tests" / "fixtures" / "audio" / "speech.wav"
@@ -137,3 +137,21 @@ def test_session_with_audio_retranscribes_with_a_second_fixture_model(tmp_path):
     assert [v["version"] for v in row["versions"]] == [1, 2] and row["model"].endswith("moon_small_like")
     srt_out = run_livecap(tmp_path, "--export-session", sid, "--format", "srt", factory=None)
     assert srt_out.stdout == format_srt(expected)
+
+
+@pytest.mark.parametrize(("error", "sentence"), [
+    (RuntimeError("the disk went away\nmore detail"), "the session command failed (RuntimeError: the disk went away)."),
+    (KeyError(), "the session command failed (KeyError)."),
+])
+def test_an_unexpected_failure_is_one_sentence(tmp_path, monkeypatch, capsys, error, sentence):
+    from app import sessions_cli
+    from app.main import build_parser
+    from app.session_store import SessionStore
+
+    def fail(self):
+        raise error
+
+    monkeypatch.setattr(SessionStore, "list", fail)
+    args = build_parser().parse_args(["--sessions", "--sessions-dir", str(tmp_path)])
+    assert sessions_cli.run(args) == 1
+    assert capsys.readouterr().err == f"livecap: {sentence}\n"

@@ -7,39 +7,11 @@ import pytest
 
 from app.main_window import MainWindow
 from app.settings import Key
-from app.sources import AudioSystem, Endpoint
+from app.sources import AudioSystem
 from app.worker import Stats
 from tests.app import fake_engine
-from tests.app.test_main import run_livecap
-
-
-class FakeBackend:
-    """System audio that 'works': outputs by name, one named microphone, and a fake-mic-backed source."""
-
-    def __init__(self, sd, reason: str | None = None) -> None:
-        self.sd, self.reason = sd, reason
-        self.made: list[str] = []
-
-    def unavailable_reason(self):
-        return self.reason
-
-    def outputs(self):
-        return [Endpoint("alsa_output.pci.analog-stereo", "Built-in Audio Analog Stereo", True),
-                Endpoint("bluez_sink.AA", "WH-1000XM4", False)]
-
-    def microphones(self):
-        return [Endpoint("pulse:alsa_input.usb", "Blue Yeti", True)]
-
-    def system_source(self, output=""):
-        from app.capture import MicSource
-
-        self.made.append(output)
-        source = MicSource(self.sd, None)
-        source.kind = "system"
-        return source
-
-    def mic_source(self, device):
-        return None
+from tests.app.fake_audio_backend import FakeBackend
+from tests.helpers import run_livecap
 
 
 def make_window(qtbot, controller, settings, audio):

@@ -75,8 +75,8 @@ def test_livecap_without_an_audio_object_yet_excludes_nothing(sd):
 
 
 def feed_zeros(source: MacTapSource, seconds: float) -> None:
-    source._queue.take_all()
-    source._queue.put(Block(np.zeros((int(seconds * 48000), 2), np.float32), 48000, 0.0))
+    source.queue.take_all()
+    source.queue.put(Block(np.zeros((int(seconds * 48000), 2), np.float32), 48000, 0.0))
     source.read()
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from app.capture import Block
 from app.sources.mix import HEADPHONES_HINT, EchoGate, MixSource, max_normalized_correlation
-from tests.app.test_sources_pulse import band_power, tone
+from tests.helpers import band_power, tone
 
 RATE = 16000
 

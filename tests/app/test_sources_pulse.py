@@ -16,20 +16,9 @@ from app.sources.pulse import PulseSystemSource
 from tests.app import fake_engine
 from tests.app.conftest import REPO
 from tests.app.pulse_fixture import FifoWriter
+from tests.helpers import band_power, livecap_env, tone
 
 RATE = 16000
-
-
-def tone(freq: float, seconds: float, amp: float = 0.3, rate: int = RATE) -> np.ndarray:
-    t = np.arange(int(seconds * rate)) / rate
-    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
-
-
-def band_power(x: np.ndarray, freq: float, rate: int = RATE, width: float = 30.0) -> float:
-    """The fraction of ``x``'s power within ``width`` Hz of ``freq``."""
-    spec = np.abs(np.fft.rfft(x * np.hanning(len(x)))) ** 2
-    freqs = np.fft.rfftfreq(len(x), 1 / rate)
-    return float(spec[np.abs(freqs - freq) < width].sum() / max(spec.sum(), 1e-20))
 
 
 def collect(source, seconds: float, until=None) -> np.ndarray:
@@ -164,14 +153,7 @@ def run_unattended(tmp_path, server, source: str, out: str, seconds: float, play
     model = REPO / "tests" / "fixtures" / "models" / "moon_tiny_like"
     if not (model / "config.json").exists():
         pytest.skip("the Moonshine fixture model is missing (make fixtures)")
-    env = dict(server.env)
-    env.update(
-        QT_QPA_PLATFORM="offscreen",
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        PYTHONPATH=str(REPO),
-    )
+    env = livecap_env(tmp_path, server.env)
     env.pop("PULSE_SOURCE", None)
     cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), "--source", source,
            *extra, "--model", str(model), "--backend", "numpy", "--quit-after", str(seconds),

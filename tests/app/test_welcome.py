@@ -12,7 +12,7 @@ from PySide6.QtTest import QTest
 
 from app.main_window import MainWindow
 from app.settings import Key
-from tests.app.test_model_dialog import _catalog_entry, serve_catalog
+from tests.app.catalog_hub import catalog_entry, serve_catalog
 from tests.fakehub import FakeHub, block_network, hub_env
 
 GIB = 1 << 30
@@ -55,7 +55,7 @@ def _plain(text: str) -> None:
 
 
 def test_welcome_downloads_the_recommended_model_then_space_starts(qtbot, window, fake, settings):
-    small = _catalog_entry("moonshine-streaming-small")
+    small = catalog_entry("moonshine-streaming-small")
     w = window.welcome
     assert window.caption_stack.currentWidget() is w and w.isVisible()
     assert "Moonshine Streaming small" in w.model_label.text()
@@ -141,7 +141,7 @@ def test_installed_recommendation_is_one_click_and_folder_button(qtbot, window, 
 
     from engine import install
 
-    e = _catalog_entry("moonshine-streaming-small")
+    e = catalog_entry("moonshine-streaming-small")
     install.install_model(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns, required=e.required_files)
     window.welcome.refresh()
     assert window.welcome.download_button.text() == "Use Moonshine Streaming small"

@@ -32,7 +32,7 @@ def test_every_c0_c1_control_goes_and_nothing_else_changes():
 
 
 def test_tekken_byte_tokens_for_control_characters(tmp_path):
-    from tests.engine.models.voxtral.test_text_and_features import write_tekken
+    from tests.helpers import write_tekken
 
     f = tmp_path / "tekken.json"
     write_tekken(f, [b" hello"], {1: "<s>", 2: "</s>", 32: "[STREAMING_PAD]", 33: "[STREAMING_WORD]"})

@@ -16,8 +16,8 @@ import pytest
 from app.journal import find_unfinished, read_journal_data
 from app.session_store import Retention, SessionStore
 from engine.events import Line
+from tests.helpers import REPO, livecap_env, run_livecap
 
-REPO = Path(__file__).resolve().parents[2]
 GOOD = [
     {"type": "start", "time": "2024-05-01T10:00:00", "model": "m", "input": "Mic"},
     {"type": "line", "text": "first kept line", "start": 0.5, "end": 1.5},
@@ -143,18 +143,6 @@ def _journals(folder: Path, bad: bytes, count: int = 55) -> None:
         os.utime(folder / name, (t, t))
 
 
-def _env(tmp_path: Path) -> dict:
-    env = dict(os.environ)
-    env.update(
-        QT_QPA_PLATFORM="offscreen",
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        PYTHONPATH=str(REPO),
-    )
-    return env
-
-
 @pytest.mark.parametrize("bad", [b"[1]", b"42", b"null"])
 def test_replay_run_survives_non_object_journals(tmp_path, bad):
     """The regression test of defect 1 (the start-up clean-up): rc 134 before the fix."""
@@ -166,10 +154,8 @@ def test_replay_run_survives_non_object_journals(tmp_path, bad):
     audio = fake_engine.speechlike([(0.8, 0.5)])
     wav = fake_engine.write_wav(tmp_path / "speech.wav", audio)
     out = tmp_path / "out.txt"
-    cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), "--input", str(wav),
-           "--model", "fake", "--speed", "8", "--quit-at-end", "--save-transcript", str(out),
-           "--engine-factory", "tests.app.fake_engine:load_model"]
-    proc = subprocess.run(cmd, cwd=REPO, env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "8", "--quit-at-end",
+                       "--save-transcript", str(out))
     assert proc.returncode == 0, proc.stderr
     expected = [line.text for line in fake_engine.transcribe(audio)]
     assert expected and out.read_text(encoding="utf-8").split("\n")[:-1] == expected
@@ -184,8 +170,8 @@ def test_gui_start_survives_a_non_object_journal(tmp_path, bad):
     folder.mkdir(parents=True)
     (folder / "20240501-100000.jsonl").write_bytes(good_with(bad))
     cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini")]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=livecap_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(4)
         assert proc.poll() is None, proc.communicate()[1]

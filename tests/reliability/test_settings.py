@@ -8,14 +8,11 @@ leave in) the INI file stops the app.
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import REPO
+from tests.helpers import run_livecap
 
 GOOD = """[model]
 source=fake-model
@@ -115,14 +112,8 @@ def test_livecap_replays_with_a_corrupt_settings_file(tmp_path):
     ini.write_bytes(SHAPES["wrong-types"] + SHAPES["random-bytes"])
     wav = fake_engine.write_wav(tmp_path / "a.wav", fake_engine.speechlike([(0.8, 0.5), (0.6, 0.4)]))
     out = tmp_path / "out.txt"
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", XDG_CONFIG_HOME=str(tmp_path / "config"),
-               XDG_DATA_HOME=str(tmp_path / "data"), XDG_STATE_HOME=str(tmp_path / "state"), PYTHONPATH=str(REPO))
-    proc = subprocess.run(
-        [sys.executable, "-m", "app.main", "--settings", str(ini),
-         "--engine-factory", "tests.app.fake_engine:load_model", "--input", str(wav), "--model", "fake",
-         "--speed", "6", "--quit-at-end", "--save-transcript", str(out)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
-    )
+    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end",
+                       "--save-transcript", str(out))  # with --settings tmp_path/s.ini, the corrupt file
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert out.read_text().strip()

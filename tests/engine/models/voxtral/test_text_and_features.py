@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 
 import numpy as np
@@ -14,6 +12,7 @@ from engine.models.rope import inv_freq, rope_tables
 from engine.models.voxtral.mel import MelStream, log_mel, mel_filters
 from engine.models.voxtral.model import time_embedding
 from engine.models.voxtral.tekken import ByteText, Tekken
+from tests.helpers import write_tekken
 
 
 def test_bytetext_multibyte_split_across_tokens():
@@ -37,15 +36,6 @@ def test_bytetext_invalid_bytes_become_one_replacement_and_never_flicker():
     # every snapshot is a prefix of the next: nothing shown is ever taken back
     for a, b in zip(seen, seen[1:] + [bt.text]):
         assert b.startswith(a)
-
-
-def write_tekken(path, pieces: list[bytes], specials: dict[int, str]):
-    sp = [{"rank": i, "token_str": specials.get(i, f"<SPECIAL_{i}>"), "is_control": True} for i in range(1000)]
-    vocab = [{"rank": i, "token_bytes": base64.b64encode(bytes([i])).decode(), "token_str": None} for i in range(256)]
-    vocab += [{"rank": 256 + i, "token_bytes": base64.b64encode(p).decode(), "token_str": None}
-              for i, p in enumerate(pieces)]
-    path.write_text(json.dumps({"config": {"default_vocab_size": 1000 + len(vocab), "default_num_special_tokens": 1000},
-                                "special_tokens": sp, "vocab": vocab}))
 
 
 def test_tekken_specials_by_name_and_bytes(tmp_path):

@@ -1,0 +1,66 @@
+"""Plain helpers shared by test modules (a test module never imports another one; tests/test_layout.py checks
+that): the repository root, livecap run as a child process, test signals, a Tekken tokenizer file."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_ENGINE = "tests.app.fake_engine:load_model"  # ``--engine-factory`` for the fake engine
+RATE = 16000
+
+
+def livecap_env(tmp_path: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a livecap child process: ``base`` (default: this process's) with Qt offscreen, the
+    settings, data and state folders under ``tmp_path``, and the repository importable."""
+    env = dict(os.environ if base is None else base)
+    env.update(
+        QT_QPA_PLATFORM="offscreen",
+        XDG_CONFIG_HOME=str(tmp_path / "config"),
+        XDG_DATA_HOME=str(tmp_path / "data"),
+        XDG_STATE_HOME=str(tmp_path / "state"),
+        PYTHONPATH=str(REPO),
+    )
+    return env
+
+
+def run_livecap(
+    tmp_path: Path, *args: str, factory: str | None = FAKE_ENGINE, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """Run ``python -m app.main`` offscreen with private settings/data folders (and the fake engine)."""
+    cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), *args]
+    if factory:
+        cmd += ["--engine-factory", factory]
+    return subprocess.run(cmd, cwd=REPO, env=livecap_env(tmp_path), capture_output=True, text=True, timeout=timeout)
+
+
+def tone(freq: float, seconds: float, amp: float = 0.3, rate: int = RATE) -> np.ndarray:
+    """A sine of ``freq`` Hz, float32."""
+    t = np.arange(int(seconds * rate)) / rate
+    return (amp * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def band_power(x: np.ndarray, freq: float, rate: int = RATE, width: float = 30.0) -> float:
+    """The fraction of ``x``'s power within ``width`` Hz of ``freq``."""
+    spec = np.abs(np.fft.rfft(x * np.hanning(len(x)))) ** 2
+    freqs = np.fft.rfftfreq(len(x), 1 / rate)
+    return float(spec[np.abs(freqs - freq) < width].sum() / max(spec.sum(), 1e-20))
+
+
+def write_tekken(path, pieces: list[bytes], specials: dict[int, str]):
+    """A Tekken ``tekken.json`` at ``path``: 1000 specials (``specials`` by rank, the rest placeholders), the 256
+    single bytes, then ``pieces``."""
+    sp = [{"rank": i, "token_str": specials.get(i, f"<SPECIAL_{i}>"), "is_control": True} for i in range(1000)]
+    vocab = [{"rank": i, "token_bytes": base64.b64encode(bytes([i])).decode(), "token_str": None} for i in range(256)]
+    vocab += [{"rank": 256 + i, "token_bytes": base64.b64encode(p).decode(), "token_str": None}
+              for i, p in enumerate(pieces)]
+    path.write_text(json.dumps({"config": {"default_vocab_size": 1000 + len(vocab), "default_num_special_tokens": 1000},
+                                "special_tokens": sp, "vocab": vocab}))
