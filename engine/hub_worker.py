@@ -179,6 +179,24 @@ def _keep(target: Target) -> None:
         log.info("cannot keep the partial bytes of %s (%s)", target.etag, e)
 
 
+def _drop_orphans(target: Target) -> None:
+    """Remove the library's temporary files of earlier runs that are second names of the kept partial file: a run
+    ended (killed, or its clean-up outlasted the stop's grace) before the library removed its file. Their bytes live
+    on in the partial file, and no later run would ever remove them. Called while the library reads the body, so
+    while it holds the blob's lock: no other process is writing a file of this blob."""
+    try:
+        kept = target.part.stat().st_ino
+    except OSError:
+        return
+    for name in target.known:
+        p = target.blobs / name
+        try:
+            if p.stat().st_ino == kept:
+                p.unlink()
+        except OSError:
+            continue
+
+
 def _make_transport_class():
     import httpx2
 
@@ -191,6 +209,7 @@ def _make_transport_class():
             self.network, self.reporter = network, reporter
 
         def __iter__(self):
+            _drop_orphans(self.target)
             pos, r = self.start, self.reporter
             if pos < self.have:
                 with open(self.target.part, "rb") as f:
