@@ -56,6 +56,22 @@ def setup_logging(folder: Path | None, level: int = logging.INFO) -> Path | None
     return path
 
 
+def route_qt_messages() -> None:
+    """Send Qt's own messages (warnings such as "This plugin does not support propagateSizeHints()") to the log
+    instead of stderr: debug/info/warning reach the log file only, critical and fatal ones stderr too."""
+    from PySide6.QtCore import QtMsgType, qInstallMessageHandler
+
+    levels = {QtMsgType.QtDebugMsg: logging.DEBUG, QtMsgType.QtInfoMsg: logging.INFO,
+              QtMsgType.QtWarningMsg: logging.WARNING, QtMsgType.QtCriticalMsg: logging.ERROR,
+              QtMsgType.QtFatalMsg: logging.CRITICAL}
+    qt_log = logging.getLogger("qt")
+
+    def on_message(mode: QtMsgType, context: object, text: str) -> None:
+        qt_log.log(levels.get(mode, logging.WARNING), "%s", text)
+
+    qInstallMessageHandler(on_message)
+
+
 def install_excepthook(notify: Notifier) -> None:
     """Route uncaught exceptions (GUI and other threads) to the log and to ``notify(one_sentence)``.
 

@@ -142,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from app import paths
     from app.controller import SessionController
-    from app.excepthook import install_excepthook, setup_logging
+    from app.excepthook import install_excepthook, route_qt_messages, setup_logging
     from app.main_window import MainWindow
     from app.settings import Key, Settings
     from app.theme import apply_theme
@@ -152,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     QCoreApplication.setApplicationName(APP_NAME)
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
     setup_logging(paths.log_dir())
+    route_qt_messages()
     settings = Settings(args.settings or paths.settings_file())
     try:
         loader = load_factory(args.engine_factory) if args.engine_factory else default_loader
