@@ -12,7 +12,11 @@ It runs offscreen (``QT_QPA_PLATFORM=offscreen`` is set before Qt starts) and ch
    is the GPU, so a missing ``mlx.metallib`` fails here);
 5. Qt creates the real main window offscreen, shows and draws it, and renders the SVG app icon (the
    image-format plugin);
-6. the bundled model loads on the NumPy backend through the app's own engine worker (the main window's
+6. the audio decoders: soundfile (libsndfile) writes and reads back FLAC, PyAV (FFmpeg) imports with an AAC
+   decoder; ONNX Runtime's 8-bit kernels (the NumPy backend's quantized products) compute a small product
+   to the int8-activation error bound; and the download worker process starts (a frozen bundle runs itself
+   with ``engine.hub.WORKER_FLAG``) and answers a malformed job with its exit code;
+7. the bundled model loads on the NumPy backend through the app's own engine worker (the main window's
    ``SessionController`` and its QThread, the path the GUI uses), the clip is replayed through it as a file
    input, and the committed token ids equal ``expected.json["tokens"]``: the greedy ids that the reference
    implementation (transformers) produced for that model and clip.
@@ -114,8 +118,12 @@ def _run(folder: Path) -> str:
     vad = _check_vad(clip)
     mlx = _check_mlx()
     with tempfile.TemporaryDirectory(prefix="livecap-selftest-") as tmp:
+        decoders = _check_decoders(Path(tmp))
+        kernels = _check_cpu_kernels()
+        worker = _check_download_worker()
         engine = _check_window_and_engine(app, Path(tmp), model_dir, clip, expected)
-    return f"Qt {app.platformName()} main window drawn; {portaudio}; {vad}; {mlx}; {engine}"
+    return (f"Qt {app.platformName()} main window drawn; {portaudio}; {vad}; {mlx}; {decoders}; {kernels}; "
+            f"{worker}; {engine}")
 
 
 # -- 1. data and resources -----------------------------------------------------------------------------------
@@ -255,7 +263,75 @@ def _check_mlx() -> str:
     return f"MLX {getattr(mx, '__version__', '?')} computed on the {'GPU' if device == mx.gpu else 'CPU'}"
 
 
-# -- 5./6. the main window, and the engine through the app's worker thread -----------------------------------
+# -- 6. audio decoders, CPU kernels, the download worker ------------------------------------------------------
+def _check_decoders(tmp: Path) -> str:
+    import numpy as np
+
+    try:
+        import soundfile
+
+        tone = (0.3 * np.sin(np.arange(1600) * 0.2)).astype(np.float32)
+        soundfile.write(tmp / "tone.flac", tone, 16000, subtype="PCM_16")
+        back, rate = soundfile.read(tmp / "tone.flac", dtype="float32")
+    except Exception as exc:  # OSError when libsndfile is missing
+        raise SelfTestError(f"soundfile (libsndfile) could not write and read FLAC ({exc})") from exc
+    if rate != 16000 or back.shape != tone.shape or float(np.abs(back - tone).max()) > 1e-4:
+        raise SelfTestError("soundfile read back a different FLAC than it wrote")
+    try:
+        import av
+
+        av.codec.Codec("aac", "r")
+    except Exception as exc:
+        raise SelfTestError(f"PyAV (FFmpeg) with an AAC decoder could not be loaded ({exc})") from exc
+    return f"libsndfile FLAC and PyAV {av.__version__} (FFmpeg) decode"
+
+
+def _check_cpu_kernels() -> str:
+    import numpy as np
+
+    from engine.backends import ort_kernels
+    from engine.backends.quant import dequantize, quantize_affine
+
+    if not ort_kernels.available():
+        if getattr(sys, "frozen", False):
+            raise SelfTestError("ONNX Runtime, which the bundle carries, could not be loaded")
+        return "ONNX Runtime not installed (8/4-bit weights run dequantized)"
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((64, 128)) * 0.05).astype(np.float32)
+    x = rng.standard_normal((3, 128)).astype(np.float32)
+    q = quantize_affine(w, 64, 8)
+    try:
+        got = ort_kernels.NBitsLinear(q.w, q.scales, q.biases, 64, 8)(x)
+    except Exception as exc:
+        raise SelfTestError(f"ONNX Runtime's 8-bit kernel failed ({type(exc).__name__}: {exc})") from exc
+    deq = dequantize(q).astype(np.float64)
+    ref = x.astype(np.float64) @ deq.T
+    # int8 activations: each input off by at most max|x| / 254 (with a margin for rounding)
+    bound = 1.2 * np.abs(x).max(axis=1, keepdims=True) / 254 * np.abs(deq).sum(axis=1)[None, :] + 1e-5
+    if got.shape != ref.shape or not (np.abs(got - ref) <= bound).all():
+        raise SelfTestError("ONNX Runtime's 8-bit kernel computed a wrong product")
+    import onnxruntime
+
+    return f"ONNX Runtime {onnxruntime.__version__} 8-bit kernel computed"
+
+
+def _check_download_worker() -> str:
+    import subprocess
+
+    from engine import hub
+
+    command = hub._worker_command()
+    try:
+        done = subprocess.run(command, input="not a job\n", capture_output=True, text=True, timeout=60,
+                              env=hub._worker_env())
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SelfTestError(f"the download worker process could not be started ({exc})") from exc
+    if done.returncode != 2:
+        raise SelfTestError(f"the download worker process ended with {done.returncode} instead of refusing the job")
+    return "download worker started"
+
+
+# -- 7. the main window, and the engine through the app's worker thread -----------------------------------
 def _check_window_and_engine(app: Any, tmp: Path, model_dir: Path, clip: Path, expected: dict[str, Any]) -> str:
     from PySide6.QtGui import QIcon
 

@@ -86,11 +86,13 @@ def elf_needed(path: str) -> list[str]:
 
 def prune_orphans(binaries: list) -> list:
     """Drop the shared libraries that only dropped plugins or host libraries needed (Linux): keep the extension
-    modules, Qt plugins, libpython, PortAudio (loaded with dlopen) and what they link, transitively, through
-    bundled libraries only (a host library's own dependencies are the host's business)."""
+    modules, Qt plugins, libpython, PortAudio and ONNX Runtime's provider bridge (both loaded with dlopen; without
+    the bridge ONNX Runtime prints "Init provider bridge failed" on every start) and what they link,
+    transitively, through bundled libraries only (a host library's own dependencies are the host's business)."""
     def is_root(dest: str, typecode: str) -> bool:
         name = Path(dest).name
-        return typecode == "EXTENSION" or "/Qt/plugins/" in dest or name.startswith(("libpython", "libportaudio"))
+        return (typecode == "EXTENSION" or "/Qt/plugins/" in dest
+                or name.startswith(("libpython", "libportaudio", "libonnxruntime_providers_shared")))
 
     by_name = {Path(dest).name: src for dest, src, typecode in binaries if typecode != "SYMLINK"}
     todo = [src for dest, src, typecode in binaries if typecode != "SYMLINK" and is_root(dest, typecode)]

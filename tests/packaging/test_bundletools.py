@@ -82,6 +82,7 @@ def test_prune_orphans_keeps_what_the_roots_link():
         (f"numpy.libs/{blas[0]}", str(libs / blas[0]), "BINARY"),
         ("libunused.so.1", sys.executable, "BINARY"),  # collected, but linked by no root
         ("PySide6/Qt/plugins/platforms/libqxcb.so", sys.executable, "BINARY"),  # plugins are roots (dlopen)
+        ("onnxruntime/capi/libonnxruntime_providers_shared.so", sys.executable, "BINARY"),  # dlopen'ed too
         (blas[0], f"numpy.libs/{blas[0]}", "SYMLINK"),
     ]
     kept = [e[0] for e in bundletools.prune_orphans(toc)]
