@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import memory
 from ..errors import ModelError
-from . import cpu_pool, ort_kernels
+from . import cpu_pool, ort_kernels, ort_ops
 from .base import Backend
 from .blas import BlasThreads
 from .quant import QuantizedWeight, dequantize, quantize_affine
@@ -29,6 +29,8 @@ _BLOCK = 16384
 SPLIT_BYTES = 8 << 20  # products over a matrix this large, or with this many multiply-adds, are cut into
 SPLIT_MACS = 1 << 26  # row ranges that cpu_pool may run in parallel
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
+ATTN_SUB = 32  # queries per block when a mask limits the keys each block sees (a window: ~3x less work)
+ATTN_PAR = 1 << 22  # attention with this many query x key x head-dim products runs its blocks over cpu_pool
 
 
 def _block_bytes(rows: int) -> int:
@@ -64,6 +66,44 @@ def _blocked(x: np.ndarray, fn) -> np.ndarray:
     return out
 
 
+def _key_spans(mask: np.ndarray, sub: int) -> list[tuple[int, int, int, int]]:
+    """``(a, b, c, d)`` per block of ``sub`` query rows of a ``[Tq, Tk]`` mask: rows ``a:b`` see no key outside
+    ``c:d`` (the whole key range where a row sees none at all, so that it computes what the full block would)."""
+    tq, tk = mask.shape
+    nb = -(-tq // sub)
+    rows = np.zeros((nb * sub, tk), bool)
+    rows[:tq] = mask
+    rows = rows.reshape(nb, sub, tk)
+    cols = np.logical_or.reduce(rows, axis=1)
+    lo = np.argmax(cols, axis=1)
+    hi = tk - np.argmax(cols[:, ::-1], axis=1)
+    seen = np.logical_or.reduce(rows, axis=2)
+    seen[-1, tq - (nb - 1) * sub :] = True  # the padding rows
+    whole = ~np.logical_and.reduce(seen, axis=1)
+    return [(i * sub, min(tq, (i + 1) * sub), 0 if whole[i] else int(lo[i]), tk if whole[i] else int(hi[i]))
+            for i in range(nb)]
+
+
+def _attend(q, k, v, scale: float, mask, out: np.ndarray) -> None:
+    """``out[:] = softmax(q k^T * scale, masked) v`` for one block of ``[H, T, d]`` heads, in place."""
+    if k.shape[1] >= 64:  # K @ q^T: NumPy's stacked matmul against a transposed K view runs 2-3x slower
+        qt = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32)
+        np.multiply(q.transpose(0, 2, 1), np.float32(scale), out=qt)
+        s = np.ascontiguousarray(np.matmul(k, qt).transpose(0, 2, 1))
+    else:
+        s = np.matmul(q * np.float32(scale), k.transpose(0, 2, 1))
+    if mask is not None:
+        np.copyto(s, np.float32(-np.inf), where=~np.asarray(mask))
+    s -= np.maximum.reduce(s, axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= np.add.reduce(s, axis=-1, keepdims=True)
+    np.matmul(s, v, out=out)
+
+
+def _attend_job(q, k, v, scale, mask, out):
+    return lambda: _attend(q, k, v, scale, mask, out)
+
+
 def _gelu_block(v: np.ndarray, out: np.ndarray) -> None:
     t = v * np.float32(0.7071067811865476)
     _erf_block(t, out)
@@ -82,6 +122,7 @@ class NumpyBackend(Backend):
         self.blas = BlasThreads()
         self.blas.pin(1)  # parallelism comes from cpu_pool (see there why not OpenBLAS's pool)
         self.kernels = ort_kernels.available() if kernels is None else kernels
+        self._ones_cache: dict[int, np.ndarray] = {}
 
     def prepare_linear(self, w):
         if isinstance(w, QuantizedWeight):
@@ -119,44 +160,62 @@ class NumpyBackend(Backend):
     def linear(self, x, w, b=None):
         if isinstance(w, ort_kernels.NBitsLinear):
             y = w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
-            return y if b is None else y + b
+            if b is not None:
+                y += b  # y is a new array
+            return y
         rows = x.size // x.shape[-1]
         x2 = x.reshape(rows, -1)
         n = w.shape[0]
-        block = _block_bytes(rows)
-        step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
-        chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
-        if step >= n and chunks == 1:
-            # few rows (streaming): W @ x^T runs ~2x faster in OpenBLAS than x @ W^T
-            y = np.ascontiguousarray((w @ x2.T).T) if rows <= 32 else x2 @ w.T
+        if rows > 32:  # compute-bound: whole products, split by rows of x when large
+            y = self._rows_split(x2, lambda xs, out: np.matmul(xs, w.T, out=out), n, rows * w.size)
         else:
-            y = self._linear_split(x2, w, step, chunks)
+            block = _block_bytes(rows)
+            step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
+            chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
+            if step >= n and chunks == 1:
+                y = np.ascontiguousarray((w @ x2.T).T)  # few rows: W @ x^T runs ~2x faster than x @ W^T
+            else:
+                y = self._linear_split(x2, w, step, chunks)
         y = y.reshape(*x.shape[:-1], n)
-        return y if b is None else y + b
+        if b is not None:
+            y += b  # y is a new array (also where it is a transposed view of one)
+        return y
+
+    @staticmethod
+    def _rows_split(x, product, n: int, macs: int):
+        """``product(x[a:b], out[a:b])`` over row ranges of ``x [rows, ...]`` into a new ``[rows, n]`` array: one
+        range per CPU (cpu_pool) when the work is ``SPLIT_MACS`` or more, else one call. Each range is a whole
+        product of its own, OpenBLAS's blocking intact (1.7-1.9x one thread here; benchmarks/RESULTS.md)."""
+        rows = x.shape[0]
+        out = np.empty((rows, n), np.float32)
+        parts = cpu_pool.CPUS if macs >= SPLIT_MACS and rows >= 8 * cpu_pool.CPUS else 1
+        if parts == 1:
+            product(x, out)
+            return out
+        edges = [rows * i // parts for i in range(parts + 1)]
+        cpu_pool.run([lambda a=a, c=c: product(x[a:c], out[a:c]) for a, c in zip(edges[:-1], edges[1:])])
+        return out
 
     def _linear_split(self, x, w, step: int, chunks: int):
-        """``x [rows, in] @ w.T`` as independent products over row ranges of ``w`` that ``cpu_pool`` runs on the
-        calling thread plus a helper (one OpenBLAS thread each). Within a range, 2-12 rows go over blocks of
-        ``step`` weight rows: OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the memory
-        bandwidth, over blocks that stay in L2 at nearly all of it (1.3-2x faster; benchmarks/RESULTS.md)."""
+        """``x [rows <= 32, in] @ w.T`` as independent products over row ranges of ``w`` that ``cpu_pool`` runs
+        on the calling thread plus a helper (one OpenBLAS thread each). Within a range, 2-12 rows go over blocks
+        of ``step`` weight rows: OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the
+        memory bandwidth, over blocks that stay in L2 at nearly all of it (1.3-2x faster;
+        benchmarks/RESULTS.md)."""
         n, rows = w.shape[0], x.shape[0]
-        few = rows <= 32
-        out = np.empty((n, rows) if few else (rows, n), np.float32)
+        out = np.empty((n, rows), np.float32)
         xt = x.T
 
         def job(a: int, c: int):
             def run():
                 for s in range(a, c, step):
                     e = min(c, s + step)
-                    if few:
-                        np.matmul(w[s:e], xt, out=out[s:e])
-                    else:
-                        out[:, s:e] = x @ w[s:e].T
+                    np.matmul(w[s:e], xt, out=out[s:e])
             return run
 
         edges = [n * i // chunks for i in range(chunks + 1)]
         cpu_pool.run([job(a, c) for a, c in zip(edges[:-1], edges[1:])])
-        return np.ascontiguousarray(out.T) if few else out
+        return np.ascontiguousarray(out.T)
 
     def embed(self, table, ids):
         if isinstance(table, ort_kernels.NBitsLinear):
@@ -191,15 +250,42 @@ class NumpyBackend(Backend):
                 f"{avail / 2**30:.1f} GiB is available; use the MLX backend (Apple Silicon) or a quantized model."
             )
 
+    def _op(self, *key):
+        """The ONNX Runtime kernel for an elementwise op (``ort_ops``), or None: compute it with NumPy."""
+        return ort_ops.get(*key) if self.kernels else None
+
+    def _ones(self, n: int) -> np.ndarray:
+        ones = self._ones_cache.get(n)
+        if ones is None:
+            ones = self._ones_cache[n] = np.ones(n, np.float32)
+        return ones
+
     def erf(self, x):
         return _blocked(x, lambda v, o: _erf_block(v.copy(), o))
 
     def gelu(self, x):
-        return _blocked(x, _gelu_block)
+        op = self._op("gelu")
+        return op(x) if op is not None else _blocked(x, _gelu_block)
 
     def silu(self, x):
+        op = self._op("silu")
+        if op is not None:
+            return op(x)
         with np.errstate(over="ignore"):
             return x / (1.0 + np.exp(-x))
+
+    def layer_norm(self, x, weight, bias, eps):
+        op = self._op("layer_norm", float(eps), bias is not None)
+        if op is None:
+            return super().layer_norm(x, weight, bias, eps)
+        w = self._ones(x.shape[-1]) if weight is None else weight
+        return op(x, w) if bias is None else op(x, w, bias)
+
+    def rms_norm(self, x, weight, eps):
+        op = self._op("rms_norm", float(eps))
+        if op is None:
+            return super().rms_norm(x, weight, eps)
+        return op(x, self._ones(x.shape[-1]) if weight is None else weight)
 
     def softmax(self, x, axis=-1):
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
@@ -215,15 +301,20 @@ class NumpyBackend(Backend):
             m = None if mask is None else np.tile(mask, (g, 1))
             out = self.attention(qg, k, v, scale, m)
             return out.reshape(hq, tq, out.shape[-1])
-        self.blas.for_work(q.size * k.shape[1])
-        if k.shape[1] >= 64:  # K @ q^T: NumPy's stacked matmul against a transposed K view runs 2-3x slower
-            s = np.matmul(k, np.ascontiguousarray((q * np.float32(scale)).transpose(0, 2, 1)))
-            s = np.ascontiguousarray(s.transpose(0, 2, 1))
+        tq, tk = q.shape[1], k.shape[1]
+        out = np.empty((hq, tq, v.shape[2]), np.float32)
+        if mask is None or tq < 2 * ATTN_SUB:
+            _attend(q, k, v, scale, mask, out)
+            return out
+        mask = np.asarray(mask)
+        jobs = [_attend_job(q[:, a:b], k[:, c:d], v[:, c:d], scale, mask[a:b, c:d], out[:, a:b])
+                for a, b, c, d in _key_spans(mask, ATTN_SUB)]
+        if q.size * tk >= ATTN_PAR:
+            cpu_pool.run(jobs)
         else:
-            s = np.matmul(q * np.float32(scale), k.transpose(0, 2, 1))
-        if mask is not None:
-            s = np.where(mask, s, np.float32(-np.inf))
-        return np.matmul(self.softmax(s, axis=-1), v)
+            for job in jobs:
+                job()
+        return out
 
     def prepare_conv(self, w):
         c_out, c_in, k = w.shape
@@ -238,6 +329,17 @@ class NumpyBackend(Backend):
         t_out = (x.shape[0] - k) // stride + 1
         if t_out <= 0:
             return np.zeros((0, c_out), dtype=np.float32)
-        span = stride * (t_out - 1) + 1
-        cols = np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1)
-        return self.linear(cols, w, b)
+        if t_out <= 32:  # streaming: im2col rows through linear's few-row paths
+            span = stride * (t_out - 1) + 1
+            return self.linear(np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1), w, b)
+
+        def product(ts, out):  # output frames ts (a range): their im2col rows, built where they are used
+            t0, t1 = ts[0], ts[-1] + 1
+            span = stride * (t1 - t0 - 1) + 1
+            cols = np.concatenate([x[t0 * stride + j : t0 * stride + j + span : stride] for j in range(k)], axis=1)
+            np.matmul(cols, w.T, out=out)
+
+        y = self._rows_split(np.arange(t_out), product, c_out, t_out * w.size)
+        if b is not None:
+            y += b
+        return y
