@@ -290,13 +290,16 @@ class MoonshineModel:
         return m if self.adapter is None else B.linear(m, self.adapter)
 
     def cross_kv(self, memory) -> list[tuple[object, object]]:
-        """Cross-attention K/V heads ``[Hkv, T, hd]`` for every decoder layer (per frame; appendable)."""
+        """Cross-attention K/V heads ``[Hkv, T, hd]`` for every decoder layer (per frame; appendable), each head's
+        frames contiguous (the layout the live segment's buffers keep): every decoder step reads them whole."""
         B, c = self.B, self.cfg
         t, hkv = memory.shape[0], c.num_key_value_heads
+        shape, every = (hkv, t, c.head_dim), (slice(None),)
         out = []
         for layer in self.dec_layers:
             kv = B.linear(memory, layer.xkv).reshape(t, 2 * hkv, c.head_dim).transpose(1, 0, 2)
-            out.append((kv[:hkv], kv[hkv:]))
+            out.append((B.write(B.zeros(shape, self.dtype), every, kv[:hkv]),
+                        B.write(B.zeros(shape, self.dtype), every, kv[hkv:])))
         return out
 
     def new_self_cache(self, capacity: int) -> list[list]:
