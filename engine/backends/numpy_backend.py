@@ -29,6 +29,7 @@ _BLOCK = 16384
 SPLIT_BYTES = 8 << 20  # products over a matrix this large, or with this many multiply-adds, are cut into
 SPLIT_MACS = 1 << 26  # row ranges that cpu_pool may run in parallel
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
+ORT_SILU = 1 << 14  # SiLU over fewer values is faster in NumPy (one exp) than through a session
 ATTN_SUB = 32  # queries per block when a mask limits the keys each block sees (a window: ~3x less work)
 ATTN_PAR = 1 << 22  # attention with this many query x key x head-dim products runs its blocks over cpu_pool
 
@@ -268,11 +269,27 @@ class NumpyBackend(Backend):
         return op(x) if op is not None else _blocked(x, _gelu_block)
 
     def silu(self, x):
-        op = self._op("silu")
+        op = self._op("silu") if x.size >= ORT_SILU else None
         if op is not None:
             return op(x)
         with np.errstate(over="ignore"):
             return x / (1.0 + np.exp(-x))
+
+    def rope(self, x, cos, sin, interleaved):
+        f = cos.shape[-1]
+        out = np.empty(x.shape, np.float32)
+        pick = (slice(0, 2 * f, 2), slice(1, 2 * f, 2)) if interleaved else (slice(0, f), slice(f, 2 * f))
+        a, b = x[..., pick[0]], x[..., pick[1]]
+        ya, yb = out[..., pick[0]], out[..., pick[1]]
+        t = b * sin
+        np.multiply(a, cos, out=ya)
+        ya -= t  # a cos - b sin
+        np.multiply(b, cos, out=t)
+        np.multiply(a, sin, out=yb)
+        yb += t  # a sin + b cos
+        if 2 * f < x.shape[-1]:
+            out[..., 2 * f :] = x[..., 2 * f :]
+        return out
 
     def layer_norm(self, x, weight, bias, eps):
         op = self._op("layer_norm", float(eps), bias is not None)

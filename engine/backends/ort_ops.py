@@ -21,6 +21,7 @@ import numpy as np
 
 from . import cpu_pool
 from . import onnx_proto as P
+from .ort_kernels import runner
 
 PAR_ELEMS = 1 << 18  # inputs with at least this many values are cut into row ranges for cpu_pool
 _lock = threading.Lock()
@@ -32,6 +33,7 @@ class RowOp:
 
     def __init__(self, session, n_params: int):
         self._s, self.n_params = session, n_params
+        self._run = runner(session)
         self._names = ["x"] + [f"p{i}" for i in range(n_params)]
 
     def __call__(self, x: np.ndarray, *params: np.ndarray) -> np.ndarray:
@@ -40,7 +42,7 @@ class RowOp:
         feed = dict(zip(self._names[1:], params))
         rows = x2.shape[0]
         if x2.size < PAR_ELEMS or rows < 2 or cpu_pool.CPUS < 2:
-            return self._s.run(None, {"x": x2, **feed})[0].reshape(shape)
+            return self._run(["y"], {"x": x2, **feed})[0].reshape(shape)
         out = np.empty_like(x2)
         ort = _runtime()
         parts = min(rows, 2 * cpu_pool.CPUS)
