@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import memory
 from ..errors import ModelError
-from . import cpu_pool, ort_kernels, ort_ops
+from . import cpu_pool, heap, numpy_attention, ort_kernels, ort_ops
 from .base import Backend
 from .blas import BlasThreads
 from .quant import QuantizedWeight, dequantize, quantize_affine
@@ -30,8 +30,6 @@ SPLIT_BYTES = 8 << 20  # products over a matrix this large, or with this many mu
 SPLIT_MACS = 1 << 26  # row ranges that cpu_pool may run in parallel
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
 ORT_SILU = 1 << 14  # SiLU over fewer values is faster in NumPy (one exp) than through a session
-ATTN_SUB = 32  # queries per block when a mask limits the keys each block sees (a window: ~3x less work)
-ATTN_PAR = 1 << 22  # attention with this many query x key x head-dim products runs its blocks over cpu_pool
 
 
 def _block_bytes(rows: int) -> int:
@@ -67,44 +65,6 @@ def _blocked(x: np.ndarray, fn) -> np.ndarray:
     return out
 
 
-def _key_spans(mask: np.ndarray, sub: int) -> list[tuple[int, int, int, int]]:
-    """``(a, b, c, d)`` per block of ``sub`` query rows of a ``[Tq, Tk]`` mask: rows ``a:b`` see no key outside
-    ``c:d`` (the whole key range where a row sees none at all, so that it computes what the full block would)."""
-    tq, tk = mask.shape
-    nb = -(-tq // sub)
-    rows = np.zeros((nb * sub, tk), bool)
-    rows[:tq] = mask
-    rows = rows.reshape(nb, sub, tk)
-    cols = np.logical_or.reduce(rows, axis=1)
-    lo = np.argmax(cols, axis=1)
-    hi = tk - np.argmax(cols[:, ::-1], axis=1)
-    seen = np.logical_or.reduce(rows, axis=2)
-    seen[-1, tq - (nb - 1) * sub :] = True  # the padding rows
-    whole = ~np.logical_and.reduce(seen, axis=1)
-    return [(i * sub, min(tq, (i + 1) * sub), 0 if whole[i] else int(lo[i]), tk if whole[i] else int(hi[i]))
-            for i in range(nb)]
-
-
-def _attend(q, k, v, scale: float, mask, out: np.ndarray) -> None:
-    """``out[:] = softmax(q k^T * scale, masked) v`` for one block of ``[H, T, d]`` heads, in place."""
-    if k.shape[1] >= 64:  # K @ q^T: NumPy's stacked matmul against a transposed K view runs 2-3x slower
-        qt = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32)
-        np.multiply(q.transpose(0, 2, 1), np.float32(scale), out=qt)
-        s = np.ascontiguousarray(np.matmul(k, qt).transpose(0, 2, 1))
-    else:
-        s = np.matmul(q * np.float32(scale), k.transpose(0, 2, 1))
-    if mask is not None:
-        np.copyto(s, np.float32(-np.inf), where=~np.asarray(mask))
-    s -= np.maximum.reduce(s, axis=-1, keepdims=True)
-    np.exp(s, out=s)
-    s /= np.add.reduce(s, axis=-1, keepdims=True)
-    np.matmul(s, v, out=out)
-
-
-def _attend_job(q, k, v, scale, mask, out):
-    return lambda: _attend(q, k, v, scale, mask, out)
-
-
 def _gelu_block(v: np.ndarray, out: np.ndarray) -> None:
     t = v * np.float32(0.7071067811865476)
     _erf_block(t, out)
@@ -122,6 +82,7 @@ class NumpyBackend(Backend):
     def __init__(self, kernels: bool | None = None):
         self.blas = BlasThreads()
         self.blas.pin(1)  # parallelism comes from cpu_pool (see there why not OpenBLAS's pool)
+        heap.keep_temporaries()  # large temporaries reused from the heap, not faulted in per op
         self.kernels = ort_kernels.available() if kernels is None else kernels
         self._ones_cache: dict[int, np.ndarray] = {}
 
@@ -325,28 +286,7 @@ class NumpyBackend(Backend):
         return e
 
     def attention(self, q, k, v, scale, mask=None):
-        hq, hkv = q.shape[0], k.shape[0]
-        if hq != hkv:  # grouped-query: fold the query groups into the time axis, no K/V copies
-            g = hq // hkv
-            tq = q.shape[1]
-            qg = q.reshape(hkv, g * tq, q.shape[2])
-            m = None if mask is None else np.tile(mask, (g, 1))
-            out = self.attention(qg, k, v, scale, m)
-            return out.reshape(hq, tq, out.shape[-1])
-        tq, tk = q.shape[1], k.shape[1]
-        out = np.empty((hq, tq, v.shape[2]), np.float32)
-        if mask is None or tq < 2 * ATTN_SUB:
-            _attend(q, k, v, scale, mask, out)
-            return out
-        mask = np.asarray(mask)
-        jobs = [_attend_job(q[:, a:b], k[:, c:d], v[:, c:d], scale, mask[a:b, c:d], out[:, a:b])
-                for a, b, c, d in _key_spans(mask, ATTN_SUB)]
-        if q.size * tk >= ATTN_PAR:
-            cpu_pool.run(jobs)
-        else:
-            for job in jobs:
-                job()
-        return out
+        return numpy_attention.attend(q, k, v, scale, mask)
 
     def prepare_conv(self, w):
         c_out, c_in, k = w.shape

@@ -23,7 +23,7 @@ from . import cpu_pool
 from . import onnx_proto as P
 from .ort_kernels import runner
 
-PAR_ELEMS = 1 << 18  # inputs with at least this many values are cut into row ranges for cpu_pool
+PAR_ELEMS = 1 << 20  # inputs with at least this many values are cut into row ranges, one per CPU (cpu_pool)
 _lock = threading.Lock()
 _cache: dict = {}
 
@@ -45,7 +45,7 @@ class RowOp:
             return self._run(["y"], {"x": x2, **feed})[0].reshape(shape)
         out = np.empty_like(x2)
         ort = _runtime()
-        parts = min(rows, 2 * cpu_pool.CPUS)
+        parts = min(rows, cpu_pool.CPUS)
         edges = [rows * i // parts for i in range(parts + 1)]
 
         def job(a: int, b: int):
