@@ -83,18 +83,19 @@ class NumpyBackend(Backend):
         self.blas = BlasThreads()
         self.blas.pin(1)  # parallelism comes from cpu_pool (see there why not OpenBLAS's pool)
         heap.keep_temporaries()  # large temporaries reused from the heap, not faulted in per op
+        self.arena = heap.Arena()  # weight matrices on huge pages
         self.kernels = ort_kernels.available() if kernels is None else kernels
         self._ones_cache: dict[int, np.ndarray] = {}
 
     def prepare_linear(self, w):
         if isinstance(w, QuantizedWeight):
             if not (self.kernels and ort_kernels.supports(w.group_size, w.bits, w.shape[1])):
-                return dequantize(w)  # computed in float32 (dequantized once, at load)
+                return self.arena.place(dequantize(w))  # computed in float32 (dequantized once, at load)
             k = ort_kernels.NBitsLinear(np.asarray(w.w), np.asarray(w.scales, dtype=np.float32),
                                         np.asarray(w.biases, dtype=np.float32), w.group_size, w.bits)
             k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
             return k
-        return w
+        return self.arena.place(w)
 
     def quantize(self, w, group_size, bits):
         return quantize_affine(w, group_size, bits)
@@ -292,7 +293,7 @@ class NumpyBackend(Backend):
         c_out, c_in, k = w.shape
         # [C_out, K * C_in], a linear weight for im2col rows (k-major, then channel): streaming convs have
         # few rows, and go through linear's fast paths for those.
-        return np.ascontiguousarray(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in))
+        return self.arena.place(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in))
 
     def conv1d(self, x, w, b, stride=1):
         c_out, kc = w.shape
