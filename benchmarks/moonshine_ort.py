@@ -18,8 +18,8 @@ self-attention cache passed in and out as ``OrtValue``s, as a C++ deployment wou
 intra-op threads; ``ort-int8`` is the ``quantize_dynamic`` variant of the same graphs. All sides run in one
 process, interleaved round-robin (a warm-up round, then ``--runs`` timed rounds, the order reversed every
 round, a short ``--pause`` between sides so that the threads ONNX Runtime's pool leaves spinning for ~30 ms do
-not run into the next side); each cell is the median over the rounds. ``--busy N`` runs N busy-looping processes during the rounds
-(a deliberately loaded machine, e.g. a video call beside the captions).
+not run into the next side); each cell is the median over the rounds. ``--busy N`` runs N busy-looping processes
+during the rounds (a deliberately loaded machine, e.g. a video call beside the captions).
 
     .venv/bin/python benchmarks/moonshine_ort.py --variants tiny,small --runs 7
     .venv/bin/python benchmarks/moonshine_ort.py --variants small --sides numpy,ort --busy 1

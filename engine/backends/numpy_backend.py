@@ -29,7 +29,7 @@ _BLOCK = 16384
 SPLIT_BYTES = 8 << 20  # products over a matrix this large, or with this many multiply-adds, are cut into
 SPLIT_MACS = 1 << 26  # row ranges that cpu_pool may run in parallel
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
-ORT_SILU = 1 << 14  # SiLU over fewer values is faster in NumPy (one exp) than through a session
+ORT_SILU = 1 << 16  # SiLU over fewer values is faster in NumPy (one exp) than through a session
 
 
 def _block_bytes(rows: int) -> int:
