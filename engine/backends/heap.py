@@ -65,7 +65,8 @@ class Arena:
             return np.array(a, dtype=np.float32, order="C")
         n = a.size
         if self._block is None or self._used + n > self._block.size:
-            self._block, self._used = np.empty(self.BLOCK // 4, np.float32), 0
+            self._block = np.empty(self.BLOCK // 4, np.float32)
+            self._used = (-self._block.ctypes.data % 64) // 4  # cache-line aligned from the start
         out = self._block[self._used : self._used + n].reshape(a.shape)
         out[...] = a
         self._used += -(-n // 16) * 16
