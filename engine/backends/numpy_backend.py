@@ -1,7 +1,12 @@
 """NumPy backend: float32 everywhere, BLAS matmuls; the fast path on CPUs and the exactness reference.
 
 Products with 8-bit / 4-bit weights (``quantize``, or a quantized checkpoint) run on ONNX Runtime's CPU
-kernels (``ort_kernels``), which NumPy has no equivalent for."""
+kernels (``ort_kernels``), which NumPy has no equivalent for; so do GELU, the norms and large SiLUs
+(``ort_ops``: one fused pass instead of NumPy's pass per operation), with NumPy formulas where ONNX Runtime is
+missing. Float32 products are OpenBLAS calls on one thread each, cut into parts in a way that depends only on
+the shapes and the CPU count (``cpu_pool`` may run the parts on a helper thread), so results never depend on
+the machine's load.
+Attention is in ``numpy_attention``, memory placement in ``heap``."""
 
 from __future__ import annotations
 
@@ -26,8 +31,8 @@ _ERF_P = tuple(np.float32(c) for c in (-2.72614225801306e-10, 2.77068142495902e-
 _ERF_Q = tuple(np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                                         -7.37332916720468e-03, -1.42647390514189e-02))
 _BLOCK = 16384
-SPLIT_BYTES = 8 << 20  # products over a matrix this large, or with this many multiply-adds, are cut into
-SPLIT_MACS = 1 << 26  # row ranges that cpu_pool may run in parallel
+SPLIT_BYTES = 8 << 20  # few-row products over a matrix this large are cut into row ranges for cpu_pool
+SPLIT_MACS = 1 << 26  # products (and convolutions) with this many multiply-adds are cut in halves for cpu_pool
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
 ORT_SILU = 1 << 16  # SiLU over fewer values is faster in NumPy (one exp) than through a session
 
