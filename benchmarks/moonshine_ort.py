@@ -17,8 +17,9 @@ ONNX Runtime runs the graphs of ``ort_export.py`` (``encoder``, ``cross_kv``, ``
 self-attention cache passed in and out as ``OrtValue``s, as a C++ deployment would), with ``--threads``
 intra-op threads; ``ort-int8`` is the ``quantize_dynamic`` variant of the same graphs. All sides run in one
 process, interleaved round-robin (a warm-up round, then ``--runs`` timed rounds, the order reversed every
-round); each cell is the median over the rounds. ``--busy N`` runs N busy-looping processes during the rounds
-(a deliberately loaded machine, e.g. a video call beside the captions).
+round, a short ``--pause`` between sides so that the threads ONNX Runtime's pool leaves spinning for ~30 ms do
+not run into the next side); each cell is the median over the rounds. ``--busy N`` runs N busy-looping processes
+during the rounds (a deliberately loaded machine, e.g. a video call beside the captions).
 
     .venv/bin/python benchmarks/moonshine_ort.py --variants tiny,small --runs 7
     .venv/bin/python benchmarks/moonshine_ort.py --variants small --sides numpy,ort --busy 1
@@ -227,6 +228,9 @@ def parse_args(argv=None):
     p.add_argument("--runs", type=int, default=5, help="timed rounds (median reported)")
     p.add_argument("--seconds", type=float, default=10.0, help="audio length (whole 80 ms chunks)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for every library")
+    p.add_argument("--pause", type=float, default=0.05, metavar="S",
+                   help="seconds between sides: ONNX Runtime's pool threads spin ~0.03 s after a run; a longer "
+                        "idle gap lets this VM's cores slow down (after 0.3 s the next 50 ms ran ~30%% slower)")
     p.add_argument("--busy", type=int, default=0, metavar="N", help="N busy-looping processes during the rounds")
     p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
                    help="before the rounds of each variant wait up to S seconds for the machine to be idle")
@@ -308,6 +312,7 @@ def main(argv=None) -> int:
             order = list(runners.items())
             for r in range(1 + args.runs):
                 for side, runner in order if r % 2 == 0 else order[::-1]:
+                    time.sleep(args.pause)  # the spinning pool threads of the side before settle
                     te = runner.encode()
                     tf, tt = runner.decode()
                     if r:

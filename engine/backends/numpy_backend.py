@@ -1,7 +1,12 @@
 """NumPy backend: float32 everywhere, BLAS matmuls; the fast path on CPUs and the exactness reference.
 
 Products with 8-bit / 4-bit weights (``quantize``, or a quantized checkpoint) run on ONNX Runtime's CPU
-kernels (``ort_kernels``), which NumPy has no equivalent for."""
+kernels (``ort_kernels``), which NumPy has no equivalent for; so do GELU, the norms and large SiLUs
+(``ort_ops``: one fused pass instead of NumPy's pass per operation), with NumPy formulas where ONNX Runtime is
+missing. Float32 products are OpenBLAS calls on one thread each, cut into parts in a way that depends only on
+the shapes and the CPU count (``cpu_pool`` may run the parts on a helper thread), so results never depend on
+the machine's load.
+Attention is in ``numpy_attention``, memory placement in ``heap``."""
 
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import numpy as np
 
 from .. import memory
 from ..errors import ModelError
-from . import cpu_pool, ort_kernels
+from . import cpu_pool, heap, numpy_attention, ort_kernels, ort_ops
 from .base import Backend
 from .blas import BlasThreads
 from .quant import QuantizedWeight, dequantize, quantize_affine
@@ -26,9 +31,10 @@ _ERF_P = tuple(np.float32(c) for c in (-2.72614225801306e-10, 2.77068142495902e-
 _ERF_Q = tuple(np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
                                         -7.37332916720468e-03, -1.42647390514189e-02))
 _BLOCK = 16384
-SPLIT_BYTES = 8 << 20  # products over a matrix this large, or with this many multiply-adds, are cut into
-SPLIT_MACS = 1 << 26  # row ranges that cpu_pool may run in parallel
+SPLIT_BYTES = 8 << 20  # few-row products over a matrix this large are cut into row ranges for cpu_pool
+SPLIT_MACS = 1 << 26  # products (and convolutions) with this many multiply-adds are cut in halves for cpu_pool
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
+ORT_SILU = 1 << 16  # SiLU over fewer values is faster in NumPy (one exp) than through a session
 
 
 def _block_bytes(rows: int) -> int:
@@ -81,17 +87,20 @@ class NumpyBackend(Backend):
     def __init__(self, kernels: bool | None = None):
         self.blas = BlasThreads()
         self.blas.pin(1)  # parallelism comes from cpu_pool (see there why not OpenBLAS's pool)
+        heap.keep_temporaries()  # large temporaries reused from the heap, not faulted in per op
+        self.arena = heap.Arena()  # weight matrices on huge pages
         self.kernels = ort_kernels.available() if kernels is None else kernels
+        self._ones_cache: dict[int, np.ndarray] = {}
 
     def prepare_linear(self, w):
         if isinstance(w, QuantizedWeight):
             if not (self.kernels and ort_kernels.supports(w.group_size, w.bits, w.shape[1])):
-                return dequantize(w)  # computed in float32 (dequantized once, at load)
+                return self.arena.place(dequantize(w))  # computed in float32 (dequantized once, at load)
             k = ort_kernels.NBitsLinear(np.asarray(w.w), np.asarray(w.scales, dtype=np.float32),
                                         np.asarray(w.biases, dtype=np.float32), w.group_size, w.bits)
             k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
             return k
-        return w
+        return self.arena.place(w)
 
     def quantize(self, w, group_size, bits):
         return quantize_affine(w, group_size, bits)
@@ -119,44 +128,77 @@ class NumpyBackend(Backend):
     def linear(self, x, w, b=None):
         if isinstance(w, ort_kernels.NBitsLinear):
             y = w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
-            return y if b is None else y + b
+            if b is not None:
+                y += b  # y is a new array
+            return y
         rows = x.size // x.shape[-1]
         x2 = x.reshape(rows, -1)
         n = w.shape[0]
-        block = _block_bytes(rows)
-        step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
-        chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
-        if step >= n and chunks == 1:
-            # few rows (streaming): W @ x^T runs ~2x faster in OpenBLAS than x @ W^T
-            y = np.ascontiguousarray((w @ x2.T).T) if rows <= 32 else x2 @ w.T
+        if rows > 32:  # compute-bound: whole products, split by rows of w when large
+            y = self._cols_split(x2, w)
         else:
-            y = self._linear_split(x2, w, step, chunks)
+            block = _block_bytes(rows)
+            step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
+            chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
+            if step >= n and chunks == 1:
+                y = np.ascontiguousarray((w @ x2.T).T)  # few rows: W @ x^T runs ~2x faster than x @ W^T
+            else:
+                y = self._linear_split(x2, w, step, chunks)
         y = y.reshape(*x.shape[:-1], n)
-        return y if b is None else y + b
+        if b is not None:
+            y += b  # y is a new array (also where it is a transposed view of one)
+        return y
+
+    @staticmethod
+    def _cols_split(x, w):
+        """``x @ w.T`` for many rows of ``x``: one whole OpenBLAS product per range of ``w``'s rows (one range per
+        CPU, cpu_pool) when the work is ``SPLIT_MACS`` or more, each writing its columns of the result in place.
+        Each thread packs only its part of ``w``: 1.8-1.95x one thread on the encoder's products, against
+        1.6-1.75x for ranges of ``x``'s rows (benchmarks/RESULTS.md)."""
+        rows, n = x.shape[0], w.shape[0]
+        parts = cpu_pool.CPUS if rows * w.size >= SPLIT_MACS and n >= 8 * cpu_pool.CPUS else 1
+        if parts == 1:
+            return x @ w.T
+        out = np.empty((rows, n), np.float32)
+        edges = [n * i // parts for i in range(parts + 1)]
+        cpu_pool.run([lambda a=a, c=c: np.matmul(x, w[a:c].T, out=out[:, a:c]) for a, c in zip(edges[:-1], edges[1:])])
+        return out
+
+    @staticmethod
+    def _rows_split(x, product, n: int, macs: int):
+        """``product(x[a:b], out[a:b])`` over row ranges of ``x [rows, ...]`` into a new ``[rows, n]`` array: one
+        range per CPU (cpu_pool) when the work is ``SPLIT_MACS`` or more, else one call (a convolution builds
+        each range's im2col rows where they are used)."""
+        rows = x.shape[0]
+        out = np.empty((rows, n), np.float32)
+        parts = cpu_pool.CPUS if macs >= SPLIT_MACS and rows >= 8 * cpu_pool.CPUS else 1
+        if parts == 1:
+            product(x, out)
+            return out
+        edges = [rows * i // parts for i in range(parts + 1)]
+        cpu_pool.run([lambda a=a, c=c: product(x[a:c], out[a:c]) for a, c in zip(edges[:-1], edges[1:])])
+        return out
 
     def _linear_split(self, x, w, step: int, chunks: int):
-        """``x [rows, in] @ w.T`` as independent products over row ranges of ``w`` that ``cpu_pool`` runs on the
-        calling thread plus a helper (one OpenBLAS thread each). Within a range, 2-12 rows go over blocks of
-        ``step`` weight rows: OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the memory
-        bandwidth, over blocks that stay in L2 at nearly all of it (1.3-2x faster; benchmarks/RESULTS.md)."""
+        """``x [rows <= 32, in] @ w.T`` as independent products over row ranges of ``w`` that ``cpu_pool`` runs
+        on the calling thread plus a helper (one OpenBLAS thread each). Within a range, 2-12 rows go over blocks
+        of ``step`` weight rows: OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the
+        memory bandwidth, over blocks that stay in L2 at nearly all of it (1.3-2x faster;
+        benchmarks/RESULTS.md)."""
         n, rows = w.shape[0], x.shape[0]
-        few = rows <= 32
-        out = np.empty((n, rows) if few else (rows, n), np.float32)
+        out = np.empty((n, rows), np.float32)
         xt = x.T
 
         def job(a: int, c: int):
             def run():
                 for s in range(a, c, step):
                     e = min(c, s + step)
-                    if few:
-                        np.matmul(w[s:e], xt, out=out[s:e])
-                    else:
-                        out[:, s:e] = x @ w[s:e].T
+                    np.matmul(w[s:e], xt, out=out[s:e])
             return run
 
         edges = [n * i // chunks for i in range(chunks + 1)]
         cpu_pool.run([job(a, c) for a, c in zip(edges[:-1], edges[1:])])
-        return np.ascontiguousarray(out.T) if few else out
+        return np.ascontiguousarray(out.T)
 
     def embed(self, table, ids):
         if isinstance(table, ort_kernels.NBitsLinear):
@@ -191,15 +233,58 @@ class NumpyBackend(Backend):
                 f"{avail / 2**30:.1f} GiB is available; use the MLX backend (Apple Silicon) or a quantized model."
             )
 
+    def _op(self, *key):
+        """The ONNX Runtime kernel for an elementwise op (``ort_ops``), or None: compute it with NumPy."""
+        return ort_ops.get(*key) if self.kernels else None
+
+    def _ones(self, n: int) -> np.ndarray:
+        ones = self._ones_cache.get(n)
+        if ones is None:
+            ones = self._ones_cache[n] = np.ones(n, np.float32)
+        return ones
+
     def erf(self, x):
         return _blocked(x, lambda v, o: _erf_block(v.copy(), o))
 
     def gelu(self, x):
-        return _blocked(x, _gelu_block)
+        op = self._op("gelu")
+        return op(x) if op is not None else _blocked(x, _gelu_block)
 
     def silu(self, x):
+        op = self._op("silu") if x.size >= ORT_SILU else None
+        if op is not None:
+            return op(x)
         with np.errstate(over="ignore"):
             return x / (1.0 + np.exp(-x))
+
+    def rope(self, x, cos, sin, interleaved):
+        f = cos.shape[-1]
+        out = np.empty(x.shape, np.float32)
+        pick = (slice(0, 2 * f, 2), slice(1, 2 * f, 2)) if interleaved else (slice(0, f), slice(f, 2 * f))
+        a, b = x[..., pick[0]], x[..., pick[1]]
+        ya, yb = out[..., pick[0]], out[..., pick[1]]
+        t = b * sin
+        np.multiply(a, cos, out=ya)
+        ya -= t  # a cos - b sin
+        np.multiply(b, cos, out=t)
+        np.multiply(a, sin, out=yb)
+        yb += t  # a sin + b cos
+        if 2 * f < x.shape[-1]:
+            out[..., 2 * f :] = x[..., 2 * f :]
+        return out
+
+    def layer_norm(self, x, weight, bias, eps):
+        op = self._op("layer_norm", float(eps), bias is not None)
+        if op is None:
+            return super().layer_norm(x, weight, bias, eps)
+        w = self._ones(x.shape[-1]) if weight is None else weight
+        return op(x, w) if bias is None else op(x, w, bias)
+
+    def rms_norm(self, x, weight, eps):
+        op = self._op("rms_norm", float(eps))
+        if op is None:
+            return super().rms_norm(x, weight, eps)
+        return op(x, self._ones(x.shape[-1]) if weight is None else weight)
 
     def softmax(self, x, axis=-1):
         e = np.exp(x - np.max(x, axis=axis, keepdims=True))
@@ -207,29 +292,13 @@ class NumpyBackend(Backend):
         return e
 
     def attention(self, q, k, v, scale, mask=None):
-        hq, hkv = q.shape[0], k.shape[0]
-        if hq != hkv:  # grouped-query: fold the query groups into the time axis, no K/V copies
-            g = hq // hkv
-            tq = q.shape[1]
-            qg = q.reshape(hkv, g * tq, q.shape[2])
-            m = None if mask is None else np.tile(mask, (g, 1))
-            out = self.attention(qg, k, v, scale, m)
-            return out.reshape(hq, tq, out.shape[-1])
-        self.blas.for_work(q.size * k.shape[1])
-        if k.shape[1] >= 64:  # K @ q^T: NumPy's stacked matmul against a transposed K view runs 2-3x slower
-            s = np.matmul(k, np.ascontiguousarray((q * np.float32(scale)).transpose(0, 2, 1)))
-            s = np.ascontiguousarray(s.transpose(0, 2, 1))
-        else:
-            s = np.matmul(q * np.float32(scale), k.transpose(0, 2, 1))
-        if mask is not None:
-            s = np.where(mask, s, np.float32(-np.inf))
-        return np.matmul(self.softmax(s, axis=-1), v)
+        return numpy_attention.attend(q, k, v, scale, mask)
 
     def prepare_conv(self, w):
         c_out, c_in, k = w.shape
         # [C_out, K * C_in], a linear weight for im2col rows (k-major, then channel): streaming convs have
         # few rows, and go through linear's fast paths for those.
-        return np.ascontiguousarray(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in))
+        return self.arena.place(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in))
 
     def conv1d(self, x, w, b, stride=1):
         c_out, kc = w.shape
@@ -238,6 +307,17 @@ class NumpyBackend(Backend):
         t_out = (x.shape[0] - k) // stride + 1
         if t_out <= 0:
             return np.zeros((0, c_out), dtype=np.float32)
-        span = stride * (t_out - 1) + 1
-        cols = np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1)
-        return self.linear(cols, w, b)
+        if t_out <= 32:  # streaming: im2col rows through linear's few-row paths
+            span = stride * (t_out - 1) + 1
+            return self.linear(np.concatenate([x[j : j + span : stride] for j in range(k)], axis=1), w, b)
+
+        def product(ts, out):  # output frames ts (a range): their im2col rows, built where they are used
+            t0, t1 = ts[0], ts[-1] + 1
+            span = stride * (t1 - t0 - 1) + 1
+            cols = np.concatenate([x[t0 * stride + j : t0 * stride + j + span : stride] for j in range(k)], axis=1)
+            np.matmul(cols, w.T, out=out)
+
+        y = self._rows_split(np.arange(t_out), product, c_out, t_out * w.size)
+        if b is not None:
+            y += b
+        return y

@@ -3,12 +3,14 @@
 ONNX Runtime takes a model as serialized ``ModelProto`` bytes. The ``onnx`` package builds those, but it is a
 second ~20 MB runtime dependency (with ``ml_dtypes``) for graphs of at most five nodes, so the protobuf wire
 format of the messages used here is written directly: varint and length-delimited fields with the field
-numbers of onnx/onnx.proto (IR version 8). Only what ``ort_kernels`` uses is covered: nodes with int
+numbers of onnx/onnx.proto (IR version 8). Only what the CPU kernels use is covered: nodes with int or float
 attributes, initializers as raw little-endian bytes, float32 graph inputs and outputs with symbolic or fixed
 dimensions.
 """
 
 from __future__ import annotations
+
+import struct
 
 import numpy as np
 
@@ -54,12 +56,15 @@ def value_info(name: str, dims: list[int | str], elem_type: int = FLOAT) -> byte
     return _bytes(1, name) + _bytes(2, _bytes(1, tensor_type))
 
 
-def node(op: str, inputs: list[str], outputs: list[str], domain: str = "", **attrs: int) -> bytes:
-    """A ``NodeProto`` with integer attributes."""
+def node(op: str, inputs: list[str], outputs: list[str], domain: str = "", **attrs: int | float) -> bytes:
+    """A ``NodeProto`` with integer or float attributes."""
     body = b"".join(_bytes(1, i) for i in inputs) + b"".join(_bytes(2, o) for o in outputs)
     body += _bytes(3, f"{op}_{outputs[0]}") + _bytes(4, op)
     for k, v in attrs.items():
-        body += _bytes(5, _bytes(1, k) + _int(3, v) + _int(20, 2))  # AttributeProto: name, i, type INT
+        if isinstance(v, float):  # AttributeProto: name, f (32-bit wire type), type FLOAT
+            body += _bytes(5, _bytes(1, k) + _varint(2 << 3 | 5) + struct.pack("<f", v) + _int(20, 1))
+        else:  # name, i, type INT
+            body += _bytes(5, _bytes(1, k) + _int(3, v) + _int(20, 2))
     return body + (_bytes(7, domain) if domain else b"")
 
 

@@ -74,6 +74,16 @@ def _session(model: bytes):
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 
 
+def runner(session):
+    """``run(output_names, feed) -> outputs`` of a session: the binding's own ``run`` where the installed ONNX
+    Runtime has it (``InferenceSession._sess``: the public ``run`` re-checks the input names on every call,
+    ~1 us, a tenth of a small product), else the public one."""
+    inner = getattr(session, "_sess", None)
+    if inner is not None and hasattr(inner, "run"):
+        return lambda names, feed: inner.run(names, feed, None)
+    return session.run
+
+
 class _RowChunks:
     """A ``[out, in]`` product as sessions over row chunks: ``make(a, b)`` returns the model bytes of rows
     ``a:b``. Matrices under ``SPLIT_BYTES`` are one chunk."""
@@ -83,17 +93,18 @@ class _RowChunks:
         n = CHUNKS if nbytes >= SPLIT_BYTES and out_dim >= 8 * CHUNKS and cpu_pool.CPUS > 1 else 1
         self.bounds = [out_dim * i // n for i in range(n + 1)]
         self._sessions = [_session(make(a, b)) for a, b in zip(self.bounds[:-1], self.bounds[1:])]
+        self._runs = [runner(s) for s in self._sessions]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         if len(self._sessions) == 1:
-            return self._sessions[0].run(None, {"x": x})[0]
+            return self._runs[0](["y"], {"x": x})[0]
         out = np.empty((x.shape[0], self.shape[0]), np.float32)
 
         def job(i):
             def run():
-                out[:, self.bounds[i] : self.bounds[i + 1]] = self._sessions[i].run(None, {"x": x})[0]
+                out[:, self.bounds[i] : self.bounds[i + 1]] = self._runs[i](["y"], {"x": x})[0]
             return run
 
         cpu_pool.run([job(i) for i in range(len(self._sessions))])

@@ -218,7 +218,7 @@ class MoonshineModel:
     def _enc_in_fn(self, W, x):
         """Encoder layer input ``x [T, D]`` -> normed -> (q, k, v) heads ``[H, T, hd]``."""
         B, e = self.B, self.cfg.encoder
-        h = B.astype(B.layer_norm(x, None, None, 1e-5) * W["ln1"], self.dtype)
+        h = B.astype(B.layer_norm(x, W["ln1"], None, 1e-5), self.dtype)
         t, H = x.shape[0], e.num_attention_heads
         qkv = B.linear(h, W["qkv"]).reshape(t, 3 * H, e.head_dim).transpose(1, 0, 2)
         return qkv[:H], qkv[H : 2 * H], qkv[2 * H :]
@@ -227,7 +227,7 @@ class MoonshineModel:
         """Residual + output projection + GELU MLP for queries ``x [T, D]`` given their attention ``[H, T, hd]``."""
         B = self.B
         x = x + B.linear(attn.transpose(1, 0, 2).reshape(x.shape[0], -1), W["o"])
-        h = B.astype(B.layer_norm(x, None, None, 1e-5) * W["ln2"], self.dtype)
+        h = B.astype(B.layer_norm(x, W["ln2"], None, 1e-5), self.dtype)
         return x + B.linear(B.gelu(B.linear(h, W["fc1"], W["fc1_b"])), W["fc2"], W["fc2_b"])
 
     def _dec_self_in_fn(self, W, x, cos, sin):
@@ -280,7 +280,7 @@ class MoonshineModel:
                 outs.append(B.attention(q[:, a:b], k[:, ka:kb], v[:, ka:kb], scale, B.asarray(m)))
             attn = outs[0] if len(outs) == 1 else B.concat(outs, axis=1)
             x = self.enc_out(layer, x, attn)
-        return B.layer_norm(x, None, None, 1e-5) * self.enc_final
+        return B.layer_norm(x, self.enc_final, None, 1e-5)
 
     # ---- adapter and decoder ------------------------------------------------------------------
     def memory(self, enc, offset: int = 0):
@@ -290,13 +290,16 @@ class MoonshineModel:
         return m if self.adapter is None else B.linear(m, self.adapter)
 
     def cross_kv(self, memory) -> list[tuple[object, object]]:
-        """Cross-attention K/V heads ``[Hkv, T, hd]`` for every decoder layer (per frame; appendable)."""
+        """Cross-attention K/V heads ``[Hkv, T, hd]`` for every decoder layer (per frame; appendable), each head's
+        frames contiguous (the layout the live segment's buffers keep): every decoder step reads them whole."""
         B, c = self.B, self.cfg
         t, hkv = memory.shape[0], c.num_key_value_heads
+        shape, every = (hkv, t, c.head_dim), (slice(None),)
         out = []
         for layer in self.dec_layers:
             kv = B.linear(memory, layer.xkv).reshape(t, 2 * hkv, c.head_dim).transpose(1, 0, 2)
-            out.append((kv[:hkv], kv[hkv:]))
+            out.append((B.write(B.zeros(shape, self.dtype), every, kv[:hkv]),
+                        B.write(B.zeros(shape, self.dtype), every, kv[hkv:])))
         return out
 
     def new_self_cache(self, capacity: int) -> list[list]:

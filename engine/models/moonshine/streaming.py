@@ -136,7 +136,7 @@ class StreamingEncoder:
             layers.append(ls)
         n_new = 0 if x is None else x.shape[0]
         if x is not None:
-            x = B.layer_norm(x, None, None, 1e-5) * m.enc_final
+            x = B.layer_norm(x, m.enc_final, None, 1e-5)
         new = EncoderState(audio[nf * fl :].copy(), c1, c2, tuple(layers), st.n_final + n_new)
         return new, x
 

@@ -1,0 +1,104 @@
+"""Softmax attention for the NumPy backend: in place, and over a mask's band only.
+
+Dense (no mask, or a few queries, e.g. a decoder step): scores, in-place softmax, one product into the result.
+
+Windowed (a mask that shows each query a band of keys, e.g. Moonshine's encoder: 16 keys back, 3 ahead):
+the queries are cut into blocks of ``SUB``; each block gets the narrowest run of ``W`` keys that covers
+every key its rows may see (the same ``W`` for every block, so that all blocks go through one stacked
+product), gathered with the mask. A block of 128 queries against 146 keys then does 4 x 32 x ~50 scores
+instead of 128 x 146, in ~12 NumPy calls for all blocks together. The masked keys a block gathers
+contribute exp(-inf) = 0, as in the full row. A row that sees no key at all takes the dense path (whose
+NaN the reference produces too). Heads are split over ``cpu_pool`` when the work is large.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import cpu_pool
+
+SUB = 16  # queries per block of the windowed path
+WINDOWED_MIN = 64  # queries from which a mask is looked at for its band
+PAR_MACS = 1 << 22  # heads x queries x keys x head-dim from which heads are split over cpu_pool
+
+
+def attend(q, k, v, scale: float, mask=None) -> np.ndarray:
+    """``softmax(q k^T * scale, mask) v`` for ``q [Hq, Tq, d]``, ``k, v [Hkv, Tk, d]`` (Hq a multiple of Hkv),
+    ``mask [Tq, Tk]`` boolean (True = may attend) or None; returns ``[Hq, Tq, d]`` float32."""
+    hq, hkv = q.shape[0], k.shape[0]
+    if hq != hkv:  # grouped-query: fold the query groups into the time axis, no K/V copies
+        g, tq = hq // hkv, q.shape[1]
+        m = None if mask is None else np.tile(mask, (g, 1))
+        out = attend(q.reshape(hkv, g * tq, q.shape[2]), k, v, scale, m)
+        return out.reshape(hq, tq, out.shape[-1])
+    if mask is not None and q.shape[1] >= WINDOWED_MIN:
+        band = _band(np.asarray(mask), SUB)
+        if band is not None:
+            return _windowed(q, k, v, scale, *band)
+    out = np.empty((hq, q.shape[1], v.shape[2]), np.float32)
+    _dense(q, k, v, scale, mask, out)
+    return out
+
+
+def _dense(q, k, v, scale: float, mask, out: np.ndarray) -> None:
+    """``out[:] = softmax(q k^T * scale, masked) v`` for one block of ``[H, T, d]`` heads, in place."""
+    if k.shape[1] >= 64:  # K @ q^T: NumPy's stacked matmul against a transposed K view runs 2-3x slower
+        qt = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32)
+        np.multiply(q.transpose(0, 2, 1), np.float32(scale), out=qt)
+        s = np.ascontiguousarray(np.matmul(k, qt).transpose(0, 2, 1))
+    else:
+        s = np.matmul(q * np.float32(scale), k.transpose(0, 2, 1))
+    if mask is not None:
+        np.copyto(s, np.float32(-np.inf), where=~np.asarray(mask))
+    _softmax_(s)
+    np.matmul(s, v, out=out)
+
+
+def _softmax_(s: np.ndarray) -> None:
+    s -= np.maximum.reduce(s, axis=-1, keepdims=True)
+    np.exp(s, out=s)
+    s /= np.add.reduce(s, axis=-1, keepdims=True)
+
+
+def _band(mask: np.ndarray, sub: int):
+    """``(idx [nb, W], seen [nb, sub, W])``: for each block of ``sub`` query rows the ``W`` keys it gathers and
+    what its rows may see of them (the padding rows of the last block see everything and are dropped); None
+    when some row sees no key, or when the band is not narrower than all keys."""
+    tq, tk = mask.shape
+    nb = -(-tq // sub)
+    if not np.logical_or.reduce(mask, axis=1).all():
+        return None
+    rows = np.zeros((nb * sub, tk), bool)
+    rows[:tq] = mask
+    rows = rows.reshape(nb, sub, tk)
+    cols = np.logical_or.reduce(rows, axis=1)
+    lo = np.argmax(cols, axis=1)
+    w = int((tk - np.argmax(cols[:, ::-1], axis=1) - lo).max())
+    if 2 * w > tk:
+        return None
+    idx = np.minimum(lo, tk - w)[:, None] + np.arange(w)
+    seen = np.take_along_axis(rows, np.broadcast_to(idx[:, None, :], (nb, sub, w)), axis=2)
+    seen[-1, tq - (nb - 1) * sub :] = True
+    return idx, seen
+
+
+def _windowed(q, k, v, scale: float, idx: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    h, tq, d = q.shape
+    nb, sub, w = seen.shape
+    out = np.empty((h, nb * sub, v.shape[2]), np.float32)
+    hidden = ~seen
+
+    def heads(a: int, b: int):
+        def run():
+            qb = np.zeros((b - a, nb * sub, d), np.float32)
+            np.multiply(q[a:b], np.float32(scale), out=qb[:, :tq])
+            s = np.matmul(qb.reshape(b - a, nb, sub, d), k[a:b][:, idx].swapaxes(-1, -2))  # [h, nb, SUB, W]
+            np.copyto(s, np.float32(-np.inf), where=hidden)
+            _softmax_(s)
+            np.matmul(s, v[a:b][:, idx], out=out[a:b].reshape(b - a, nb, sub, v.shape[2]))
+        return run
+
+    parts = cpu_pool.CPUS if h * tq * w * d >= PAR_MACS and h >= cpu_pool.CPUS else 1
+    edges = [h * i // parts for i in range(parts + 1)]
+    cpu_pool.run([heads(a, b) for a, b in zip(edges[:-1], edges[1:])])
+    return out[:, :tq]

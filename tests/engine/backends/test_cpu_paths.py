@@ -1,0 +1,162 @@
+"""The NumPy backend's CPU paths for large inputs: products and convolutions split over cpu_pool, elementwise ops on
+ONNX Runtime cut into row ranges, windowed attention over gathered key bands, the weight arena. Each against a
+float64 formula, and the split paths bit-identical whether or not the helper thread takes part (the result may
+not depend on how busy the machine is)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.backends import cpu_pool, heap, numpy_attention, ort_ops, window_mask
+from engine.backends.numpy_backend import SPLIT_MACS, NumpyBackend
+
+rng = np.random.default_rng(99)
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture
+def B():
+    return NumpyBackend()
+
+
+@pytest.fixture
+def caller_only(monkeypatch):
+    """Runs a function once with cpu_pool's helper allowed and once with the caller alone (as when other
+    processes keep the CPU busy); returns both results."""
+    def both(fn):
+        monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
+        shared = fn()
+        monkeypatch.setattr(cpu_pool.contention, "busy", lambda: True)
+        alone = fn()
+        return shared, alone
+    return both
+
+
+def close(got, ref, tol=2e-5):
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(np.asarray(got, np.float64), ref, atol=tol * scale, rtol=0)
+
+
+def test_many_row_products_split_over_the_weight_rows(B, caller_only):
+    x, w, b = r(300, 512), r(700, 512), r(700)
+    assert x.shape[0] * w.size >= SPLIT_MACS  # the split path
+    ref = x.astype(np.float64) @ w.astype(np.float64).T + b
+    shared, alone = caller_only(lambda: B.linear(x, B.prepare_linear(w), b))
+    close(shared, ref)
+    assert np.array_equal(shared, alone)
+
+
+def test_large_few_row_products_split_and_blocked(B, caller_only):
+    x, w = r(3, 1024), r(8192, 1024)  # 32 MB: cut into ranges, 2-12 rows over L2-sized blocks
+    ref = x.astype(np.float64) @ w.astype(np.float64).T
+    shared, alone = caller_only(lambda: B.linear(x, B.prepare_linear(w)))
+    close(shared, ref)
+    assert np.array_equal(shared, alone)
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_large_convolutions_build_im2col_per_range(B, caller_only, stride):
+    c_in, c_out, k, t = 256, 256, 5, 1100
+    x, w, b = r(t, c_in), r(c_out, c_in, k), r(c_out)
+    t_out = (t - k) // stride + 1
+    assert t_out * c_out * c_in * k >= SPLIT_MACS
+    cols = np.stack([x[j * stride : j * stride + k].astype(np.float64) for j in range(t_out)])  # [T_out, K, C_in]
+    ref = np.einsum("tkc,ock->to", cols, w.astype(np.float64)) + b
+    shared, alone = caller_only(lambda: B.conv1d(x, B.prepare_conv(w), b, stride))
+    close(shared, ref)
+    assert np.array_equal(shared, alone)
+
+
+def _erf(v):
+    return np.vectorize(math.erf)(v)
+
+
+@pytest.mark.parametrize("rows", [3, 1100])  # one session call; row ranges over cpu_pool (>= ort_ops.PAR_ELEMS)
+def test_elementwise_ops_small_and_split(B, rows):
+    x = r(rows, 1000) * 3
+    x64 = x.astype(np.float64)
+    if rows * 1000 >= ort_ops.PAR_ELEMS:
+        assert ort_ops.get("gelu") is not None  # the split path really runs
+    close(B.gelu(x), 0.5 * x64 * (1 + _erf(x64 / math.sqrt(2))), 1e-6)
+    close(B.silu(x), x64 / (1 + np.exp(-x64)), 1e-6)
+    w, b = r(1000), r(1000)
+    mu, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    close(B.layer_norm(x, w, b, 1e-5), (x64 - mu) / np.sqrt(var + 1e-5) * w + b)
+    close(B.layer_norm(x, None, None, 1e-5), (x64 - mu) / np.sqrt(var + 1e-5))
+    close(B.rms_norm(x, w, 1e-6), x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-6) * w)
+
+
+def test_split_elementwise_ops_equal_one_call(caller_only):
+    op = ort_ops.get("gelu")
+    if op is None:
+        pytest.skip("ONNX Runtime has no Gelu here")
+    x = r(1200, 1000)
+    shared, alone = caller_only(lambda: op(x))
+    assert np.array_equal(shared, alone)
+    assert np.array_equal(shared[:7], op(x[:7]))  # row by row: the cut changes nothing
+
+
+def test_without_onnx_runtime_ops_the_backend_computes_with_numpy():
+    B = NumpyBackend(kernels=False)
+    x = r(5, 64)
+    x64 = x.astype(np.float64)
+    close(B.gelu(x), 0.5 * x64 * (1 + _erf(x64 / math.sqrt(2))), 1e-6)
+    mu, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    close(B.layer_norm(x, None, None, 1e-5), (x64 - mu) / np.sqrt(var + 1e-5))
+
+
+def attn_ref(q, k, v, scale, mask):
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    rep = q.shape[0] // k.shape[0]
+    k, v = np.repeat(k, rep, 0), np.repeat(v, rep, 0)
+    s = q @ k.transpose(0, 2, 1) * scale
+    s = np.where(mask, s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ v
+
+
+@pytest.mark.parametrize("t,left,right", [(64, 16, 4), (203, 16, 4), (130, 16, 0), (257, 5, 3)])
+@pytest.mark.parametrize("hkv", [8, 2])  # grouped-query heads fold the groups into the rows: the dense path
+def test_windowed_attention_over_key_bands(B, caller_only, t, left, right, hkv):
+    q, k, v = r(8, t, 40), r(hkv, t, 40), r(hkv, t, 40)
+    pos = np.arange(t)
+    mask = window_mask(pos, pos, left, right)
+    mask[:, -3:] = False  # invalid frames at the end (keys only), as the offline encoder masks them
+    band = numpy_attention._band(mask, numpy_attention.SUB)
+    assert (band is not None) == (t > 64)  # a band narrower than half the keys
+    shared, alone = caller_only(lambda: B.attention(q, k, v, 0.3, mask))
+    close(shared, attn_ref(q, k, v, 0.3, mask), 1e-5)
+    assert np.array_equal(shared, alone)
+
+
+def test_a_row_that_sees_nothing_takes_the_dense_path(B):
+    t = 100
+    q, k, v = r(2, t, 8), r(2, t, 8), r(2, t, 8)
+    pos = np.arange(t)
+    mask = window_mask(pos, pos, 4, 0)
+    mask[50] = False
+    assert numpy_attention._band(mask, numpy_attention.SUB) is None
+    with np.errstate(invalid="ignore"):
+        got = B.attention(q, k, v, 0.5, mask)
+        ref = attn_ref(q, k, v, 0.5, mask)
+    assert np.isnan(got[:, 50]).all()  # as the reference: softmax over no key
+    keep = np.arange(t) != 50
+    close(got[:, keep], ref[:, keep], 1e-5)
+
+
+def test_arena_packs_small_matrices_and_gives_large_ones_their_own_block():
+    arena = heap.Arena()
+    a, b = r(300, 200), r(5, 7)
+    pa, pb = arena.place(a), arena.place(b)
+    assert np.array_equal(pa, a) and np.array_equal(pb, b)
+    assert pa.flags.c_contiguous and pb.flags.c_contiguous and pa.base is pb.base
+    assert pb.ctypes.data % 64 == 0
+    big = np.zeros((arena.BLOCK // 16 + 1, 4), np.float32)
+    assert arena.place(big).base is not pa.base
+    assert arena.place(np.arange(6, dtype=np.float64).reshape(2, 3)).dtype == np.float32
