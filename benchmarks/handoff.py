@@ -102,8 +102,8 @@ def main(argv=None) -> int:
         def thread():
             for w in ws:
                 n, h, v = w.shape[0], w.shape[0] // 2, xs[w.shape[1]]
-                cpu_pool.run([lambda: np.matmul(w[:h], v, out=out[:h]),  # noqa: B023 - run before the next w
-                              lambda: np.matmul(w[h:], v, out=out[h:n])])  # noqa: B023
+                cpu_pool.run([lambda w=w, h=h, v=v: np.matmul(w[:h], v, out=out[:h]),
+                              lambda w=w, h=h, n=n, v=v: np.matmul(w[h:], v, out=out[h:n])])
             return out
 
         def process():
