@@ -36,6 +36,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 
 reference: $(STAMP)
 	$(VPY) -m pip install -q -e '.[reference]'

@@ -42,8 +42,7 @@ class AudioSource(Protocol):
         ...
 
     @property
-    def is_open(self) -> bool:
-        ...
+    def is_open(self) -> bool: ...
 
     @property
     def backlog_seconds(self) -> float:

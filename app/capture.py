@@ -257,9 +257,7 @@ class MicSource(QueuedInput):
         self.channels = min(self._want_channels or 1, max_channels)
         rate = SAMPLE_RATE
         try:
-            sd.check_input_settings(
-                device=self.device, samplerate=SAMPLE_RATE, channels=self.channels, dtype="float32"
-            )
+            sd.check_input_settings(device=self.device, samplerate=SAMPLE_RATE, channels=self.channels, dtype="float32")
         except Exception:  # "Invalid sample rate" and friends
             rate = int(round(float(info.get("default_samplerate", 48000)) or 48000))
             try:

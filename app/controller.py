@@ -305,9 +305,7 @@ class SessionController(QObject):
         if self._journal is not None:
             self._journal.set_input(description)
         lost = self._lost_text
-        self.message.emit(
-            "warning", f"{lost} Now capturing from {description}; the transcript continues.".strip()
-        )
+        self.message.emit("warning", f"{lost} Now capturing from {description}; the transcript continues.".strip())
         self.device_recovered.emit(description)
 
     @Slot()

@@ -41,8 +41,7 @@ class Job(QObject):
     failed = Signal(str, object)  # one sentence, the exception
     finished = Signal()
 
-    def __init__(self, fn: Callable[..., Any], *args: Any, what: str = "The operation failed",
-                 **kwargs: Any) -> None:
+    def __init__(self, fn: Callable[..., Any], *args: Any, what: str = "The operation failed", **kwargs: Any) -> None:
         super().__init__()
         self._fn, self._args, self._kwargs, self._what = fn, args, kwargs, what
         self._thread: threading.Thread | None = None
@@ -86,14 +85,27 @@ class Job(QObject):
 class DownloadJob(Job):
     """``engine.install.install_model`` with progress signals and a cancel. ``repo_id`` is what the row shows."""
 
-    def __init__(self, repo_id: str, *, revision: str | None = None, allow_patterns: Sequence[str] | None = None,
-                 aliases: Sequence[str] = (), required: Sequence[str] = (), token: str | None = None,
-                 full_check: bool = False) -> None:
+    def __init__(
+        self,
+        repo_id: str,
+        *,
+        revision: str | None = None,
+        allow_patterns: Sequence[str] | None = None,
+        aliases: Sequence[str] = (),
+        required: Sequence[str] = (),
+        token: str | None = None,
+        full_check: bool = False,
+    ) -> None:
         super().__init__(self._download, what=f"Downloading {repo_id} failed")
         self.repo_id = repo_id
         self.token = hub.CancelToken()
-        self._options = dict(revision=revision, allow_patterns=list(allow_patterns) if allow_patterns else None,
-                             aliases=list(aliases), required=list(required), token=token)
+        self._options = dict(
+            revision=revision,
+            allow_patterns=list(allow_patterns) if allow_patterns else None,
+            aliases=list(aliases),
+            required=list(required),
+            token=token,
+        )
         self._full_check = full_check
 
     def _download(self):

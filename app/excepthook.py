@@ -34,9 +34,7 @@ def setup_logging(folder: Path | None, level: int = logging.INFO) -> Path | None
     no traceback); returns the log file path."""
     root = logging.getLogger()
     root.setLevel(level)
-    if not any(
-        isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler) for h in root.handlers
-    ):
+    if not any(isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler) for h in root.handlers):
         if sys.stderr is not None:  # windowed builds have no stderr
             stream = logging.StreamHandler()
             stream.setLevel(logging.ERROR)
@@ -46,9 +44,7 @@ def setup_logging(folder: Path | None, level: int = logging.INFO) -> Path | None
         return None
     path = folder / "livecap.log"
     try:
-        handler = logging.handlers.RotatingFileHandler(
-            path, maxBytes=1_000_000, backupCount=3, encoding="utf-8"
-        )
+        handler = logging.handlers.RotatingFileHandler(path, maxBytes=1_000_000, backupCount=3, encoding="utf-8")
     except OSError:
         return None
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"))
@@ -61,9 +57,13 @@ def route_qt_messages() -> None:
     instead of stderr: debug/info/warning reach the log file only, critical and fatal ones stderr too."""
     from PySide6.QtCore import QtMsgType, qInstallMessageHandler
 
-    levels = {QtMsgType.QtDebugMsg: logging.DEBUG, QtMsgType.QtInfoMsg: logging.INFO,
-              QtMsgType.QtWarningMsg: logging.WARNING, QtMsgType.QtCriticalMsg: logging.ERROR,
-              QtMsgType.QtFatalMsg: logging.CRITICAL}
+    levels = {
+        QtMsgType.QtDebugMsg: logging.DEBUG,
+        QtMsgType.QtInfoMsg: logging.INFO,
+        QtMsgType.QtWarningMsg: logging.WARNING,
+        QtMsgType.QtCriticalMsg: logging.ERROR,
+        QtMsgType.QtFatalMsg: logging.CRITICAL,
+    }
     qt_log = logging.getLogger("qt")
 
     def on_message(mode: QtMsgType, context: object, text: str) -> None:

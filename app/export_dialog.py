@@ -158,9 +158,7 @@ class ExportDialog(QDialog):
 
     def _update_preview(self) -> None:
         n = len(self._lines)
-        self.summary.setText(
-            f"{n} line{'s' if n != 1 else ''}" + (" \u2014 preview:" if n else " to export.")
-        )
+        self.summary.setText(f"{n} line{'s' if n != 1 else ''}" + (" \u2014 preview:" if n else " to export."))
         try:
             text = render(self._lines[:PREVIEW_LINES], self.format)
         except Exception as exc:  # a preview must never break the dialog

@@ -25,14 +25,18 @@ def hub_host() -> str:
 def unreachable_text() -> str:
     """The sentence for a hub that cannot be reached: what to check, and the offline way."""
     host = hub_host()
-    return (f"The download site {host} cannot be reached, so the model cannot be downloaded right now. Check "
-            f"that this computer is online and that no firewall or proxy blocks {host}, then try again. "
-            f"{OFFLINE_HINT}")
+    return (
+        f"The download site {host} cannot be reached, so the model cannot be downloaded right now. Check "
+        f"that this computer is online and that no firewall or proxy blocks {host}, then try again. "
+        f"{OFFLINE_HINT}"
+    )
 
 
 def offline_text() -> str:
-    return ("Offline mode is on: HF_HUB_OFFLINE is set, so nothing can be downloaded. Start livecap without it "
-            f"to download a model. {OFFLINE_HINT}")
+    return (
+        "Offline mode is on: HF_HUB_OFFLINE is set, so nothing can be downloaded. Start livecap without it "
+        f"to download a model. {OFFLINE_HINT}"
+    )
 
 
 def download_problem(exc: object, name: str) -> str:
@@ -43,13 +47,13 @@ def download_problem(exc: object, name: str) -> str:
         return offline_text()
     if isinstance(exc, hub.HubUnreachableError):
         return unreachable_text()
-    if isinstance(exc, (ConnectionError, TimeoutError)) or (isinstance(exc, OSError)
-                                                          and not isinstance(exc, LivecapError)):
+    if isinstance(exc, (ConnectionError, TimeoutError)) or (
+        isinstance(exc, OSError) and not isinstance(exc, LivecapError)
+    ):
         return unreachable_text()
     specific = (hub.DiskSpaceError, hub.GatedModelError, hub.ModelNotFoundError)
     if isinstance(exc, specific) or (isinstance(exc, LivecapError) and not isinstance(exc, hub.HubError)):
         text = str(exc).strip()
         if text and not _TECHNICAL.search(text):
             return text  # already one sentence written for the user (sizes, token, name, loader's check)
-    return (f"The download of {name} did not finish. Try again; if it keeps failing, the details are in "
-            "livecap's log.")
+    return f"The download of {name} did not finish. Try again; if it keeps failing, the details are in livecap's log."

@@ -48,13 +48,7 @@ class LevelMeter(QWidget):
         p.drawRoundedRect(rect, 3, 3)
         fraction = (self._db - FLOOR_DB) / -FLOOR_DB
         if fraction > 0:
-            color = (
-                QColor("#2e9d4f")
-                if self._db < -12
-                else QColor("#d99a1e")
-                if self._db < -3
-                else QColor("#d13b3b")
-            )
+            color = QColor("#2e9d4f") if self._db < -12 else QColor("#d99a1e") if self._db < -3 else QColor("#d13b3b")
             p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(color)
             bar = rect.adjusted(1.5, 1.5, -1.5, -1.5)

@@ -37,12 +37,8 @@ log = logging.getLogger(__name__)
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="livecap", description="On-device live captions.")
     p.add_argument("--model", metavar="SOURCE", help="model folder or hub id (default: the last one used)")
-    p.add_argument(
-        "--backend", choices=("auto", "numpy", "mlx"), help="compute backend (default: the saved one)"
-    )
-    p.add_argument(
-        "--input", metavar="FILE", help="replay an audio file in real time instead of the microphone"
-    )
+    p.add_argument("--backend", choices=("auto", "numpy", "mlx"), help="compute backend (default: the saved one)")
+    p.add_argument("--input", metavar="FILE", help="replay an audio file in real time instead of the microphone")
     p.add_argument("--speed", type=float, default=1.0, help="replay speed factor for --input (default 1)")
     p.add_argument("--save-transcript", metavar="PATH", help="write the transcript when --input ends")
     p.add_argument("--quit-at-end", action="store_true", help="exit when --input ends")

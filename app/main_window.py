@@ -63,8 +63,7 @@ from engine.backends import BACKENDS
 log = logging.getLogger(__name__)
 
 AUDIO_FILTER = (
-    "Audio and video (*.wav *.flac *.ogg *.oga *.opus *.mp3 *.m4a *.aac *.mp4 *.m4v *.mov *.mkv *.webm);;"
-    "All files (*)"
+    "Audio and video (*.wav *.flac *.ogg *.oga *.opus *.mp3 *.m4a *.aac *.mp4 *.m4v *.mov *.mkv *.webm);;All files (*)"
 )
 SILENT_DB = -90.0  # the level meter's floor: exact digital silence
 CAPTION_SIZE_STEP = 2
@@ -215,9 +214,7 @@ class MainWindow(QMainWindow):
         self.overlays.toggle_action.setToolTip(
             f"Show the captions in a small always-on-top window ({self.settings.shortcut(Shortcut.OVERLAY)})"
         )
-        self.overlays.presentation_action.setShortcut(
-            QKeySequence(self.settings.shortcut(Shortcut.PRESENTATION))
-        )
+        self.overlays.presentation_action.setShortcut(QKeySequence(self.settings.shortcut(Shortcut.PRESENTATION)))
         self._shortcut_actions[Shortcut.START_PAUSE] = self.start_action
         self._shortcut_actions[Shortcut.OVERLAY] = self.overlays.toggle_action
         self._shortcut_actions[Shortcut.PRESENTATION] = self.overlays.presentation_action
@@ -478,8 +475,7 @@ class MainWindow(QMainWindow):
         note = f" ({skipped} unreadable line{'s were' if skipped != 1 else ' was'} skipped)" if skipped else ""
         self.banner.show_message(
             "warning",
-            f"livecap did not close cleanly last time; {n} line{'s' if n != 1 else ''} from {when} "
-            f"were saved{note}.",
+            f"livecap did not close cleanly last time; {n} line{'s' if n != 1 else ''} from {when} were saved{note}.",
             [
                 ("Recover", lambda: self._recover(recovered)),
                 ("Discard", lambda: self.controller.discard_recovery(recovered)),

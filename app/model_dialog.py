@@ -57,9 +57,21 @@ log = logging.getLogger(__name__)
 
 TOKEN_URL = "https://huggingface.co/settings/tokens"
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French", "es": "Spanish", "it": "Italian",
-                  "pt": "Portuguese", "nl": "Dutch", "ru": "Russian", "ar": "Arabic", "hi": "Hindi",
-                  "zh": "Chinese", "ja": "Japanese", "ko": "Korean"}
+LANGUAGE_NAMES = {
+    "en": "English",
+    "de": "German",
+    "fr": "French",
+    "es": "Spanish",
+    "it": "Italian",
+    "pt": "Portuguese",
+    "nl": "Dutch",
+    "ru": "Russian",
+    "ar": "Arabic",
+    "hi": "Hindi",
+    "zh": "Chinese",
+    "ja": "Japanese",
+    "ko": "Korean",
+}
 ERROR_STYLE = "color: #c62828;"
 FAMILY_NAMES = {"moonshine_streaming": "Moonshine Streaming", "voxtral_realtime": "Voxtral Realtime"}
 _LIVE_JOBS: set[Job] = set()  # jobs outlive a closed dialog until their thread ends
@@ -142,8 +154,15 @@ class ModelDialog(QDialog):
 
     COLUMNS = ("Model", "Languages", "Download", "Memory", "On this computer")
 
-    def __init__(self, parent: QWidget | None = None, settings: Any = None, *, catalog: Catalog | None = None,
-                 machine: Machine | None = None, remember: bool = True) -> None:
+    def __init__(
+        self,
+        parent: QWidget | None = None,
+        settings: Any = None,
+        *,
+        catalog: Catalog | None = None,
+        machine: Machine | None = None,
+        remember: bool = True,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("modelDialog")
         self.setWindowTitle("Speech models")
@@ -364,8 +383,16 @@ class ModelDialog(QDialog):
                 rows.append(Row("hub", rid, rid))
         for folder in self._folders:
             problem = install.snapshot_problem(Path(folder))
-            rows.append(Row("folder", folder, Path(folder).name or folder, folder_ok=not problem,
-                            folder_problem=problem, family=_folder_family(Path(folder))))
+            rows.append(
+                Row(
+                    "folder",
+                    folder,
+                    Path(folder).name or folder,
+                    folder_ok=not problem,
+                    folder_problem=problem,
+                    family=_folder_family(Path(folder)),
+                )
+            )
         self.rows = rows
         self.tree.blockSignals(True)
         self.tree.clear()
@@ -392,9 +419,13 @@ class ModelDialog(QDialog):
             family = FAMILY_NAMES.get(row.family, "")
             status = "Local folder" if row.folder_ok else "Local folder, not usable"
             weights = _weights_bytes(Path(row.source))
-            return [f"{row.name} \u00b7 {family}" if family else row.name, self._family_languages(row.family),
-                    f"{hub.format_bytes(_folder_bytes(Path(row.source)))} on disk",
-                    f"about {hub.format_bytes(weights)}" if weights else "", status]
+            return [
+                f"{row.name} \u00b7 {family}" if family else row.name,
+                self._family_languages(row.family),
+                f"{hub.format_bytes(_folder_bytes(Path(row.source)))} on disk",
+                f"about {hub.format_bytes(weights)}" if weights else "",
+                status,
+            ]
         download = hub.format_bytes(e.download_bytes) if e else ""
         memory = hub.format_bytes(e.memory_bytes) if e else ""
         return [row.name, languages_text(e), download, memory, self._status(row)]
@@ -420,9 +451,11 @@ class ModelDialog(QDialog):
     def _update_banner(self) -> None:
         if self.offline:
             self.offline_banner.show_message(
-                "warning", "Offline mode: HF_HUB_OFFLINE is set, so nothing can be downloaded and only models "
-                           "already on this computer can be used. Start livecap without HF_HUB_OFFLINE to "
-                           "download models.")
+                "warning",
+                "Offline mode: HF_HUB_OFFLINE is set, so nothing can be downloaded and only models "
+                "already on this computer can be used. Start livecap without HF_HUB_OFFLINE to "
+                "download models.",
+            )
         else:
             self.offline_banner.hide()
         rec = self.recommendation
@@ -431,7 +464,8 @@ class ModelDialog(QDialog):
             return
         self.recommendation_label.setText(
             f"<b>Recommended for this computer</b> ({_esc(self.machine.describe())}): "
-            f"<b>{_esc(rec.entry.name)}</b>. {_esc(rec.reason)}")
+            f"<b>{_esc(rec.entry.name)}</b>. {_esc(rec.reason)}"
+        )
 
     def selected_row(self) -> Row | None:
         item = self.tree.currentItem() if hasattr(self, "tree") else None
@@ -471,16 +505,20 @@ class ModelDialog(QDialog):
             self.error_label.hide()
         focus = self.focusWidget()
         job_running = self.busy
-        mine = bool(job_running and row is not None and row.kind != "folder"
-                    and self._job.repo_id.lower() in {r.lower() for r in row.repo_ids})
-        can_download = (row is not None and row.kind != "folder" and not row.installed and not job_running
-                        and not self.offline)
+        mine = bool(
+            job_running
+            and row is not None
+            and row.kind != "folder"
+            and self._job.repo_id.lower() in {r.lower() for r in row.repo_ids}
+        )
+        can_download = (
+            row is not None and row.kind != "folder" and not row.installed and not job_running and not self.offline
+        )
         self.download_button.setEnabled(can_download)
         self.download_button.setText("Resume download" if row is not None and row.partial else "Download")
         self.download_button.setToolTip("Offline mode (HF_HUB_OFFLINE) is on." if self.offline else "")
         self.cancel_button.setEnabled(mine and not self._job.token.cancelled)
-        self.delete_button.setEnabled(row is not None and row.kind != "folder" and row.state is not None
-                                      and not mine)
+        self.delete_button.setEnabled(row is not None and row.kind != "folder" and row.state is not None and not mine)
         self.open_button.setEnabled(row is not None and row.path is not None and row.path.is_dir())
         self.use_button.setEnabled(row is not None and row.installed)
         self.details.setText(self._details(row) if row is not None else "")
@@ -512,13 +550,16 @@ class ModelDialog(QDialog):
         langs = ", ".join(LANGUAGE_NAMES.get(c, c) for c in e.languages)
         rev = f"revision {e.revision[:10]}" if e.revision else "newest revision"
         also = f" (also {', '.join(e.aliases)})" if e.aliases else ""
-        lines = [f"<b>{_esc(e.name)}</b>: {_esc(e.description)}",
-                 f"{_esc(e.repo_id)}{_esc(also)}, {rev} \u00b7 {_esc(e.license)} licence \u00b7 {_esc(e.params)}"
-                 f" parameters, {_esc(e.precision)}",
-                 f"Download {hub.format_bytes(e.download_bytes)} \u00b7 needs about "
-                 f"{hub.format_bytes(e.memory_bytes)} of memory \u00b7 {_esc(langs)}"]
-        runs = "; ".join(f"{name.upper() if name == 'mlx' else 'NumPy'}: {_esc(text)}"
-                         for name, text in e.backends.items())
+        lines = [
+            f"<b>{_esc(e.name)}</b>: {_esc(e.description)}",
+            f"{_esc(e.repo_id)}{_esc(also)}, {rev} \u00b7 {_esc(e.license)} licence \u00b7 {_esc(e.params)}"
+            f" parameters, {_esc(e.precision)}",
+            f"Download {hub.format_bytes(e.download_bytes)} \u00b7 needs about "
+            f"{hub.format_bytes(e.memory_bytes)} of memory \u00b7 {_esc(langs)}",
+        ]
+        runs = "; ".join(
+            f"{name.upper() if name == 'mlx' else 'NumPy'}: {_esc(text)}" for name, text in e.backends.items()
+        )
         if runs:
             lines.append(f"Runs on {runs}.")
         if self.machine.apple_silicon and e.bandwidth_gbs:
@@ -526,8 +567,7 @@ class ModelDialog(QDialog):
             if fit:
                 lines.append(f"On this {_esc(self.machine.chip or 'Mac')}: <b>{fit}</b>.")
         if e.gated:
-            lines.append(f"Gated model: {_esc(e.gated_note)} "
-                         f"(<a href='{hub.endpoint()}/{e.repo_id}'>model page</a>).")
+            lines.append(f"Gated model: {_esc(e.gated_note)} (<a href='{hub.endpoint()}/{e.repo_id}'>model page</a>).")
         s = row.state
         if s is not None and s.complete and s.path is not None:
             lines.append(f"Installed in {_esc(str(s.path))}")
@@ -566,8 +606,10 @@ class ModelDialog(QDialog):
             try:
                 hub.save_token(typed)
             except OSError as e:
-                self._show_error(f"The token could not be saved ({e.strerror or type(e).__name__}); it is used "
-                                 "for this download only.")
+                self._show_error(
+                    f"The token could not be saved ({e.strerror or type(e).__name__}); it is used "
+                    "for this download only."
+                )
             self._update_token_hint()
         return typed or None
 
@@ -575,9 +617,11 @@ class ModelDialog(QDialog):
         saved = hub.get_token() is not None
         self.token_edit.setPlaceholderText("A saved token is used" if saved else "hf_\u2026 (gated models only)")
         self.forget_button.setEnabled(hub.token_path().is_file())
-        self.token_hint.setText(f"Needed only for gated models such as the official Voxtral. "
-                                f"<a href='{TOKEN_URL}'>Create a read token</a>, and accept the model's terms on "
-                                "its page.")
+        self.token_hint.setText(
+            f"Needed only for gated models such as the official Voxtral. "
+            f"<a href='{TOKEN_URL}'>Create a read token</a>, and accept the model's terms on "
+            "its page."
+        )
 
     def _forget_token(self) -> None:
         hub.forget_token()
@@ -590,13 +634,26 @@ class ModelDialog(QDialog):
             return
         e = row.entry
         if e is not None:
-            self.start_download(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns,
-                                aliases=e.aliases, required=e.required_files)
+            self.start_download(
+                e.repo_id,
+                revision=e.revision,
+                allow_patterns=e.allow_patterns,
+                aliases=e.aliases,
+                required=e.required_files,
+            )
         else:
             self.start_download(row.source, full_check=True)
 
-    def start_download(self, repo_id: str, *, revision: str | None = None, allow_patterns=None, aliases=(),
-                       required=(), full_check: bool = False) -> DownloadJob | None:
+    def start_download(
+        self,
+        repo_id: str,
+        *,
+        revision: str | None = None,
+        allow_patterns=None,
+        aliases=(),
+        required=(),
+        full_check: bool = False,
+    ) -> DownloadJob | None:
         if self.busy:
             self._show_error("Another download is running; cancel it or wait for it to finish.")
             return None
@@ -604,8 +661,15 @@ class ModelDialog(QDialog):
             self._show_error(hub.offline_message(repo_id))
             return None
         self._show_error("")
-        job = DownloadJob(repo_id, revision=revision, allow_patterns=allow_patterns, aliases=aliases,
-                          required=required, token=self._token(), full_check=full_check)
+        job = DownloadJob(
+            repo_id,
+            revision=revision,
+            allow_patterns=allow_patterns,
+            aliases=aliases,
+            required=required,
+            token=self._token(),
+            full_check=full_check,
+        )
         job.progress.connect(self._on_progress)
         job.succeeded.connect(self._on_downloaded)
         job.failed.connect(self._on_download_failed)
@@ -672,8 +736,13 @@ class ModelDialog(QDialog):
             self._update_selection()
 
     def _confirm(self, title: str, text: str) -> bool:
-        answer = QMessageBox.question(self, title, text, QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-                                      QMessageBox.StandardButton.No)
+        answer = QMessageBox.question(
+            self,
+            title,
+            text,
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
         return answer == QMessageBox.StandardButton.Yes
 
     def _delete_selected(self) -> None:
@@ -681,8 +750,11 @@ class ModelDialog(QDialog):
         if row is None or row.kind == "folder" or row.state is None:
             return
         size = row.state.size_on_disk + row.state.partial_bytes
-        if not self._confirm("Delete model", f"Delete {row.name.strip()} ({hub.format_bytes(size)}) from this "
-                                             "computer? It can be downloaded again later."):
+        if not self._confirm(
+            "Delete model",
+            f"Delete {row.name.strip()} ({hub.format_bytes(size)}) from this "
+            "computer? It can be downloaded again later.",
+        ):
             return
         try:
             freed = hub.delete_model(row.repo_ids)
@@ -730,8 +802,9 @@ class ModelDialog(QDialog):
             job.start()
             return
         if folder.exists() or text.startswith(("/", "~", ".")) or not REPO_ID.match(text):
-            self._custom_message(f"{text} is neither a folder on this computer nor a hub id like owner/name.",
-                                 error=True)
+            self._custom_message(
+                f"{text} is neither a folder on this computer nor a hub id like owner/name.", error=True
+            )
             return
         if self.row_for(text) is not None and self.row_for(text).installed:
             self.select_source(text)

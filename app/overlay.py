@@ -62,9 +62,7 @@ class OverlayStyle:
     click_through: bool = False
 
     def clamped(self) -> OverlayStyle:
-        return replace(
-            self, lines=max(2, min(5, int(self.lines))), opacity=max(0.0, min(1.0, float(self.opacity)))
-        )
+        return replace(self, lines=max(2, min(5, int(self.lines))), opacity=max(0.0, min(1.0, float(self.opacity))))
 
 
 class CaptionOverlay(QWidget):
@@ -213,9 +211,7 @@ class CaptionOverlay(QWidget):
         doc.setDefaultFont(self.caption_font())
         option = QTextOption()
         option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
-        option.setAlignment(
-            Qt.AlignmentFlag.AlignCenter if self._presentation else Qt.AlignmentFlag.AlignLeft
-        )
+        option.setAlignment(Qt.AlignmentFlag.AlignCenter if self._presentation else Qt.AlignmentFlag.AlignLeft)
         doc.setDefaultTextOption(option)
         doc.setTextWidth(max(self.width() - 2 * PAD_X, 50))
         cursor = QTextCursor(doc)

@@ -51,9 +51,7 @@ class OverlayManager(QObject):
         self.click_through_action = QAction("Click-through overlay", self)
         self.click_through_action.setCheckable(True)
         self.click_through_action.setChecked(self.overlay.overlay_style().click_through)
-        self.click_through_action.setToolTip(
-            "The overlay ignores the mouse; turn this off here to move it again"
-        )
+        self.click_through_action.setToolTip("The overlay ignores the mouse; turn this off here to move it again")
         self.click_through_action.toggled.connect(self._set_click_through)
         self.menu = self._build_menu()
         self.overlay.set_context_menu(self.menu)
@@ -134,9 +132,7 @@ class OverlayManager(QObject):
         self.set_style(click_through=on)
 
     def _choose_font(self) -> None:
-        ok, font = QFontDialog.getFont(
-            self.overlay.overlay_style().font or QFont(), self._parent, "Overlay font"
-        )
+        ok, font = QFontDialog.getFont(self.overlay.overlay_style().font or QFont(), self._parent, "Overlay font")
         if ok:
             self.set_style(font=font)
 

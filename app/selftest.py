@@ -122,8 +122,10 @@ def _run(folder: Path) -> str:
         kernels = _check_cpu_kernels()
         worker = _check_download_worker()
         engine = _check_window_and_engine(app, Path(tmp), model_dir, clip, expected)
-    return (f"Qt {app.platformName()} main window drawn; {portaudio}; {vad}; {mlx}; {decoders}; {kernels}; "
-            f"{worker}; {engine}")
+    return (
+        f"Qt {app.platformName()} main window drawn; {portaudio}; {vad}; {mlx}; {decoders}; {kernels}; "
+        f"{worker}; {engine}"
+    )
 
 
 # -- 1. data and resources -----------------------------------------------------------------------------------
@@ -322,8 +324,9 @@ def _check_download_worker() -> str:
 
     command = hub._worker_command()
     try:
-        done = subprocess.run(command, input="not a job\n", capture_output=True, text=True, timeout=60,
-                              env=hub._worker_env())
+        done = subprocess.run(
+            command, input="not a job\n", capture_output=True, text=True, timeout=60, env=hub._worker_env()
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SelfTestError(f"the download worker process could not be started ({exc})") from exc
     if done.returncode != 2:
@@ -398,8 +401,8 @@ def _check_engine(controller: Any, model_dir: Path, clip: Path, expected: dict[s
         first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
         raise SelfTestError(
             f"the transcription of the self-test clip gave {len(got)} token ids that differ from the "
-            f"{len(want)} expected ones from token {first} on (got {got[first:first + 4]}, "
-            f"expected {want[first:first + 4]})"
+            f"{len(want)} expected ones from token {first} on (got {got[first : first + 4]}, "
+            f"expected {want[first : first + 4]})"
         )
     return f"{info.family} on {info.backend} through the engine worker reproduced all {len(want)} reference ids"
 

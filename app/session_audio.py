@@ -93,9 +93,10 @@ def compress(raw: Path) -> Path:
     try:
         import soundfile  # libsndfile; an OSError when the library is missing
 
-        with open(raw, "rb") as src, soundfile.SoundFile(
-            tmp, "w", samplerate=RATE, channels=1, format="FLAC", subtype="PCM_16"
-        ) as dst:
+        with (
+            open(raw, "rb") as src,
+            soundfile.SoundFile(tmp, "w", samplerate=RATE, channels=1, format="FLAC", subtype="PCM_16") as dst,
+        ):
             while chunk := src.read(BLOCK * 2):
                 dst.write(np.frombuffer(chunk[: len(chunk) // 2 * 2], dtype="<i2"))
         os.replace(tmp, flac)

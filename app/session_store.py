@@ -215,14 +215,21 @@ class SessionStore:
         path = self.journal_path(session_id)
         data = self._read(path)
         meta = self._meta(session_id)
-        versions = [Version(1, path, _text(data.info, "model"), _started(data, session_id), len(data.lines),
-                            data.unreadable)]
+        versions = [
+            Version(1, path, _text(data.info, "model"), _started(data, session_id), len(data.lines), data.unreadable)
+        ]
         latest_lines = data.lines
         for number, vpath in self._version_paths(session_id):
             vdata = self._read(vpath)
             versions.append(
-                Version(number, vpath, _text(vdata.info, "model"), _text(vdata.info, "time"), len(vdata.lines),
-                        vdata.unreadable)
+                Version(
+                    number,
+                    vpath,
+                    _text(vdata.info, "model"),
+                    _text(vdata.info, "time"),
+                    len(vdata.lines),
+                    vdata.unreadable,
+                )
             )
             latest_lines = vdata.lines
         audio_s = data.end.get("audio_s")
@@ -346,8 +353,14 @@ class SessionStore:
             raise ExportError(f"The new version could not be saved ({exc.strerror or exc}).") from None
         return number
 
-    def export(self, session_id: str, path: str | os.PathLike[str], fmt: str | None = None,
-               version: int | None = None, **options: Any) -> None:
+    def export(
+        self,
+        session_id: str,
+        path: str | os.PathLike[str],
+        fmt: str | None = None,
+        version: int | None = None,
+        **options: Any,
+    ) -> None:
         """Write a version (default: the latest) to ``path`` (format by extension when ``fmt`` is None)."""
         from engine.transcript import write_transcript
 

@@ -73,8 +73,15 @@ def _retranscribe(store: Any, args: Namespace, loader: Any, out: TextIO) -> int:
         out.flush()
 
     options = {"delay_ms": args.delay_ms} if args.delay_ms is not None else None
-    version = retranscribe(store, args.retranscribe, args.model, backend=args.backend or "auto", loader=loader,
-                           options=options, progress=progress)
+    version = retranscribe(
+        store,
+        args.retranscribe,
+        args.model,
+        backend=args.backend or "auto",
+        loader=loader,
+        options=options,
+        progress=progress,
+    )
     summary = store.summary(args.retranscribe)
     out.write(json.dumps({"id": summary.id, "version": version, "model": args.model, "lines": summary.lines}) + "\n")
     return 0

@@ -80,11 +80,21 @@ def duration_text(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-def retranscribe_command(store: SessionStore, session_id: str, source: str, backend: str,
-                         extra: Sequence[str] = ()) -> tuple[str, list[str]]:
+def retranscribe_command(
+    store: SessionStore, session_id: str, source: str, backend: str, extra: Sequence[str] = ()
+) -> tuple[str, list[str]]:
     """The program and arguments of the child process that re-transcribes ``session_id``."""
-    args = ["--retranscribe", session_id, "--model", source, "--backend", backend,
-            "--sessions-dir", str(store.folder), *extra]
+    args = [
+        "--retranscribe",
+        session_id,
+        "--model",
+        source,
+        "--backend",
+        backend,
+        "--sessions-dir",
+        str(store.folder),
+        *extra,
+    ]
     if getattr(sys, "frozen", False):  # the bundled app: its executable is livecap itself
         return sys.executable, args
     return sys.executable, ["-m", "app.main", *args]
@@ -339,8 +349,9 @@ class SessionsWindow(QWidget):
         if self.current_id() is None:
             return None
         folder = self.settings.value(Key.EXPORT_FOLDER) or str(documents_dir())
-        dialog = ExportDialog(self.history.lines(), folder=folder, fmt_key=self.settings.value(Key.EXPORT_FORMAT),
-                              parent=self)
+        dialog = ExportDialog(
+            self.history.lines(), folder=folder, fmt_key=self.settings.value(Key.EXPORT_FORMAT), parent=self
+        )
         if dialog.exec() and dialog.saved_path is not None:
             self.settings.set_value(Key.EXPORT_FOLDER, str(dialog.saved_path.parent))
             self.settings.set_value(Key.EXPORT_FORMAT, dialog.format.key)
@@ -521,8 +532,11 @@ class SessionsWindow(QWidget):
             return
         name = self.store.summary(session_id).name
         answer = QMessageBox.question(
-            self, "Delete session", f"Delete \u201c{name}\u201d with all its versions and audio?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, QMessageBox.StandardButton.No,
+            self,
+            "Delete session",
+            f"Delete \u201c{name}\u201d with all its versions and audio?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
         )
         if answer == QMessageBox.StandardButton.Yes:
             self.delete_current()
@@ -565,8 +579,9 @@ class SessionsWindow(QWidget):
             if isinstance(record, dict) and "progress" in record:
                 total = float(record.get("total") or 0) or 1.0
                 self.progress.setValue(int(1000 * min(float(record["progress"]) / total, 1.0)))
-                self.progress.setFormat(f"Re-transcribing\u2026 {duration_text(record['progress'])} of "
-                                        f"{duration_text(total)}")
+                self.progress.setFormat(
+                    f"Re-transcribing\u2026 {duration_text(record['progress'])} of {duration_text(total)}"
+                )
 
     def _on_process_finished(self, code: int, status: QProcess.ExitStatus) -> None:
         process, session_id = self.process, self._process_session
@@ -584,9 +599,12 @@ class SessionsWindow(QWidget):
             version = self.selected_version() or 0
             self.retranscribed.emit(session_id, version)
         else:
-            sentence = next((ln[len("livecap: "):] for ln in err.splitlines() if ln.startswith("livecap: ")), "")
-            text = sentence or ("Re-transcription cancelled." if status != QProcess.ExitStatus.NormalExit
-                                else f"The re-transcription failed (exit code {code}).")
+            sentence = next((ln[len("livecap: ") :] for ln in err.splitlines() if ln.startswith("livecap: ")), "")
+            text = sentence or (
+                "Re-transcription cancelled."
+                if status != QProcess.ExitStatus.NormalExit
+                else f"The re-transcription failed (exit code {code})."
+            )
             self._show_error(text)
             self.retranscribe_failed.emit(text)
         self._update_actions()

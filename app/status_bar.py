@@ -37,8 +37,14 @@ class SessionStatusBar(QStatusBar):
         self.invalid_label.setObjectName("invalidAudioLabel")
         self.invalid_label.hide()
         self.addWidget(self.input_label, 1)
-        for label in (self.state_label, self.invalid_label, self.keepup_label, self.latency_label, self.elapsed_label,
-                      self.model_label):
+        for label in (
+            self.state_label,
+            self.invalid_label,
+            self.keepup_label,
+            self.latency_label,
+            self.elapsed_label,
+            self.model_label,
+        ):
             self.addPermanentWidget(label)
         self._latency: float | None = None
 
@@ -48,9 +54,7 @@ class SessionStatusBar(QStatusBar):
         elif info is None:
             self.model_label.setText("No model")
         else:
-            family = {"moonshine_streaming": "Moonshine", "voxtral_realtime": "Voxtral"}.get(
-                info.family, info.family
-            )
+            family = {"moonshine_streaming": "Moonshine", "voxtral_realtime": "Voxtral"}.get(info.family, info.family)
             self.model_label.setText(f"{info.name} \u00b7 {family} \u00b7 {info.backend}")
             self.model_label.setToolTip(info.source)
 
@@ -91,9 +95,7 @@ class SessionStatusBar(QStatusBar):
             self.invalid_label.setToolTip(describe(stats.invalid_samples) + " The input device or file is faulty.")
             self.invalid_label.show()
         if stats.latency_s is not None:
-            self._latency = (
-                stats.latency_s if self._latency is None else 0.8 * self._latency + 0.2 * stats.latency_s
-            )
+            self._latency = stats.latency_s if self._latency is None else 0.8 * self._latency + 0.2 * stats.latency_s
             self.latency_label.setText(f"Latency {self._latency:.1f} s")
         behind = stats.backlog_s > BACKLOG_WARN_S
         if stats.dropped_s > 0 or behind:

@@ -62,8 +62,9 @@ class WelcomePanel(QWidget):
     add_folder_requested = Signal()
     more_models_requested = Signal()
 
-    def __init__(self, parent: QWidget | None = None, *, machine: Machine | None = None,
-                 catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, parent: QWidget | None = None, *, machine: Machine | None = None, catalog: Catalog | None = None
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("welcomePanel")
         self.setAccessibleName("Welcome")
@@ -206,14 +207,18 @@ class WelcomePanel(QWidget):
     def _update(self) -> None:
         e = self.entry
         if e is None:
-            self.model_label.setText("No model is recommended for this computer; choose one with "
-                                     "\u201cMore models\u2026\u201d, or add a model folder.")
+            self.model_label.setText(
+                "No model is recommended for this computer; choose one with "
+                "\u201cMore models\u2026\u201d, or add a model folder."
+            )
             self.reason_label.hide()
             self.download_button.hide()
             return
         size = hub.format_bytes(e.download_bytes)
-        self.model_label.setText(f"Recommended for this computer:<br><b>{escape(e.name, quote=False)}</b> \u00b7 "
-                                 f"{escape(languages_text(e), quote=False)} \u00b7 {size} download")
+        self.model_label.setText(
+            f"Recommended for this computer:<br><b>{escape(e.name, quote=False)}</b> \u00b7 "
+            f"{escape(languages_text(e), quote=False)} \u00b7 {size} download"
+        )
         self.reason_label.setText(self.reason)
         self.reason_label.show()
         self.download_button.show()
@@ -265,8 +270,13 @@ class WelcomePanel(QWidget):
             self._message(offline_text())
             return None
         self._message("")
-        job = DownloadJob(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns, aliases=e.aliases,
-                          required=e.required_files)
+        job = DownloadJob(
+            e.repo_id,
+            revision=e.revision,
+            allow_patterns=e.allow_patterns,
+            aliases=e.aliases,
+            required=e.required_files,
+        )
         job.progress.connect(self._on_progress)
         job.succeeded.connect(self._on_succeeded)
         job.failed.connect(self._on_failed)
@@ -307,8 +317,7 @@ class WelcomePanel(QWidget):
         log.info("welcome download failed: %s", message)
         if isinstance(exc, hub.DownloadCancelled):
             kept = f"{hub.format_bytes(self._last.done)} kept" if self._last is not None else "nothing lost"
-            self.progress_label.setText(f"Download stopped ({kept}); \u201cResume download\u201d continues from "
-                                        "there.")
+            self.progress_label.setText(f"Download stopped ({kept}); \u201cResume download\u201d continues from there.")
         else:
             self.progress_label.hide()
             self._message(download_problem(exc, name))

@@ -155,14 +155,10 @@ class EngineWorker(QObject):
             model = self._loader(source, backend=backend)
         except Exception as exc:  # any failure becomes one sentence, the app goes on
             log.warning("model load failed: %s", source, exc_info=True)
-            self.model_failed.emit(
-                user_message(exc, f"The model {source} could not be loaded"), exit_code(exc, 3)
-            )
+            self.model_failed.emit(user_message(exc, f"The model {source} could not be loaded"), exit_code(exc, 3))
             return
         self._model = model
-        info = ModelInfo(
-            source, str(getattr(model, "family", "unknown")), str(getattr(model, "backend_name", "?"))
-        )
+        info = ModelInfo(source, str(getattr(model, "family", "unknown")), str(getattr(model, "backend_name", "?")))
         self.model_loaded.emit(info)
 
     @Slot(object)
@@ -178,9 +174,7 @@ class EngineWorker(QObject):
             source.open()
         except Exception as exc:
             log.warning("input failed", exc_info=not isinstance(exc, LivecapError))
-            self.session_failed.emit(
-                user_message(exc, "The audio input could not be opened"), exit_code(exc, 4)
-            )
+            self.session_failed.emit(user_message(exc, "The audio input could not be opened"), exit_code(exc, 4))
             return
         try:
             session = self._model.start_session(**spec.options)

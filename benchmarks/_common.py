@@ -17,8 +17,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
-               "NUMEXPR_NUM_THREADS")
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
 
 def set_threads(n: int) -> None:
@@ -47,6 +52,7 @@ def timed_ops(B, names: tuple[str, ...], record: Callable[[str, tuple, float], N
             finally:
                 depth[0] -= 1
                 record(name, args, time.perf_counter() - t0)
+
         return timed
 
     for n in wrapped:
@@ -160,8 +166,22 @@ def cpu_flags() -> str:
             for line in f:
                 if line.startswith("flags"):
                     flags = line.split(":", 1)[1].split()
-                    keep = [x for x in flags if x in ("avx", "avx2", "fma", "avx512f", "avx512_bf16",
-                                                      "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16")]
+                    keep = [
+                        x
+                        for x in flags
+                        if x
+                        in (
+                            "avx",
+                            "avx2",
+                            "fma",
+                            "avx512f",
+                            "avx512_bf16",
+                            "avx512_fp16",
+                            "amx_tile",
+                            "amx_bf16",
+                            "amx_fp16",
+                        )
+                    ]
                     return " ".join(keep)
     except OSError:
         pass

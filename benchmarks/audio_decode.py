@@ -73,8 +73,13 @@ def make(folder: Path, minutes: int = 60) -> None:
 
     folder.mkdir(parents=True, exist_ok=True)
     minute = speech_minute()
-    for kind, fmt, sub in (("wav", "WAV", "PCM_16"), ("flac", "FLAC", "PCM_16"), ("ogg", "OGG", "VORBIS"),
-                           ("opus", "OGG", "OPUS"), ("mp3", "MP3", "MPEG_LAYER_III")):
+    for kind, fmt, sub in (
+        ("wav", "WAV", "PCM_16"),
+        ("flac", "FLAC", "PCM_16"),
+        ("ogg", "OGG", "VORBIS"),
+        ("opus", "OGG", "OPUS"),
+        ("mp3", "MP3", "MPEG_LAYER_III"),
+    ):
         path = folder / f"hour.{kind}"
         if path.exists():
             continue
@@ -85,8 +90,12 @@ def make(folder: Path, minutes: int = 60) -> None:
                     f.write(minute[i : i + RATE])
         os.replace(str(path) + ".part", path)
         print(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB, {time.time() - t0:.0f} s)", flush=True)
-    for kind, container, codec, video in (("m4a", "ipod", "aac", None), ("mp4", "mp4", "aac", "mpeg4"),
-                                          ("mkv", "matroska", "aac", "mpeg4"), ("webm", "webm", "libopus", "libvpx")):
+    for kind, container, codec, video in (
+        ("m4a", "ipod", "aac", None),
+        ("mp4", "mp4", "aac", "mpeg4"),
+        ("mkv", "matroska", "aac", "mpeg4"),
+        ("webm", "webm", "libopus", "libvpx"),
+    ):
         path = folder / f"hour.{kind}"
         if path.exists():
             continue
@@ -108,8 +117,9 @@ def make(folder: Path, minutes: int = 60) -> None:
                     out.mux(packet)
             if v is not None:
                 for s in range(60):
-                    img = av.VideoFrame.from_ndarray(np.full((120, 160, 3), (m * 60 + s) % 255, np.uint8),
-                                                     format="rgb24")
+                    img = av.VideoFrame.from_ndarray(
+                        np.full((120, 160, 3), (m * 60 + s) % 255, np.uint8), format="rgb24"
+                    )
                     img.pts = m * 60 + s
                     for packet in v.encode(img):
                         out.mux(packet)
@@ -157,8 +167,15 @@ def child(path: str, how: str) -> dict:
                 for f in conv.resample(frame):
                     n += np.asarray(f.to_ndarray(), np.float32).shape[1]
     peak = _peak_mb()
-    return {"file": path, "how": how, "minutes": n / out_rate / 60, "wall_s": time.perf_counter() - t0,
-            "cpu_s": time.process_time() - c0, "base_mb": base, "peak_over_base_mb": peak - base}
+    return {
+        "file": path,
+        "how": how,
+        "minutes": n / out_rate / 60,
+        "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
+        "base_mb": base,
+        "peak_over_base_mb": peak - base,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,17 +193,26 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for kind in args.kinds.split(","):
         path = folder / f"hour.{kind}"
-        hows = ["open_audio"] + (["soundfile"] if kind in ("wav", "flac", "ogg", "opus", "mp3") else []) + \
-            (["pyav"] if kind != "wav" else [])
+        hows = (
+            ["open_audio"]
+            + (["soundfile"] if kind in ("wav", "flac", "ogg", "opus", "mp3") else [])
+            + (["pyav"] if kind != "wav" else [])
+        )
         for how in hows:
-            out = subprocess.run([sys.executable, __file__, "--make", str(folder), "--child", str(path), how],
-                                 check=True, stdout=subprocess.PIPE, text=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--make", str(folder), "--child", str(path), how],
+                check=True,
+                stdout=subprocess.PIPE,
+                text=True,
+            ).stdout
             r = json.loads(out.strip().splitlines()[-1])
             r["size_mb"] = path.stat().st_size / 2**20
             rows.append(r)
-            print(f"{kind:5s} {how:10s} {r['size_mb']:7.0f} MiB file  {r['minutes']:6.2f} min  "
-                  f"wall {r['wall_s']:6.1f} s  cpu {r['cpu_s']:6.1f} s  peak +{r['peak_over_base_mb']:6.1f} MiB",
-                  flush=True)
+            print(
+                f"{kind:5s} {how:10s} {r['size_mb']:7.0f} MiB file  {r['minutes']:6.2f} min  "
+                f"wall {r['wall_s']:6.1f} s  cpu {r['cpu_s']:6.1f} s  peak +{r['peak_over_base_mb']:6.1f} MiB",
+                flush=True,
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -102,8 +102,12 @@ def main(argv=None) -> int:
         def thread():
             for w in ws:
                 n, h, v = w.shape[0], w.shape[0] // 2, xs[w.shape[1]]
-                cpu_pool.run([lambda w=w, h=h, v=v: np.matmul(w[:h], v, out=out[:h]),
-                              lambda w=w, h=h, n=n, v=v: np.matmul(w[h:], v, out=out[h:n])])
+                cpu_pool.run(
+                    [
+                        lambda w=w, h=h, v=v: np.matmul(w[:h], v, out=out[:h]),
+                        lambda w=w, h=h, n=n, v=v: np.matmul(w[h:], v, out=out[h:n]),
+                    ]
+                )
             return out
 
         def process():
@@ -154,14 +158,22 @@ def main(argv=None) -> int:
         os.waitpid(pid, 0)
 
     nbytes = 4 * total
-    rows = [[name, _common.fmt(1000 * float(np.median(v)), 2), _common.fmt(nbytes / float(np.median(v)) / 1e9, 1),
-             _common.fmt(float(np.median(times["one"])) / float(np.median(v)), 2) + "x",
-             "yes" if same[name] else "no"] for name, v in times.items()]
+    rows = [
+        [
+            name,
+            _common.fmt(1000 * float(np.median(v)), 2),
+            _common.fmt(nbytes / float(np.median(v)) / 1e9, 1),
+            _common.fmt(float(np.median(times["one"])) / float(np.median(v)), 2) + "x",
+            "yes" if same[name] else "no",
+        ]
+        for name, v in times.items()
+    ]
     print("\n".join(_common.machine_report(os.cpu_count() or 1, {"numpy": "numpy"})))
-    print(f"- products of one step: {len(SHAPES)}, {nbytes / 1e6:.0f} MB; {a.runs} rounds; other processes used "
-          f"{100 * (share or 0):.0f}% of the CPU time\n")
-    print(_common.markdown_table(["handoff", "ms per step's products", "GB/s", "vs one", "bit-identical to one"],
-                                 rows))
+    print(
+        f"- products of one step: {len(SHAPES)}, {nbytes / 1e6:.0f} MB; {a.runs} rounds; other processes used "
+        f"{100 * (share or 0):.0f}% of the CPU time\n"
+    )
+    print(_common.markdown_table(["handoff", "ms per step's products", "GB/s", "vs one", "bit-identical to one"], rows))
     return 0
 
 

@@ -103,7 +103,8 @@ def main() -> int:
             "cancel mid-body to raise (s)": [cancel_latency(fake, i, False) for i in range(args.runs)],
             "cancel on a silent connection to raise (s)": [cancel_latency(fake, i, True) for i in range(args.runs)],
             f"loopback throughput, {args.size_mb} MB file (MB/s)": [
-                throughput(fake, i, args.size_mb * 1_000_000) for i in range(args.runs)],
+                throughput(fake, i, args.size_mb * 1_000_000) for i in range(args.runs)
+            ],
         }
     print("| measure | median | min | max |\n|:---|---:|---:|---:|")
     for name, values in rows.items():

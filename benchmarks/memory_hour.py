@@ -113,8 +113,7 @@ def child(args) -> dict:
         for ev in session.finish():
             lines += len(ev.committed)
     samples.append([round(fed / RATE / 60, 2), rss_mb()])
-    info.update(samples=samples, lines=lines, seconds=round(time.perf_counter() - t0, 1),
-                peak_mb=peak_mb())
+    info.update(samples=samples, lines=lines, seconds=round(time.perf_counter() - t0, 1), peak_mb=peak_mb())
     if session is not None and hasattr(session, "tokens"):
         info["tokens_kept"] = len(session.tokens)
     return info
@@ -140,8 +139,19 @@ def main(argv: list[str] | None = None) -> int:
         p.error("give --model (or --decode-only --file)")
     results = []
     for model in runs:
-        cmd = [sys.executable, __file__, "--child", "--backend", args.backend, "--minutes", str(args.minutes),
-               "--every", str(args.every), "--audio", args.audio]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--backend",
+            args.backend,
+            "--minutes",
+            str(args.minutes),
+            "--every",
+            str(args.every),
+            "--audio",
+            args.audio,
+        ]
         cmd += ["--model", model] if model else []
         cmd += ["--file", args.file] if args.file else []
         cmd += ["--decode-only"] if args.decode_only else []
@@ -150,9 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
         s = r["samples"]
         mid = s[len(s) // 2]
-        print(f"{r.get('family', 'decode only')} {model or args.file}: RSS start {s[0][1]:.1f} MiB, "
-              f"{mid[0]:g} min {mid[1]:.1f} MiB, end ({s[-1][0]:g} min) {s[-1][1]:.1f} MiB, "
-              f"peak {r['peak_mb']:.1f} MiB; {r['lines']} lines, {r['seconds']} s")
+        print(
+            f"{r.get('family', 'decode only')} {model or args.file}: RSS start {s[0][1]:.1f} MiB, "
+            f"{mid[0]:g} min {mid[1]:.1f} MiB, end ({s[-1][0]:g} min) {s[-1][1]:.1f} MiB, "
+            f"peak {r['peak_mb']:.1f} MiB; {r['lines']} lines, {r['seconds']} s"
+        )
         for minute, mb in s:
             print(f"  {minute:7.2f} min  {mb:8.1f} MiB")
     if args.json:

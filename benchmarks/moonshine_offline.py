@@ -107,12 +107,21 @@ def _variant(enc: tuple[int, int, int, int, int], dec: tuple[int, int, int, int,
     dh, dl, da, dd, df = dec
     return {
         **_DECODER_COMMON,
-        "hidden_size": dh, "num_hidden_layers": dl, "num_attention_heads": da, "num_key_value_heads": da,
-        "head_dim": dd, "intermediate_size": df,
+        "hidden_size": dh,
+        "num_hidden_layers": dl,
+        "num_attention_heads": da,
+        "num_key_value_heads": da,
+        "head_dim": dd,
+        "intermediate_size": df,
         "encoder_config": {
             **_ENCODER_COMMON,
-            "hidden_size": eh, "num_hidden_layers": el, "num_attention_heads": ea, "num_key_value_heads": ea,
-            "head_dim": ed, "intermediate_size": ef, "sliding_windows": _windows(el - 4),
+            "hidden_size": eh,
+            "num_hidden_layers": el,
+            "num_attention_heads": ea,
+            "num_key_value_heads": ea,
+            "head_dim": ed,
+            "intermediate_size": ef,
+            "sliding_windows": _windows(el - 4),
         },
     }
 
@@ -138,11 +147,15 @@ def tokenizer_json(vocab_size: int) -> str:
     marker = "\u2581"
     vocab = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
     vocab += [(marker if i % 2 == 0 else "") + f"w{i}" for i in range(vocab_size - len(vocab))]
-    tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(vocab)}, merges=[], unk_token="<unk>",
-                               byte_fallback=True, fuse_unk=True))
+    tok = Tokenizer(
+        models.BPE(
+            vocab={t: i for i, t in enumerate(vocab)}, merges=[], unk_token="<unk>", byte_fallback=True, fuse_unk=True
+        )
+    )
     tok.normalizer = normalizers.Sequence([normalizers.Prepend(marker), normalizers.Replace(" ", marker)])
-    tok.decoder = decoders.Sequence([decoders.Replace(marker, " "), decoders.ByteFallback(), decoders.Fuse(),
-                                     decoders.Strip(" ", 1, 0)])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace(marker, " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+    )
     tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in ("<unk>", "<s>", "</s>")])
     return tok.to_str()
 
@@ -257,8 +270,9 @@ class TorchRunner:
         cfg = self.model.config
         with torch.inference_mode():
             # The decoder adds pos_emb to encoder_hidden_states in place (notes section 2.6): give it a copy.
-            enc_out = MoonshineStreamingEncoderModelOutput(last_hidden_state=self.enc.clone(),
-                                                           attention_mask=self.enc_out.attention_mask)
+            enc_out = MoonshineStreamingEncoderModelOutput(
+                last_hidden_state=self.enc.clone(), attention_mask=self.enc_out.attention_mask
+            )
             t0 = time.perf_counter()
             cache = EncoderDecoderCache(DynamicCache(config=cfg), DynamicCache(config=cfg))
             ids = torch.tensor([[cfg.decoder_start_token_id]])
@@ -267,8 +281,9 @@ class TorchRunner:
             first_logits = out.logits[0, -1].numpy().copy()
             t1 = time.perf_counter()
             for tok in tokens:
-                out = self.model(encoder_outputs=enc_out, decoder_input_ids=torch.tensor([[tok]]),
-                                 cache=out.cache, use_cache=True)
+                out = self.model(
+                    encoder_outputs=enc_out, decoder_input_ids=torch.tensor([[tok]]), cache=out.cache, use_cache=True
+                )
                 int(out.logits[0, -1].argmax())
             t2 = time.perf_counter()
         return t1 - t0, t2 - t1, first_logits
@@ -281,8 +296,13 @@ class TorchRunner:
         torch = self.torch
         with torch.inference_mode():
             t0 = time.perf_counter()
-            self.model.generate(input_values=self.x, attention_mask=self.mask, max_new_tokens=new_tokens,
-                                min_new_tokens=new_tokens, do_sample=False)
+            self.model.generate(
+                input_values=self.x,
+                attention_mask=self.mask,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+            )
             return time.perf_counter() - t0
 
     def first_logits(self):
@@ -296,8 +316,21 @@ class TorchRunner:
 # Profiling (NumPy backend)
 # ---------------------------------------------------------------------------------------------------
 
-_OPS = ("linear", "attention", "layer_norm", "gelu", "silu", "rope", "conv1d", "write", "softmax", "concat",
-        "asarray", "to_numpy", "zeros")
+_OPS = (
+    "linear",
+    "attention",
+    "layer_norm",
+    "gelu",
+    "silu",
+    "rope",
+    "conv1d",
+    "write",
+    "softmax",
+    "concat",
+    "asarray",
+    "to_numpy",
+    "zeros",
+)
 
 
 def op_profile(runner: EngineRunner, what: str, detail_linear: bool = True) -> list[tuple[str, float]]:
@@ -344,8 +377,7 @@ def print_profiles(variant: str, runner: EngineRunner, n_tokens: int) -> str:
         total = rows[-1][1]
         scale = 1000.0 if what == "encode" else 1000.0 / n_tokens
         unit = "ms per call" if what == "encode" else "ms per token (steps 1..N, first step included)"
-        table = [[k, _common.fmt(v * scale, 2), f"{100 * v / total:.1f}%"]
-                 for k, v in rows if v * scale >= 0.005]
+        table = [[k, _common.fmt(v * scale, 2), f"{100 * v / total:.1f}%"] for k, v in rows if v * scale >= 0.005]
         out.append(f"{what} ({unit}):\n")
         out.append(_common.markdown_table(["op", "ms", "share"], table) + "\n")
         prof = cProfile.Profile()
@@ -375,7 +407,7 @@ def timed_rounds(variant: str, runners: dict, runs: int, warmup: int, pause: flo
     samples = {b: {"enc": [], "first": [], "tok": []} for b in runners}
     order = list(runners.items())
     for r in range(warmup + runs):
-        for b, runner in (order if r % 2 == 0 else order[::-1]):  # alternate the order: no position bias
+        for b, runner in order if r % 2 == 0 else order[::-1]:  # alternate the order: no position bias
             if pause:
                 time.sleep(pause)
             te = runner.encode()
@@ -385,8 +417,9 @@ def timed_rounds(variant: str, runners: dict, runs: int, warmup: int, pause: flo
                 samples[b]["first"].append(tf)
                 samples[b]["tok"].append(tt)
         tag = "warm-up" if r < warmup else f"round {r - warmup + 1}/{runs}"
-        print(f"[{variant}] {'/'.join(runners)} {tag} done (load {_common.load_average()})", file=sys.stderr,
-              flush=True)
+        print(
+            f"[{variant}] {'/'.join(runners)} {tag} done (load {_common.load_average()})", file=sys.stderr, flush=True
+        )
     return samples
 
 
@@ -402,11 +435,16 @@ def guarded(args, notes: list[str], variant: str, what: str, fn):
         other_load = other.stop()
         if other_load is None or other_load <= args.max_other_load or attempt == args.retries:
             break
-        print(f"[{variant}] other processes used {100 * other_load:.0f}% of the CPU during the {what}: "
-              "repeating", file=sys.stderr, flush=True)
+        print(
+            f"[{variant}] other processes used {100 * other_load:.0f}% of the CPU during the {what}: repeating",
+            file=sys.stderr,
+            flush=True,
+        )
     if other_load is not None:
-        notes.append(f"- {variant}: other processes used {100 * other_load:.0f}% of the machine's CPU time "
-                     f"during the {what} (attempt {attempt + 1})")
+        notes.append(
+            f"- {variant}: other processes used {100 * other_load:.0f}% of the machine's CPU time "
+            f"during the {what} (attempt {attempt + 1})"
+        )
     return out
 
 
@@ -434,8 +472,10 @@ def patch_numpy_ops() -> str:
     B.gelu = numpy_ops.gelu_f32
     B.layer_norm = layer_norm
     B.attention = attention
-    return "gelu -> numpy_ops.gelu_f32, layer_norm -> numpy_ops.layer_norm_lean, " \
-           "1-query attention -> numpy_ops.attention_one"
+    return (
+        "gelu -> numpy_ops.gelu_f32, layer_norm -> numpy_ops.layer_norm_lean, "
+        "1-query attention -> numpy_ops.attention_one"
+    )
 
 
 def full_blas_pool() -> str:
@@ -457,38 +497,63 @@ def git_state() -> str:
     import subprocess
 
     try:
-        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "engine"], capture_output=True,
-                               text=True, check=True).stdout.splitlines()
+        head = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "engine"], capture_output=True, text=True, check=True
+        ).stdout.splitlines()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"HEAD {head}; uncommitted changes under engine/: " + (", ".join(x[3:] for x in dirty) or "none")
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--variants", default="tiny,small,medium", help="comma list of tiny, small, medium")
     p.add_argument("--backends", default="numpy,torch,mlx", help="comma list of numpy, torch, mlx")
     p.add_argument("--runs", type=int, default=5, help="timed rounds per variant (median reported)")
-    p.add_argument("--mlx-runs", type=int, default=None,
-                   help="timed rounds for MLX (default: --runs; MLX's CPU backend is slow)")
+    p.add_argument(
+        "--mlx-runs", type=int, default=None, help="timed rounds for MLX (default: --runs; MLX's CPU backend is slow)"
+    )
     p.add_argument("--seconds", type=float, default=10.0, help="audio length (rounded to whole 80 ms chunks)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for every library")
     p.add_argument("--no-generate", action="store_true", help="skip the torch generate() cross-check")
-    p.add_argument("--pause", type=float, default=0.0, metavar="S",
-                   help="sleep before each backend's turn in a round (lets thread pools go idle)")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
-                   help="before each group of rounds wait up to S seconds for the machine to be idle")
-    p.add_argument("--max-other-load", type=float, default=0.10, metavar="F",
-                   help="repeat a group of rounds when other processes used more than this share of the CPU")
+    p.add_argument(
+        "--pause",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="sleep before each backend's turn in a round (lets thread pools go idle)",
+    )
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before each group of rounds wait up to S seconds for the machine to be idle",
+    )
+    p.add_argument(
+        "--max-other-load",
+        type=float,
+        default=0.10,
+        metavar="F",
+        help="repeat a group of rounds when other processes used more than this share of the CPU",
+    )
     p.add_argument("--retries", type=int, default=0, help="how many times to repeat a disturbed group")
     p.add_argument("--profile", action="store_true", help="add a NumPy op breakdown and cProfile listing")
-    p.add_argument("--patch-numpy-ops", action="store_true",
-                   help="what-if: run NumPy with the candidate ops of numpy_ops.py (gelu, layer_norm, attention)")
-    p.add_argument("--full-blas-pool", action="store_true",
-                   help="what-if: NumPy keeps every BLAS thread for small products too (engine policy off)")
+    p.add_argument(
+        "--patch-numpy-ops",
+        action="store_true",
+        help="what-if: run NumPy with the candidate ops of numpy_ops.py (gelu, layer_norm, attention)",
+    )
+    p.add_argument(
+        "--full-blas-pool",
+        action="store_true",
+        help="what-if: NumPy keeps every BLAS thread for small products too (engine policy off)",
+    )
     p.add_argument("--json", type=Path, help="also write the raw numbers here")
     p.add_argument("--markdown", type=Path, help="also write the report (markdown) here")
     p.add_argument("--quick", action="store_true", help="smoke check: tiny, 2 s, 1 run, no generate check")
@@ -541,15 +606,18 @@ def main(argv=None) -> int:
         patched = "; ".join(x for x in (patched, full_blas_pool()) if x)
     load_start = _common.load_average()
     lines = ["## Machine", ""] + _common.machine_report(
-        args.threads, {"numpy": "numpy", "torch": "torch", "transformers": "transformers", "mlx": "mlx.core"})
+        args.threads, {"numpy": "numpy", "torch": "torch", "transformers": "transformers", "mlx": "mlx.core"}
+    )
     lines += [f"- engine source: {git_state()}"]
     if patched:
         lines += [f"- **WHAT-IF RUN: NumPy backend changed in this process: {patched}**"]
-    lines += [f"- load average at start (1, 5, 15 min): {load_start}",
-              f"- audio: {seconds:g} s of seeded noise ({n_samples} samples, {n_samples // 320} encoder "
-              f"frames); decoder: N = {n_tokens} cached steps (positions 1..{n_tokens})",
-              f"- timed rounds: {args.runs} after one warm-up round, NumPy and torch interleaved; MLX "
-              f"{args.mlx_runs} round(s) afterwards; medians"]
+    lines += [
+        f"- load average at start (1, 5, 15 min): {load_start}",
+        f"- audio: {seconds:g} s of seeded noise ({n_samples} samples, {n_samples // 320} encoder "
+        f"frames); decoder: N = {n_tokens} cached steps (positions 1..{n_tokens})",
+        f"- timed rounds: {args.runs} after one warm-up round, NumPy and torch interleaved; MLX "
+        f"{args.mlx_runs} round(s) afterwards; medians",
+    ]
     print("\n".join(lines), flush=True)
 
     results: dict[str, dict[str, dict[str, float]]] = {}
@@ -573,8 +641,9 @@ def main(argv=None) -> int:
                 if b != "torch":
                     d_enc = float(np.max(np.abs(runners[b].encoder_output() - ref_enc)))
                     d_log = float(np.max(np.abs(runners[b].first_logits() - ref_logits)))
-                    extra.append(f"- {variant}: {b} vs torch max |diff|: encoder {d_enc:.2e}, "
-                                 f"first-step logits {d_log:.2e}")
+                    extra.append(
+                        f"- {variant}: {b} vs torch max |diff|: encoder {d_enc:.2e}, first-step logits {d_log:.2e}"
+                    )
         # numpy and torch interleaved (warm-up round, then timed rounds); MLX afterwards, on its own: its
         # CPU backend is ~20-100x slower, and its load-time encode and parity step serve as its warm-up.
         fast = {b: r for b, r in runners.items() if b != "mlx"}
@@ -582,8 +651,15 @@ def main(argv=None) -> int:
 
         for group, runs, warm in ((fast, args.runs, 1), ({"mlx": runners.get("mlx")}, args.mlx_runs, 0)):
             if group and None not in group.values():
-                samples.update(guarded(args, extra, variant, f"{'/'.join(group)} rounds",
-                                       lambda v=variant, g=group, r=runs, w=warm: timed_rounds(v, g, r, w, args.pause)))
+                samples.update(
+                    guarded(
+                        args,
+                        extra,
+                        variant,
+                        f"{'/'.join(group)} rounds",
+                        lambda v=variant, g=group, r=runs, w=warm: timed_rounds(v, g, r, w, args.pause),
+                    )
+                )
         med = {b: {k: float(np.median(v)) for k, v in s.items()} for b, s in samples.items()}
         for b in med:
             sm = samples[b]
@@ -608,15 +684,28 @@ def main(argv=None) -> int:
         del runners
         gc.collect()
 
-    header = ["variant", "backend", "encoder ms / s audio (min-max)", "decoder ms / token (min-max)", "first step ms",
-              "torch generate() ms / token"]
+    header = [
+        "variant",
+        "backend",
+        "encoder ms / s audio (min-max)",
+        "decoder ms / token (min-max)",
+        "first step ms",
+        "torch generate() ms / token",
+    ]
     rows = []
     for variant, med in results.items():
         for b, v in med.items():
             er, tr_ = v["enc_ms_per_s_range"], v["tok_ms_range"]
-            rows.append([variant, b, f"{v['enc_ms_per_s']:.1f} ({er[0]:.1f}-{er[1]:.1f})",
-                         f"{v['tok_ms']:.2f} ({tr_[0]:.2f}-{tr_[1]:.2f})",
-                         _common.fmt(v["first_ms"]), _common.fmt(v.get("generate_tok_ms"), 2)])
+            rows.append(
+                [
+                    variant,
+                    b,
+                    f"{v['enc_ms_per_s']:.1f} ({er[0]:.1f}-{er[1]:.1f})",
+                    f"{v['tok_ms']:.2f} ({tr_[0]:.2f}-{tr_[1]:.2f})",
+                    _common.fmt(v["first_ms"]),
+                    _common.fmt(v.get("generate_tok_ms"), 2),
+                ]
+            )
     report = ["", "## Results", "", _common.markdown_table(header, rows), ""]
     if all("numpy" in m and "torch" in m for m in results.values()):
         rrows = []
@@ -626,15 +715,20 @@ def main(argv=None) -> int:
             first = med["torch"]["first_ms"] / med["numpy"]["first_ms"]
             ok = "yes" if enc >= 1.5 and tok >= 1.5 else "no"
             rrows.append([variant, f"{enc:.2f}x", f"{tok:.2f}x", f"{first:.2f}x", ok])
-        report += ["Speed-up of NumPy over torch (torch time / NumPy time; goal >= 1.5x for encoder and "
-                   "decoder):", "",
-                   _common.markdown_table(["variant", "encoder", "decoder / token", "first step", "goal met"],
-                                          rrows), ""]
+        report += [
+            "Speed-up of NumPy over torch (torch time / NumPy time; goal >= 1.5x for encoder and decoder):",
+            "",
+            _common.markdown_table(["variant", "encoder", "decoder / token", "first step", "goal met"], rrows),
+            "",
+        ]
     report += [f"- load average at end (1, 5, 15 min): {_common.load_average()}"] + extra
     print("\n".join(report), flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"seconds": seconds, "n_tokens": n_tokens, "threads": args.threads,
-                                         "results": results}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {"seconds": seconds, "n_tokens": n_tokens, "threads": args.threads, "results": results}, indent=2
+            )
+        )
     if args.markdown:
         args.markdown.write_text("\n".join(lines + report) + "\n")
     return 0

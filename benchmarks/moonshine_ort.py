@@ -75,8 +75,13 @@ def read_bandwidth(mib: int = 512, runs: int = 5) -> dict[str, float]:
 def step_bytes(cfg: dict, frames: int, past: float, weight_bytes: float) -> float:
     """Bytes one decoder step reads: the decoder's matrices at ``weight_bytes`` per element (biases, norms and
     the embedding row in float32), the cross K/V over ``frames`` and the self K/V over ``past`` positions."""
-    d, f, h, hd, n = (cfg["hidden_size"], cfg["intermediate_size"], cfg["num_attention_heads"], cfg["head_dim"],
-                      cfg["num_hidden_layers"])
+    d, f, h, hd, n = (
+        cfg["hidden_size"],
+        cfg["intermediate_size"],
+        cfg["num_attention_heads"],
+        cfg["head_dim"],
+        cfg["num_hidden_layers"],
+    )
     hkv = cfg["num_key_value_heads"]
     per_layer = d * (h + 2 * hkv) * hd + h * hd * d + d * h * hd + h * hd * d + 2 * f * d + f * d
     mats = n * per_layer + cfg["vocab_size"] * d
@@ -143,8 +148,7 @@ class OrtRunner:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
 
         def sess(name):
-            return ort.InferenceSession(str(onnx_dir / f"{name}{suffix}.onnx"), so,
-                                        providers=["CPUExecutionProvider"])
+            return ort.InferenceSession(str(onnx_dir / f"{name}{suffix}.onnx"), so, providers=["CPUExecutionProvider"])
 
         self.enc_s, self.kv_s, self.step_s = sess("encoder"), sess("cross_kv"), sess("decoder_step")
         self.n_layers, self.hkv, self.hd = cfg["num_hidden_layers"], cfg["num_key_value_heads"], cfg["head_dim"]
@@ -221,19 +225,30 @@ def _busy_loop() -> None:  # a process that keeps one core busy
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--variants", default="tiny,small", help="comma list of tiny, small, medium")
     p.add_argument("--sides", default=",".join(SIDES), help=f"comma list of {', '.join(SIDES)}")
     p.add_argument("--runs", type=int, default=5, help="timed rounds (median reported)")
     p.add_argument("--seconds", type=float, default=10.0, help="audio length (whole 80 ms chunks)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for every library")
-    p.add_argument("--pause", type=float, default=0.05, metavar="S",
-                   help="seconds between sides: ONNX Runtime's pool threads spin ~0.03 s after a run; a longer "
-                        "idle gap lets this VM's cores slow down (after 0.3 s the next 50 ms ran ~30%% slower)")
+    p.add_argument(
+        "--pause",
+        type=float,
+        default=0.05,
+        metavar="S",
+        help="seconds between sides: ONNX Runtime's pool threads spin ~0.03 s after a run; a longer "
+        "idle gap lets this VM's cores slow down (after 0.3 s the next 50 ms ran ~30%% slower)",
+    )
     p.add_argument("--busy", type=int, default=0, metavar="N", help="N busy-looping processes during the rounds")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
-                   help="before the rounds of each variant wait up to S seconds for the machine to be idle")
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before the rounds of each variant wait up to S seconds for the machine to be idle",
+    )
     p.add_argument("--json", type=Path, help="also write the raw numbers here")
     p.add_argument("--markdown", type=Path, help="also write the report here")
     a = p.parse_args(argv)
@@ -260,15 +275,20 @@ def main(argv=None) -> int:
     tokens = [int(t) for t in np.random.default_rng(1).integers(259, 32000, n_tokens)]
 
     lines = ["## Machine", ""] + _common.machine_report(
-        args.threads, {"numpy": "numpy", "onnxruntime": "onnxruntime", "torch": "torch"})
-    lines += [f"- engine source: {mo.git_state()}", f"- load average at start: {_common.load_average()}",
-              f"- audio: {seconds:g} s of seeded noise ({frames} encoder frames); decoder: {n_tokens} cached steps",
-              f"- {args.runs} timed rounds after one warm-up round, sides interleaved (order reversed every round); "
-              "medians"]
+        args.threads, {"numpy": "numpy", "onnxruntime": "onnxruntime", "torch": "torch"}
+    )
+    lines += [
+        f"- engine source: {mo.git_state()}",
+        f"- load average at start: {_common.load_average()}",
+        f"- audio: {seconds:g} s of seeded noise ({frames} encoder frames); decoder: {n_tokens} cached steps",
+        f"- {args.runs} timed rounds after one warm-up round, sides interleaved (order reversed every round); medians",
+    ]
     bw = read_bandwidth()
     bound_bw = max(bw.values())
-    lines.append("- read bandwidth (float32 matrix-vector product, 512 MiB; the best is the bound): "
-                 + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items()))
+    lines.append(
+        "- read bandwidth (float32 matrix-vector product, 512 MiB; the best is the bound): "
+        + ", ".join(f"{k} {v:.1f} GB/s" for k, v in bw.items())
+    )
     if args.busy:
         lines.append(f"- **loaded machine: {args.busy} busy-looping process(es) ran during the rounds**")
     print("\n".join(lines), flush=True)
@@ -289,8 +309,9 @@ def main(argv=None) -> int:
                     except Exception as e:  # noqa: BLE001 - an engine without quantized weights: skip that side
                         notes.append(f"- {variant}: {side} skipped ({e})")
                 else:
-                    runners[side] = OrtRunner(onnx_dir(folder, n_samples), audio, tokens, cfg, args.threads,
-                                              "" if side == "ort" else ".int8")
+                    runners[side] = OrtRunner(
+                        onnx_dir(folder, n_samples), audio, tokens, cfg, args.threads, "" if side == "ort" else ".int8"
+                    )
             ref = runners.get("ort") or next(iter(runners.values()))
             ref_enc, ref_logits = ref.encoder_output(), ref.decode(first_only=True)
             for side, r in runners.items():
@@ -299,8 +320,10 @@ def main(argv=None) -> int:
                     lg = r.decode(first_only=True)
                     d_log = float(np.max(np.abs(lg - ref_logits)))
                     same = "equal" if np.argmax(lg) == np.argmax(ref_logits) else "differs"
-                    notes.append(f"- {variant}: {side} vs ort max |diff|: encoder {d_enc:.2e}, first-step logits "
-                                 f"{d_log:.2e} (argmax {same})")
+                    notes.append(
+                        f"- {variant}: {side} vs ort max |diff|: encoder {d_enc:.2e}, first-step logits "
+                        f"{d_log:.2e} (argmax {same})"
+                    )
             if args.wait_quiet:
                 share = _common.wait_quiet(timeout=args.wait_quiet)
                 print(f"[{variant}] busy share before the rounds: {share:.2f}", file=sys.stderr, flush=True)
@@ -319,20 +342,25 @@ def main(argv=None) -> int:
                         samples[side]["enc"].append(te)
                         samples[side]["first"].append(tf)
                         samples[side]["tok"].append(tt)
-                print(f"[{variant}] round {r}/{args.runs} (load {_common.load_average()})", file=sys.stderr,
-                      flush=True)
+                print(f"[{variant}] round {r}/{args.runs} (load {_common.load_average()})", file=sys.stderr, flush=True)
             share = other.stop()
             if share is not None:
-                notes.append(f"- {variant}: other processes used {100 * share:.0f}% of the CPU time during the "
-                             "rounds" + (" (the busy loops included)" if args.busy else ""))
+                notes.append(
+                    f"- {variant}: other processes used {100 * share:.0f}% of the CPU time during the "
+                    "rounds" + (" (the busy loops included)" if args.busy else "")
+                )
             med = {}
             for side, s in samples.items():
                 tok = float(np.median(s["tok"]))
                 bound = step_bytes(cfg, frames, n_tokens / 2, WEIGHT_BYTES[side]) / (bound_bw * 1e9)
-                med[side] = {"enc_ms_per_s": 1000 * float(np.median(s["enc"])) / seconds,
-                             "first_ms": 1000 * float(np.median(s["first"])), "tok_ms": 1000 * tok,
-                             "bound_ms": 1000 * bound, "of_bound": bound / tok,
-                             "samples": {k: [float(x) for x in v] for k, v in s.items()}}
+                med[side] = {
+                    "enc_ms_per_s": 1000 * float(np.median(s["enc"])) / seconds,
+                    "first_ms": 1000 * float(np.median(s["first"])),
+                    "tok_ms": 1000 * tok,
+                    "bound_ms": 1000 * bound,
+                    "of_bound": bound / tok,
+                    "samples": {k: [float(x) for x in v] for k, v in s.items()},
+                }
             results[variant] = med
             del runners
             gc.collect()
@@ -344,21 +372,55 @@ def main(argv=None) -> int:
     rows = []
     for variant, med in results.items():
         for side, v in med.items():
-            rows.append([variant, side, _common.fmt(v["enc_ms_per_s"]), _common.fmt(v["first_ms"]),
-                         _common.fmt(v["tok_ms"], 2), _common.fmt(v["bound_ms"], 2), f"{100 * v['of_bound']:.0f}%"])
-    report = ["", "## Results", "", _common.markdown_table(
-        ["variant", "side", "encoder ms / s audio", "first step ms", "decoder ms / token", "bound ms / token",
-         "of bound"], rows), ""]
+            rows.append(
+                [
+                    variant,
+                    side,
+                    _common.fmt(v["enc_ms_per_s"]),
+                    _common.fmt(v["first_ms"]),
+                    _common.fmt(v["tok_ms"], 2),
+                    _common.fmt(v["bound_ms"], 2),
+                    f"{100 * v['of_bound']:.0f}%",
+                ]
+            )
+    report = [
+        "",
+        "## Results",
+        "",
+        _common.markdown_table(
+            [
+                "variant",
+                "side",
+                "encoder ms / s audio",
+                "first step ms",
+                "decoder ms / token",
+                "bound ms / token",
+                "of bound",
+            ],
+            rows,
+        ),
+        "",
+    ]
     pairs = [("numpy", "ort"), ("numpy-q8", "ort-int8"), ("numpy-q4", "ort-int8"), ("numpy", "ort-int8")]
     rrows = []
     for variant, med in results.items():
         for a, b in pairs:
             if a in med and b in med:
-                rrows.append([variant, f"{a} vs {b}", f"{med[b]['enc_ms_per_s'] / med[a]['enc_ms_per_s']:.2f}x",
-                              f"{med[b]['tok_ms'] / med[a]['tok_ms']:.2f}x"])
+                rrows.append(
+                    [
+                        variant,
+                        f"{a} vs {b}",
+                        f"{med[b]['enc_ms_per_s'] / med[a]['enc_ms_per_s']:.2f}x",
+                        f"{med[b]['tok_ms'] / med[a]['tok_ms']:.2f}x",
+                    ]
+                )
     if rrows:
-        report += ["Ratios (their time / ours; > 1 = livecap faster):", "",
-                   _common.markdown_table(["variant", "pair", "encoder", "decoder / token"], rrows), ""]
+        report += [
+            "Ratios (their time / ours; > 1 = livecap faster):",
+            "",
+            _common.markdown_table(["variant", "pair", "encoder", "decoder / token"], rrows),
+            "",
+        ]
     report += [f"- load average at end: {_common.load_average()}"] + notes
     print("\n".join(report), flush=True)
     if args.json:

@@ -70,6 +70,7 @@ def run_file(model, audio, partial_ms: float, chunk: int = 1280) -> dict:
             sink.append(dt)
             inner[0] += dt
             return out
+
         return wrapper
 
     final_from = sess._final_from
@@ -115,16 +116,28 @@ def run_file(model, audio, partial_ms: float, chunk: int = 1280) -> dict:
             rt_speech.append(clock - speech_end / RATE)
             rt_text.append((spec_clock if served and spec_clock is not None else clock) - speech_end / RATE)
     total = time.perf_counter() - t_all
-    return {"chunk": feed_t, "partial": partial_t, "spec": spec_t, "commit": commit_t, "lines": len(ends),
-            "served": sum(s for *_, s in ends), "rt_end": rt_end, "rt_speech": rt_speech, "rt_text": rt_text,
-            "rtf": total / (len(audio) / RATE)}
+    return {
+        "chunk": feed_t,
+        "partial": partial_t,
+        "spec": spec_t,
+        "commit": commit_t,
+        "lines": len(ends),
+        "served": sum(s for *_, s in ends),
+        "rt_end": rt_end,
+        "rt_speech": rt_speech,
+        "rt_text": rt_text,
+        "rtf": total / (len(audio) / RATE),
+    }
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--variants", default="tiny,small,medium")
-    p.add_argument("--backends", default="numpy",
-                   help="comma list of numpy, numpy-q8, numpy-q4 (8/4-bit weights on the NumPy backend), mlx")
+    p.add_argument(
+        "--backends",
+        default="numpy",
+        help="comma list of numpy, numpy-q8, numpy-q4 (8/4-bit weights on the NumPy backend), mlx",
+    )
     p.add_argument("--files", default="two_cities.wav,beckett.wav")
     p.add_argument("--partial-ms", type=float, default=160.0)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -152,22 +165,52 @@ def main() -> int:
                     return C.fmt(statistics.median(fn(r) for r in runs))
 
                 served = "/".join(f"{r['served']}" for r in runs)
-                rows.append([variant, backend, f, f"{served} of {runs[0]['lines']}",
-                             med(lambda r: 1000 * sum(r["chunk"]) / max(len(r["chunk"]), 1)),
-                             med(lambda r: pct(r["chunk"], 95)),
-                             med(lambda r: pct(r["partial"], 50)), med(lambda r: pct(r["partial"], 95)),
-                             med(lambda r: pct(r["spec"], 50)),
-                             med(lambda r: pct(r["commit"], 50)), med(lambda r: pct(r["commit"], 95)),
-                             med(lambda r: pct(r["rt_end"], 50)), med(lambda r: pct(r["rt_end"], 95)),
-                             med(lambda r: pct(r["rt_text"], 50)), med(lambda r: pct(r["rt_text"], 95)),
-                             med(lambda r: pct(r["rt_speech"], 50)),
-                             f"{statistics.median(r['rtf'] for r in runs):.2f}"])
+                rows.append(
+                    [
+                        variant,
+                        backend,
+                        f,
+                        f"{served} of {runs[0]['lines']}",
+                        med(lambda r: 1000 * sum(r["chunk"]) / max(len(r["chunk"]), 1)),
+                        med(lambda r: pct(r["chunk"], 95)),
+                        med(lambda r: pct(r["partial"], 50)),
+                        med(lambda r: pct(r["partial"], 95)),
+                        med(lambda r: pct(r["spec"], 50)),
+                        med(lambda r: pct(r["commit"], 50)),
+                        med(lambda r: pct(r["commit"], 95)),
+                        med(lambda r: pct(r["rt_end"], 50)),
+                        med(lambda r: pct(r["rt_end"], 95)),
+                        med(lambda r: pct(r["rt_text"], 50)),
+                        med(lambda r: pct(r["rt_text"], 95)),
+                        med(lambda r: pct(r["rt_speech"], 50)),
+                        f"{statistics.median(r['rtf'] for r in runs):.2f}",
+                    ]
+                )
                 print(" | ".join(rows[-1]), file=sys.stderr, flush=True)
-    print(C.markdown_table(["model", "backend", "file", "spec/lines", "chunk mean ms", "chunk p95 ms",
-                            "partial p50 ms", "partial p95 ms", "spec p50 ms", "commit@end p50 ms",
-                            "commit@end p95 ms", "rt end->line p50 ms", "rt end->line p95 ms",
-                            "rt speech->text p50 ms", "rt speech->text p95 ms", "rt speech->line p50 ms", "RTF"],
-                           rows))
+    print(
+        C.markdown_table(
+            [
+                "model",
+                "backend",
+                "file",
+                "spec/lines",
+                "chunk mean ms",
+                "chunk p95 ms",
+                "partial p50 ms",
+                "partial p95 ms",
+                "spec p50 ms",
+                "commit@end p50 ms",
+                "commit@end p95 ms",
+                "rt end->line p50 ms",
+                "rt end->line p95 ms",
+                "rt speech->text p50 ms",
+                "rt speech->text p95 ms",
+                "rt speech->line p50 ms",
+                "RTF",
+            ],
+            rows,
+        )
+    )
     print()
     print("\n".join(C.machine_report(args.threads, {"numpy": "numpy"})))
     print(f"load: {C.load_average()}; other processes used {100 * (other.stop() or 0):.0f}% of the CPU time")

@@ -222,8 +222,9 @@ def main(argv=None) -> int:
 
     def row(name, cur_fn, new_fn, diff, calls):
         tc, tn = timeit(cur_fn), timeit(new_fn)
-        rows.append([name, f"{tc:.1f}", f"{tn:.1f}", f"{tc / tn:.1f}x", f"{diff:.1e}",
-                     f"{calls * (tc - tn) / 1000:.2f}"])
+        rows.append(
+            [name, f"{tc:.1f}", f"{tn:.1f}", f"{tc / tn:.1f}x", f"{diff:.1e}", f"{calls * (tc - tn) / 1000:.2f}"]
+        )
 
     # GELU on the encoder MLP activations [T, F_enc]; exact reference: math.erf in float64.
     x = (rng.standard_normal((T, Fe)) * 2.0).astype(np.float32)
@@ -237,20 +238,35 @@ def main(argv=None) -> int:
     xe = rng.standard_normal((T, De)).astype(np.float32)
     we = (1 + 0.2 * rng.standard_normal(De)).astype(np.float32)
     d = float(np.max(np.abs(layer_norm_lean(xe, we) - B.layer_norm(xe, we, None, 1e-5))))
-    row(f"encoder layer_norm [{T},{De}]", lambda: B.layer_norm(xe, we, None, 1e-5),
-        lambda: layer_norm_lean(xe, we), d, 2 * Le + 1)
+    row(
+        f"encoder layer_norm [{T},{De}]",
+        lambda: B.layer_norm(xe, we, None, 1e-5),
+        lambda: layer_norm_lean(xe, we),
+        d,
+        2 * Le + 1,
+    )
     xd = rng.standard_normal((1, Dd)).astype(np.float32)
     wd = (1 + 0.2 * rng.standard_normal(Dd)).astype(np.float32)
     d = float(np.max(np.abs(layer_norm_lean(xd, wd) - B.layer_norm(xd, wd, None, 1e-5))))
-    row(f"decoder layer_norm [1,{Dd}] (per token)", lambda: B.layer_norm(xd, wd, None, 1e-5),
-        lambda: layer_norm_lean(xd, wd), d, 3 * Ld + 1)
+    row(
+        f"decoder layer_norm [1,{Dd}] (per token)",
+        lambda: B.layer_norm(xd, wd, None, 1e-5),
+        lambda: layer_norm_lean(xd, wd),
+        d,
+        3 * Ld + 1,
+    )
 
     # Encoder q, k, v: three [T, De] x [He hd, De]^T GEMMs vs one fused [3 He hd, De] GEMM.
     wq = [(rng.standard_normal((He * hd, De)) / De**0.5).astype(np.float32) for _ in range(3)]
     wqkv = np.concatenate(wq, axis=0)
     d = float(np.max(np.abs(np.concatenate([B.linear(xe, w) for w in wq], axis=1) - B.linear(xe, wqkv))))
-    row(f"encoder q,k,v: 3 x [{He * hd},{De}] vs fused [{3 * He * hd},{De}] on [{T},{De}]",
-        lambda: [B.linear(xe, w) for w in wq], lambda: B.linear(xe, wqkv), d, Le)
+    row(
+        f"encoder q,k,v: 3 x [{He * hd},{De}] vs fused [{3 * He * hd},{De}] on [{T},{De}]",
+        lambda: [B.linear(xe, w) for w in wq],
+        lambda: B.linear(xe, wqkv),
+        d,
+        Le,
+    )
 
     # Encoder windowed attention of one layer, (16, 4) window: the model's loop (blocks of 128 queries,
     # boolean mask, np.where) vs blocks of 32 with a cached additive mask.
@@ -258,7 +274,7 @@ def main(argv=None) -> int:
     from engine.models.moonshine.model import ENC_BLOCK
 
     qe, ke, ve = (rng.standard_normal((He, T, hd)).astype(np.float32) for _ in range(3))
-    sc_e = hd ** -0.5
+    sc_e = hd**-0.5
     pos_e = np.arange(T)
 
     def enc_attn_model(L=16, R=4):
@@ -275,20 +291,31 @@ def main(argv=None) -> int:
         return encoder_attention(qe, ke, ve, sc_e, 16, 4)
 
     d = float(np.max(np.abs(enc_attn_model() - enc_attn_new())))
-    row(f"encoder attention [{He},{T},{hd}] window (16,4): blocks of {ENC_BLOCK} vs 32 + additive mask",
-        enc_attn_model, enc_attn_new, d, Le)
+    row(
+        f"encoder attention [{He},{T},{hd}] window (16,4): blocks of {ENC_BLOCK} vs 32 + additive mask",
+        enc_attn_model,
+        enc_attn_new,
+        d,
+        Le,
+    )
 
     # Frontend conv1 (D -> 2D, kernel 5, stride 2) on 2T + 4 input frames: im2col vs 5 strided GEMMs.
     xc = rng.standard_normal((2 * T + 4, De)).astype(np.float32)
     wc = B.prepare_conv((rng.standard_normal((2 * De, De, 5)) / (5 * De) ** 0.5).astype(np.float32))
     bc = rng.standard_normal(2 * De).astype(np.float32)
+
     def conv_new():
         threads_for(1 << 62)  # large GEMMs: the full pool, as the engine's policy picks for the im2col GEMM
         return conv1d_shifted(xc, wc, bc, stride=2)
 
     d = float(np.max(np.abs(B.conv1d(xc, wc, bc, stride=2) - conv_new())))
-    row(f"frontend conv1 [{2 * T + 4},{De}] -> [{T + 2},{2 * De}]: im2col vs 5 strided GEMMs",
-        lambda: B.conv1d(xc, wc, bc, stride=2), conv_new, d, 1)
+    row(
+        f"frontend conv1 [{2 * T + 4},{De}] -> [{T + 2},{2 * De}]: im2col vs 5 strided GEMMs",
+        lambda: B.conv1d(xc, wc, bc, stride=2),
+        conv_new,
+        d,
+        1,
+    )
 
     # Decoder cross-attention of one query over the whole memory; self-attention over ~40 positions.
     hdd = Dd // Hd
@@ -296,10 +323,15 @@ def main(argv=None) -> int:
         q = rng.standard_normal((Hd, 1, hdd)).astype(np.float32)
         k = rng.standard_normal((Hd, tk, hdd)).astype(np.float32)
         v = rng.standard_normal((Hd, tk, hdd)).astype(np.float32)
-        sc = hdd ** -0.5
+        sc = hdd**-0.5
         d = float(np.max(np.abs(attention_one(q, k, v, sc) - B.attention(q, k, v, sc))))
-        row(f"decoder {what}-attention 1 x {tk} (per token)", lambda q=q, k=k, v=v, sc=sc: B.attention(q, k, v, sc),
-            lambda q=q, k=k, v=v, sc=sc: attention_one(q, k, v, sc), d, Ld)
+        row(
+            f"decoder {what}-attention 1 x {tk} (per token)",
+            lambda q=q, k=k, v=v, sc=sc: B.attention(q, k, v, sc),
+            lambda q=q, k=k, v=v, sc=sc: attention_one(q, k, v, sc),
+            d,
+            Ld,
+        )
 
     # RoPE on one token's q (and k): current op vs whole-head tables.
     rot = int(hdd * 0.8)
@@ -310,8 +342,13 @@ def main(argv=None) -> int:
     cos, sin = np.cos(pos * inv)[None].astype(np.float32), np.sin(pos * inv)[None].astype(np.float32)
     ct, st = rope_table(hdd, f, pos, inv)
     d = float(np.max(np.abs(rope_lean(qh, ct, st) - B.rope(qh, cos, sin, True))))
-    row(f"decoder rope [{Hd},1,{hdd}] (per token, q and k)", lambda: B.rope(qh, cos, sin, True),
-        lambda: rope_lean(qh, ct, st), d, 2 * Ld)
+    row(
+        f"decoder rope [{Hd},1,{hdd}] (per token, q and k)",
+        lambda: B.rope(qh, cos, sin, True),
+        lambda: rope_lean(qh, ct, st),
+        d,
+        2 * Ld,
+    )
 
     # Decoder matrix-vector products, weights streamed from memory (many copies, as in a real step):
     # q, k, v as three [Dd, Dd] products vs one fused [3 Dd, Dd] product, each under the engine's BLAS
@@ -346,10 +383,13 @@ def main(argv=None) -> int:
     d = float(np.max(np.abs(sep - fused())))
     row(f"decoder q,k,v: 3 x [{Dd},{Dd}] vs fused [{3 * Dd},{Dd}] (per token, engine policy)", three, fused, d, Ld)
     if blas is not None:
-        for shape, calls, what in (((Dd, Dd), 3 * Ld, "o / cross-q / cross-o"),
-                                   ((3 * Dd, Dd), Ld, "fused q,k,v"),
-                                   ((2 * Fd, Dd), Ld, "fc1"), ((Dd, Fd), Ld, "fc2"),
-                                   ((32768, Dd), 1, "proj_out")):
+        for shape, calls, what in (
+            ((Dd, Dd), 3 * Ld, "o / cross-q / cross-o"),
+            ((3 * Dd, Dd), Ld, "fused q,k,v"),
+            ((2 * Fd, Dd), Ld, "fc1"),
+            ((Dd, Fd), Ld, "fc2"),
+            ((32768, Dd), 1, "proj_out"),
+        ):
             wl = streamed(shape)
             hx = rng.standard_normal((1, shape[1])).astype(np.float32)
             j = [0]
@@ -366,16 +406,34 @@ def main(argv=None) -> int:
                 finally:
                     blas.for_work = policy
 
-            row(f"decoder {what} [{shape[0]},{shape[1]}] B.linear: engine thread policy vs {blas.full} threads "
+            row(
+                f"decoder {what} [{shape[0]},{shape[1]}] B.linear: engine thread policy vs {blas.full} threads "
                 "(per token)",
-                lambda g=gemv: g(1), lambda g=gemv: g(0), 0.0, calls)
+                lambda g=gemv: g(1),
+                lambda g=gemv: g(0),
+                0.0,
+                calls,
+            )
         pool(1 << 62)
 
     load = other.stop()
-    print(f"variant {args.variant}, {T} frames, {args.threads} threads, {_common.numpy_blas()}; other processes "
-          f"used {'?' if load is None else f'{100 * load:.0f}%'} of the CPU meanwhile")
-    print(_common.markdown_table(["op (shape)", "current us", "candidate us", "speed-up", "max abs diff",
-                                  "saved ms (per 10 s encode / per token)"], rows))
+    print(
+        f"variant {args.variant}, {T} frames, {args.threads} threads, {_common.numpy_blas()}; other processes "
+        f"used {'?' if load is None else f'{100 * load:.0f}%'} of the CPU meanwhile"
+    )
+    print(
+        _common.markdown_table(
+            [
+                "op (shape)",
+                "current us",
+                "candidate us",
+                "speed-up",
+                "max abs diff",
+                "saved ms (per 10 s encode / per token)",
+            ],
+            rows,
+        )
+    )
     return 0
 
 

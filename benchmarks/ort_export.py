@@ -119,8 +119,9 @@ def export_all(model, folder: Path, n_samples: int) -> None:
             rope = self.dec.rotary_emb(h, position_ids=position_ids)
             dummy = h.new_zeros(1, 1, d_enc)  # cross K/V come from the cache; the layer only checks it is given
             for layer in self.dec.layers:
-                h = layer(h, None, dummy, position_ids=position_ids, cache=cache, use_cache=True,
-                          position_embeddings=rope)
+                h = layer(
+                    h, None, dummy, position_ids=position_ids, cache=cache, use_cache=True, position_embeddings=rope
+                )
             logits = self.head(self.dec.norm(h))[:, -1]
             present = [t for layer in cache.self_attention_cache.layers for t in (layer.keys, layer.values)]
             return (logits, *present)
@@ -138,14 +139,34 @@ def export_all(model, folder: Path, n_samples: int) -> None:
     past = tuple(torch.zeros(1, hkv, 3, hd) for _ in kv_names)
     cross = tuple(torch.zeros(1, hkv, t_enc, hd) for _ in cross_names)
     jobs = [
-        ("encoder.onnx", Encoder(), (x,), ["input_values"], ["last_hidden_state"],
-         {"input_values": {1: "samples"}, "last_hidden_state": {1: "frames"}}),
-        ("cross_kv.onnx", CrossKV(), (enc_out,), ["encoder_hidden_states"], cross_names,
-         {"encoder_hidden_states": {1: "frames"}, **{n: {2: "frames"} for n in cross_names}}),
-        ("decoder_step.onnx", Step(), (torch.tensor([[5]]), *past, *cross), ["input_ids", *kv_names, *cross_names],
-         ["logits", *present_names],
-         {**{n: {2: "past"} for n in kv_names}, **{n: {2: "frames"} for n in cross_names},
-          **{n: {2: "total"} for n in present_names}}),
+        (
+            "encoder.onnx",
+            Encoder(),
+            (x,),
+            ["input_values"],
+            ["last_hidden_state"],
+            {"input_values": {1: "samples"}, "last_hidden_state": {1: "frames"}},
+        ),
+        (
+            "cross_kv.onnx",
+            CrossKV(),
+            (enc_out,),
+            ["encoder_hidden_states"],
+            cross_names,
+            {"encoder_hidden_states": {1: "frames"}, **{n: {2: "frames"} for n in cross_names}},
+        ),
+        (
+            "decoder_step.onnx",
+            Step(),
+            (torch.tensor([[5]]), *past, *cross),
+            ["input_ids", *kv_names, *cross_names],
+            ["logits", *present_names],
+            {
+                **{n: {2: "past"} for n in kv_names},
+                **{n: {2: "frames"} for n in cross_names},
+                **{n: {2: "total"} for n in present_names},
+            },
+        ),
     ]
     for name, mod, args, inputs, outputs, axes in jobs:
         path = folder / name
@@ -154,12 +175,28 @@ def export_all(model, folder: Path, n_samples: int) -> None:
             if name == "decoder_step.onnx":  # the TorchScript exporter mis-ranks the RoPE repeat_interleave
                 dims = {n: {a: torch.export.Dim(v, min=1, max=4096) for a, v in d.items()} for n, d in axes.items()}
                 shapes = {"input_ids": None, "kv": tuple(dims[n] for n in kv_names + cross_names)}
-                prog = torch.onnx.export(mod.eval(), args, input_names=inputs, output_names=outputs,
-                                         dynamic_shapes=shapes, opset_version=18, dynamo=True, optimize=True)
+                prog = torch.onnx.export(
+                    mod.eval(),
+                    args,
+                    input_names=inputs,
+                    output_names=outputs,
+                    dynamic_shapes=shapes,
+                    opset_version=18,
+                    dynamo=True,
+                    optimize=True,
+                )
                 prog.save(str(path))
             else:
-                torch.onnx.export(mod.eval(), args, str(path), input_names=inputs, output_names=outputs,
-                                  dynamic_axes=axes, opset_version=17, dynamo=False)
+                torch.onnx.export(
+                    mod.eval(),
+                    args,
+                    str(path),
+                    input_names=inputs,
+                    output_names=outputs,
+                    dynamic_axes=axes,
+                    opset_version=17,
+                    dynamo=False,
+                )
 
 
 def quantize_int8(src: Path, dst: Path) -> None:

@@ -113,12 +113,32 @@ def main(argv=None) -> int:
                 own, _ = greedy(m, audio, len(ids), eos=fixture)
                 prefix = next((i for i, (x, y) in enumerate(zip(own, ids)) if x != y), min(len(own), len(ids)))
                 diff = float(np.abs(lq - lf).max())
-                rows.append([name, clip, f"{b}-bit", str(len(ids)), f"{100 * agree:.1f}%",
-                             f"{100 * prefix / len(ids):.0f}% ({prefix})", f"{diff:.3f}",
-                             f"{diff / float(np.abs(lf).max()):.3f}"])
+                rows.append(
+                    [
+                        name,
+                        clip,
+                        f"{b}-bit",
+                        str(len(ids)),
+                        f"{100 * agree:.1f}%",
+                        f"{100 * prefix / len(ids):.0f}% ({prefix})",
+                        f"{diff:.3f}",
+                        f"{diff / float(np.abs(lf).max()):.3f}",
+                    ]
+                )
                 print(" | ".join(rows[-1]), flush=True)
-    table = _common.markdown_table(["model", "clip", "weights", "f32 ids", "teacher-forced agreement",
-                                    "greedy prefix kept", "max |logit diff|", "relative"], rows)
+    table = _common.markdown_table(
+        [
+            "model",
+            "clip",
+            "weights",
+            "f32 ids",
+            "teacher-forced agreement",
+            "greedy prefix kept",
+            "max |logit diff|",
+            "relative",
+        ],
+        rows,
+    )
     print(table)
     if a.markdown:
         a.markdown.write_text(table + "\n")

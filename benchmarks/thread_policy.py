@@ -179,14 +179,30 @@ def main(argv=None) -> int:
     rows = []
     for policy, s in samples.items():
         d = diffs.get(policy)
-        rows.append([policy, _common.fmt(1000 * float(np.median(s["tok"])), 2),
-                     _common.fmt(1000 * float(min(s["tok"])), 2),
-                     _common.fmt(1000 * float(np.median(s["enc"])) if s["enc"] else None, 1),
-                     "-" if d is None else f"{d[0]:.1e} / {d[1]:.1e}"])
-    lines = [f"variant {a.variant}; {a.busy} busy-looping process(es); other processes (busy loops included) used "
-             f"{100 * (share or 0):.0f}% of the CPU time; load average at end {_common.load_average()}", "",
-             _common.markdown_table(["policy", "decoder ms / token (median)", "(min)", "encoder ms / s audio",
-                                     "max |diff| vs f32-caller (encoder / step-10 logits)"], rows)]
+        rows.append(
+            [
+                policy,
+                _common.fmt(1000 * float(np.median(s["tok"])), 2),
+                _common.fmt(1000 * float(min(s["tok"])), 2),
+                _common.fmt(1000 * float(np.median(s["enc"])) if s["enc"] else None, 1),
+                "-" if d is None else f"{d[0]:.1e} / {d[1]:.1e}",
+            ]
+        )
+    lines = [
+        f"variant {a.variant}; {a.busy} busy-looping process(es); other processes (busy loops included) used "
+        f"{100 * (share or 0):.0f}% of the CPU time; load average at end {_common.load_average()}",
+        "",
+        _common.markdown_table(
+            [
+                "policy",
+                "decoder ms / token (median)",
+                "(min)",
+                "encoder ms / s audio",
+                "max |diff| vs f32-caller (encoder / step-10 logits)",
+            ],
+            rows,
+        ),
+    ]
     print("\n".join(lines))
     if a.markdown:
         a.markdown.write_text("\n".join(lines) + "\n")

@@ -91,14 +91,28 @@ if str(HERE) not in sys.path:
 import _common  # noqa: E402  (stdlib only; must come before numpy / torch for the thread settings)
 
 CACHE = HERE / ".cache"
-BACKENDS = ("numpy", "numpy-q8", "numpy-q4", "numpy-mlx4", "torch-f32", "torch-bf16",
-            "mlx-bf16", "mlx-q8", "mlx-q4", "voxmlx-bf16", "voxmlx-q8",
-            "voxmlx-q4")
+BACKENDS = (
+    "numpy",
+    "numpy-q8",
+    "numpy-q4",
+    "numpy-mlx4",
+    "torch-f32",
+    "torch-bf16",
+    "mlx-bf16",
+    "mlx-q8",
+    "mlx-q4",
+    "voxmlx-bf16",
+    "voxmlx-q8",
+    "voxmlx-q4",
+)
 EXPERIMENTS = ("numpy-whatif",)  # opt-in: the NumPy backend with the fixes proposed in RESULTS.md patched in
-GROUPS = {"torch": ("torch-f32", "torch-bf16"), "mlx": ("mlx-bf16", "mlx-q8", "mlx-q4"),
-          "voxmlx": ("voxmlx-bf16", "voxmlx-q8", "voxmlx-q4"),
-          # ours and voxmlx in one process, one step of each in turn
-          "mlxpair": ("mlx-bf16+voxmlx-bf16", "mlx-q8+voxmlx-q8", "mlx-q4+voxmlx-q4")}
+GROUPS = {
+    "torch": ("torch-f32", "torch-bf16"),
+    "mlx": ("mlx-bf16", "mlx-q8", "mlx-q4"),
+    "voxmlx": ("voxmlx-bf16", "voxmlx-q8", "voxmlx-q4"),
+    # ours and voxmlx in one process, one step of each in turn
+    "mlxpair": ("mlx-bf16+voxmlx-bf16", "mlx-q8+voxmlx-q8", "mlx-q4+voxmlx-q4"),
+}
 DELAY_TOKENS = 6
 START_TOKEN = 32  # [STREAMING_PAD]
 
@@ -106,8 +120,17 @@ START_TOKEN = 32  # [STREAMING_PAD]
 # Real dimensions (notes section 1 / 2)
 # ---------------------------------------------------------------------------------------------------
 ENC = {"dim": 1280, "layers": 32, "heads": 32, "head_dim": 64, "ffn": 5120, "window": 750, "mels": 128}
-DEC = {"dim": 3072, "layers": 26, "heads": 32, "kv_heads": 8, "head_dim": 128, "ffn": 9216, "vocab": 131072,
-       "window": 8192, "ada": 32}
+DEC = {
+    "dim": 3072,
+    "layers": 26,
+    "heads": 32,
+    "kv_heads": 8,
+    "head_dim": 128,
+    "ffn": 9216,
+    "vocab": 131072,
+    "window": 8192,
+    "ada": 32,
+}
 DS = 4
 
 
@@ -116,30 +139,50 @@ def tensor_specs(n_enc: int, n_dec: int) -> list[tuple[str, tuple[int, ...], str
     A, Ha, Fa = ENC["dim"], ENC["heads"] * ENC["head_dim"], ENC["ffn"]
     D, Hq, Hk, Fd = DEC["dim"], DEC["heads"] * DEC["head_dim"], DEC["kv_heads"] * DEC["head_dim"], DEC["ffn"]
     c = "audio_tower.embedder."
-    s = [(c + "conv1.weight", (A, ENC["mels"], 3), "w"), (c + "conv1.bias", (A,), "b"),
-         (c + "conv2.weight", (A, A, 3), "w"), (c + "conv2.bias", (A,), "b")]
+    s = [
+        (c + "conv1.weight", (A, ENC["mels"], 3), "w"),
+        (c + "conv1.bias", (A,), "b"),
+        (c + "conv2.weight", (A, A, 3), "w"),
+        (c + "conv2.bias", (A,), "b"),
+    ]
     for i in range(n_enc):
         p = f"audio_tower.layers.{i}."
-        s += [(p + "self_attn.q_proj.weight", (Ha, A), "w"), (p + "self_attn.q_proj.bias", (Ha,), "b"),
-              (p + "self_attn.k_proj.weight", (Ha, A), "w"),
-              (p + "self_attn.v_proj.weight", (Ha, A), "w"), (p + "self_attn.v_proj.bias", (Ha,), "b"),
-              (p + "self_attn.o_proj.weight", (A, Ha), "w"), (p + "self_attn.o_proj.bias", (A,), "b"),
-              (p + "self_attn_layer_norm.weight", (A,), "n"), (p + "final_layer_norm.weight", (A,), "n"),
-              (p + "mlp.gate_proj.weight", (Fa, A), "w"), (p + "mlp.up_proj.weight", (Fa, A), "w"),
-              (p + "mlp.down_proj.weight", (A, Fa), "w"), (p + "mlp.down_proj.bias", (A,), "b")]
-    s += [("audio_tower.norm.weight", (A,), "n"),
-          ("multi_modal_projector.linear_1.weight", (D, A * DS), "w"),
-          ("multi_modal_projector.linear_2.weight", (D, D), "w"),
-          ("language_model.model.embed_tokens.weight", (DEC["vocab"], D), "w")]
+        s += [
+            (p + "self_attn.q_proj.weight", (Ha, A), "w"),
+            (p + "self_attn.q_proj.bias", (Ha,), "b"),
+            (p + "self_attn.k_proj.weight", (Ha, A), "w"),
+            (p + "self_attn.v_proj.weight", (Ha, A), "w"),
+            (p + "self_attn.v_proj.bias", (Ha,), "b"),
+            (p + "self_attn.o_proj.weight", (A, Ha), "w"),
+            (p + "self_attn.o_proj.bias", (A,), "b"),
+            (p + "self_attn_layer_norm.weight", (A,), "n"),
+            (p + "final_layer_norm.weight", (A,), "n"),
+            (p + "mlp.gate_proj.weight", (Fa, A), "w"),
+            (p + "mlp.up_proj.weight", (Fa, A), "w"),
+            (p + "mlp.down_proj.weight", (A, Fa), "w"),
+            (p + "mlp.down_proj.bias", (A,), "b"),
+        ]
+    s += [
+        ("audio_tower.norm.weight", (A,), "n"),
+        ("multi_modal_projector.linear_1.weight", (D, A * DS), "w"),
+        ("multi_modal_projector.linear_2.weight", (D, D), "w"),
+        ("language_model.model.embed_tokens.weight", (DEC["vocab"], D), "w"),
+    ]
     for i in range(n_dec):
         p = f"language_model.model.layers.{i}."
-        s += [(p + "self_attn.q_proj.weight", (Hq, D), "w"), (p + "self_attn.k_proj.weight", (Hk, D), "w"),
-              (p + "self_attn.v_proj.weight", (Hk, D), "w"), (p + "self_attn.o_proj.weight", (D, Hq), "w"),
-              (p + "input_layernorm.weight", (D,), "n"), (p + "post_attention_layernorm.weight", (D,), "n"),
-              (p + "mlp.gate_proj.weight", (Fd, D), "w"), (p + "mlp.up_proj.weight", (Fd, D), "w"),
-              (p + "mlp.down_proj.weight", (D, Fd), "w"),
-              (p + "ada_rms_norm.linear1.weight", (DEC["ada"], D), "w"),
-              (p + "ada_rms_norm.linear2.weight", (D, DEC["ada"]), "w")]
+        s += [
+            (p + "self_attn.q_proj.weight", (Hq, D), "w"),
+            (p + "self_attn.k_proj.weight", (Hk, D), "w"),
+            (p + "self_attn.v_proj.weight", (Hk, D), "w"),
+            (p + "self_attn.o_proj.weight", (D, Hq), "w"),
+            (p + "input_layernorm.weight", (D,), "n"),
+            (p + "post_attention_layernorm.weight", (D,), "n"),
+            (p + "mlp.gate_proj.weight", (Fd, D), "w"),
+            (p + "mlp.up_proj.weight", (Fd, D), "w"),
+            (p + "mlp.down_proj.weight", (D, Fd), "w"),
+            (p + "ada_rms_norm.linear1.weight", (DEC["ada"], D), "w"),
+            (p + "ada_rms_norm.linear2.weight", (D, DEC["ada"]), "w"),
+        ]
     s += [("language_model.model.norm.weight", (D,), "n")]
     return s
 
@@ -150,16 +193,36 @@ def hf_config(n_enc: int, n_dec: int) -> dict:
 
     rope = {"rope_type": "default", "rope_theta": 1e6}
     cfg = VoxtralRealtimeConfig(
-        audio_config={"hidden_size": ENC["dim"], "intermediate_size": ENC["ffn"], "num_hidden_layers": n_enc,
-                      "num_attention_heads": ENC["heads"], "num_key_value_heads": ENC["heads"],
-                      "head_dim": ENC["head_dim"], "num_mel_bins": ENC["mels"], "sliding_window": ENC["window"],
-                      "rope_parameters": dict(rope), "rms_norm_eps": 1e-5},
-        text_config={"hidden_size": DEC["dim"], "intermediate_size": DEC["ffn"], "num_hidden_layers": n_dec,
-                     "num_attention_heads": DEC["heads"], "num_key_value_heads": DEC["kv_heads"],
-                     "head_dim": DEC["head_dim"], "vocab_size": DEC["vocab"], "sliding_window": DEC["window"],
-                     "rope_parameters": dict(rope), "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
-                     "max_position_embeddings": 131072},
-        downsample_factor=DS, audio_length_per_tok=8, default_num_delay_tokens=DELAY_TOKENS)
+        audio_config={
+            "hidden_size": ENC["dim"],
+            "intermediate_size": ENC["ffn"],
+            "num_hidden_layers": n_enc,
+            "num_attention_heads": ENC["heads"],
+            "num_key_value_heads": ENC["heads"],
+            "head_dim": ENC["head_dim"],
+            "num_mel_bins": ENC["mels"],
+            "sliding_window": ENC["window"],
+            "rope_parameters": dict(rope),
+            "rms_norm_eps": 1e-5,
+        },
+        text_config={
+            "hidden_size": DEC["dim"],
+            "intermediate_size": DEC["ffn"],
+            "num_hidden_layers": n_dec,
+            "num_attention_heads": DEC["heads"],
+            "num_key_value_heads": DEC["kv_heads"],
+            "head_dim": DEC["head_dim"],
+            "vocab_size": DEC["vocab"],
+            "sliding_window": DEC["window"],
+            "rope_parameters": dict(rope),
+            "rms_norm_eps": 1e-5,
+            "tie_word_embeddings": True,
+            "max_position_embeddings": 131072,
+        },
+        downsample_factor=DS,
+        audio_length_per_tok=8,
+        default_num_delay_tokens=DELAY_TOKENS,
+    )
     d = cfg.to_dict()
     d["dtype"] = "bfloat16"
     return d
@@ -173,11 +236,26 @@ def tekken_json() -> str:
     names = {0: "<unk>", 1: "<s>", 2: "</s>", 32: "[STREAMING_PAD]", 33: "[STREAMING_WORD]"}
     special = [{"rank": i, "token_str": names.get(i, f"<SPECIAL_{i}>"), "is_control": True} for i in range(1000)]
     vocab = [{"rank": i, "token_bytes": base64.b64encode(bytes([i])).decode(), "token_str": None} for i in range(256)]
-    return json.dumps({"config": {"pattern": "", "num_vocab_tokens": 256, "default_vocab_size": DEC["vocab"],
-                                  "default_num_special_tokens": 1000, "version": "v13"},
-                       "special_tokens": special, "vocab": vocab,
-                       "audio": {"sampling_rate": 16000, "frame_rate": 12.5, "transcription_delay_ms": 480,
-                                 "streaming_n_left_pad_tokens": 32, "transcription_format": "streaming"}})
+    return json.dumps(
+        {
+            "config": {
+                "pattern": "",
+                "num_vocab_tokens": 256,
+                "default_vocab_size": DEC["vocab"],
+                "default_num_special_tokens": 1000,
+                "version": "v13",
+            },
+            "special_tokens": special,
+            "vocab": vocab,
+            "audio": {
+                "sampling_rate": 16000,
+                "frame_rate": 12.5,
+                "transcription_delay_ms": 480,
+                "streaming_n_left_pad_tokens": 32,
+                "transcription_format": "streaming",
+            },
+        }
+    )
 
 
 def _bf16_bits(x):
@@ -221,8 +299,11 @@ def model_folder(n_enc: int, n_dec: int) -> Path:
     if (folder / ".complete").is_file():
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    print(f"building {folder} (bf16, real dimensions, {n_enc} encoder + {n_dec} decoder layers) ...",
-          file=sys.stderr, flush=True)
+    print(
+        f"building {folder} (bf16, real dimensions, {n_enc} encoder + {n_dec} decoder layers) ...",
+        file=sys.stderr,
+        flush=True,
+    )
     (folder / "config.json").write_text(json.dumps(hf_config(n_enc, n_dec), indent=2))
     (folder / "tekken.json").write_text(tekken_json())
     tmp = folder / "model.safetensors.tmp"
@@ -237,16 +318,44 @@ def mlx_config(n_enc: int, n_dec: int, bits: int) -> dict:
     return {
         "model_type": "voxtral_realtime",
         "encoder_args": {
-            "audio_encoding_args": {"sampling_rate": 16000, "frame_rate": 12.5, "num_mel_bins": ENC["mels"],
-                                    "hop_length": 160, "window_size": 400, "chunk_length_s": None,
-                                    "global_log_mel_max": 1.5, "transcription_format": "streaming"},
-            "dim": ENC["dim"], "n_layers": n_enc, "head_dim": ENC["head_dim"], "hidden_dim": ENC["ffn"],
-            "n_heads": ENC["heads"], "n_kv_heads": ENC["heads"], "use_biases": True, "rope_theta": 1e6,
-            "causal": True, "norm_eps": 1e-5, "sliding_window": ENC["window"], "downsample_factor": DS},
-        "decoder": {"dim": DEC["dim"], "n_layers": n_dec, "head_dim": DEC["head_dim"], "hidden_dim": DEC["ffn"],
-                    "n_heads": DEC["heads"], "n_kv_heads": DEC["kv_heads"], "vocab_size": DEC["vocab"],
-                    "norm_eps": 1e-5, "rope_theta": 1e6, "sliding_window": DEC["window"], "tied_embeddings": True,
-                    "ada_rms_norm_t_cond": True, "ada_rms_norm_t_cond_dim": DEC["ada"]},
+            "audio_encoding_args": {
+                "sampling_rate": 16000,
+                "frame_rate": 12.5,
+                "num_mel_bins": ENC["mels"],
+                "hop_length": 160,
+                "window_size": 400,
+                "chunk_length_s": None,
+                "global_log_mel_max": 1.5,
+                "transcription_format": "streaming",
+            },
+            "dim": ENC["dim"],
+            "n_layers": n_enc,
+            "head_dim": ENC["head_dim"],
+            "hidden_dim": ENC["ffn"],
+            "n_heads": ENC["heads"],
+            "n_kv_heads": ENC["heads"],
+            "use_biases": True,
+            "rope_theta": 1e6,
+            "causal": True,
+            "norm_eps": 1e-5,
+            "sliding_window": ENC["window"],
+            "downsample_factor": DS,
+        },
+        "decoder": {
+            "dim": DEC["dim"],
+            "n_layers": n_dec,
+            "head_dim": DEC["head_dim"],
+            "hidden_dim": DEC["ffn"],
+            "n_heads": DEC["heads"],
+            "n_kv_heads": DEC["kv_heads"],
+            "vocab_size": DEC["vocab"],
+            "norm_eps": 1e-5,
+            "rope_theta": 1e6,
+            "sliding_window": DEC["window"],
+            "tied_embeddings": True,
+            "ada_rms_norm_t_cond": True,
+            "ada_rms_norm_t_cond_dim": DEC["ada"],
+        },
         "quantization": {"group_size": 64, "bits": bits, "mode": "affine"},
     }
 
@@ -272,8 +381,9 @@ def mlx_folder(n_enc: int, n_dec: int, bits: int) -> Path:
     for canon, hf_name in hf.items():
         shape, key = shapes[hf_name], mlx[canon]
         if key.endswith(".bias") or "norm" in canon:
-            tensors[key] = (rng.standard_normal(shape, dtype=np.float32) * 0.02
-                            + (1.0 if "norm" in canon else 0.0)).astype(np.float32)
+            tensors[key] = (
+                rng.standard_normal(shape, dtype=np.float32) * 0.02 + (1.0 if "norm" in canon else 0.0)
+            ).astype(np.float32)
         elif "conv" in canon:
             tensors[key] = (rng.standard_normal(shape, dtype=np.float32) * 0.02).transpose(0, 2, 1).astype(np.float16)
         elif "ada" in canon or shape[-1] % 64:
@@ -298,6 +408,7 @@ def mlx_folder(n_enc: int, n_dec: int, bits: int) -> Path:
 # Bytes read per step (computed)
 # ---------------------------------------------------------------------------------------------------
 
+
 def param_counts() -> dict[str, int]:
     """Weights read per step, by part (ada MLPs excluded: constant per session, precomputed by ours)."""
     A, Ha, Fa = ENC["dim"], ENC["heads"] * ENC["head_dim"], ENC["ffn"]
@@ -315,12 +426,20 @@ def param_counts() -> dict[str, int]:
 
 # bytes per weight: (quantizable matrices, conv kernels, K/V cache entries)
 BYTES = {
-    "numpy": (4.0, 4.0, 4), "numpy-whatif": (4.0, 4.0, 4),
+    "numpy": (4.0, 4.0, 4),
+    "numpy-whatif": (4.0, 4.0, 4),
     # NumPy's quantized products (ONNX Runtime MatMulNBits): packed values + a float32 scale and rest per 64
-    "numpy-q8": (1 + 8 / 64, 4.0, 4), "numpy-q4": (0.5 + 8 / 64, 4.0, 4), "numpy-mlx4": (0.5 + 8 / 64, 4.0, 4),
-    "torch-f32": (4.0, 4.0, 4), "torch-bf16": (2.0, 2.0, 2),
-    "mlx-bf16": (2.0, 4.0, 2), "mlx-q8": (8.5 / 8, 4.0, 2), "mlx-q4": (4.5 / 8, 4.0, 2),  # ours keeps convs f32
-    "voxmlx-bf16": (2.0, 2.0, 2), "voxmlx-q8": (8.5 / 8, 2.0, 2), "voxmlx-q4": (4.5 / 8, 2.0, 2),
+    "numpy-q8": (1 + 8 / 64, 4.0, 4),
+    "numpy-q4": (0.5 + 8 / 64, 4.0, 4),
+    "numpy-mlx4": (0.5 + 8 / 64, 4.0, 4),
+    "torch-f32": (4.0, 4.0, 4),
+    "torch-bf16": (2.0, 2.0, 2),
+    "mlx-bf16": (2.0, 4.0, 2),
+    "mlx-q8": (8.5 / 8, 4.0, 2),
+    "mlx-q4": (4.5 / 8, 4.0, 2),  # ours keeps convs f32
+    "voxmlx-bf16": (2.0, 2.0, 2),
+    "voxmlx-q8": (8.5 / 8, 2.0, 2),
+    "voxmlx-q4": (4.5 / 8, 2.0, 2),
 }
 
 
@@ -347,8 +466,7 @@ def step_bytes(backend: str, n_enc: int, n_dec: int, position: int) -> dict[str,
         out[f"enc_{tag}"] = out["enc_fixed"] + e * (out["enc_layer_w"] + out["enc_layer_kv"])
         out[f"dec_{tag}"] = out["dec_fixed"] + d * (out["dec_layer_w"] + out["dec_layer_kv"])
         out[f"step_{tag}"] = out[f"enc_{tag}"] + out[f"dec_{tag}"]
-        out[f"weights_{tag}"] = (out["enc_fixed"] + e * out["enc_layer_w"] + out["dec_fixed"]
-                                 + d * out["dec_layer_w"])
+        out[f"weights_{tag}"] = out["enc_fixed"] + e * out["enc_layer_w"] + out["dec_fixed"] + d * out["dec_layer_w"]
     return out
 
 
@@ -384,8 +502,12 @@ def probe_bandwidth(a) -> dict[str, float]:
         other = _common.OtherLoad().start()
         bw = measure_bandwidth()
         bw["other_load"] = other.stop() or 0.0
-        print(f"bandwidth: matvec {bw['gemv']:.1f} GB/s, one thread {bw['gemv1']:.1f} GB/s (other load "
-              f"{100 * bw['other_load']:.0f}%)", file=sys.stderr, flush=True)
+        print(
+            f"bandwidth: matvec {bw['gemv']:.1f} GB/s, one thread {bw['gemv1']:.1f} GB/s (other load "
+            f"{100 * bw['other_load']:.0f}%)",
+            file=sys.stderr,
+            flush=True,
+        )
         if not best or bw["bound"] > best["bound"]:
             best = bw
         if bw["other_load"] <= a.max_other_load:
@@ -396,6 +518,7 @@ def probe_bandwidth(a) -> dict[str, float]:
 # ---------------------------------------------------------------------------------------------------
 # Worker side: one backend per process
 # ---------------------------------------------------------------------------------------------------
+
 
 def _rand(seed: int, shape):
     import numpy as np
@@ -431,8 +554,10 @@ class EngineBench:
         self.mel8 = mel8
         self.ring = m.new_encoder_ring()
         n = 4 * position
-        kv = [(_rand(1000 + i, (e.n_heads, n, e.head_dim)), _rand(2000 + i, (e.n_heads, n, e.head_dim)))
-              for i in range(e.n_layers)]
+        kv = [
+            (_rand(1000 + i, (e.n_heads, n, e.head_dim)), _rand(2000 + i, (e.n_heads, n, e.head_dim)))
+            for i in range(e.n_layers)
+        ]
         for s in range(0, n, 64):
             claim = self.ring.advance(s, min(64, n - s), e.window)
             for i, (k, v) in enumerate(kv):
@@ -549,9 +674,13 @@ def _op_profile(bench, runs: int) -> list[str]:
     with _common.timed_ops(bench.B, names, record):
         enc_t, dec_t = _timed_steps(bench, runs, 0)
     step = {"enc": 1000 * float(np.sum(enc_t)) / runs, "dec": 1000 * float(np.sum(dec_t)) / runs}
-    out = ["NumPy step by op (backend methods timed; 'glue' = the rest of model.py / ring.py; matmul groups "
-           f"with the weight bytes they read; {runs} steps):", "",
-           "| share | op | calls / step | ms / step | % of share | GB/s |", "|:---|:---|---:|---:|---:|---:|"]
+    out = [
+        "NumPy step by op (backend methods timed; 'glue' = the rest of model.py / ring.py; matmul groups "
+        f"with the weight bytes they read; {runs} steps):",
+        "",
+        "| share | op | calls / step | ms / step | % of share | GB/s |",
+        "|:---|:---|---:|---:|---:|---:|",
+    ]
     for phase in ("enc", "dec"):
         items = sorted(((k, v) for (ph, k), v in acc.items() if ph == phase), key=lambda kv: -kv[1][0])
         used = 0.0
@@ -579,7 +708,8 @@ class TorchBench:
         self.torch = torch
         self.dtype = torch.float32 if backend == "torch-f32" else torch.bfloat16
         model, info = VoxtralRealtimeForConditionalGeneration.from_pretrained(
-            folder, dtype=self.dtype, output_loading_info=True)
+            folder, dtype=self.dtype, output_loading_info=True
+        )
         bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
         if bad:
             raise RuntimeError(f"transformers did not load the benchmark checkpoint cleanly: {bad}")
@@ -608,15 +738,18 @@ class TorchBench:
             k = torch.from_numpy(_rand(3000 + i, (t.num_key_value_heads, position, t.head_dim)))[None].to(self.dtype)
             v = torch.from_numpy(_rand(4000 + i, (t.num_key_value_heads, position, t.head_dim)))[None].to(self.dtype)
             self.dec_cache.update(k, v, i)
-        self.cache_kinds = (type(self.enc_cache.layers[0]).__name__ if self.enc_cache.layers else "-",
-                            type(self.dec_cache.layers[0]).__name__ if self.dec_cache.layers else "-")
+        self.cache_kinds = (
+            type(self.enc_cache.layers[0]).__name__ if self.enc_cache.layers else "-",
+            type(self.dec_cache.layers[0]).__name__ if self.dec_cache.layers else "-",
+        )
         self.tok = START_TOKEN
         self.time = torch.full((1,), DELAY_TOKENS, dtype=self.dtype)
 
     def enc_step(self):
         with self.torch.inference_mode():
-            out = self.model.model.get_audio_features(input_features=self.mel8, padding_cache=self.pad_cache,
-                                                      cache=self.enc_cache, use_cache=True)
+            out = self.model.model.get_audio_features(
+                input_features=self.mel8, padding_cache=self.pad_cache, cache=self.enc_cache, use_cache=True
+            )
         return out.pooler_output
 
     def dec_step(self, emb):
@@ -634,9 +767,16 @@ class TorchBench:
         """The one call ``generate`` makes per streamed 8-frame chunk (plus its argmax)."""
         torch = self.torch
         with torch.inference_mode():
-            out = self.model(input_ids=torch.tensor([[self.tok]]), input_features=self.mel8,
-                             encoder_cache=self.enc_cache, padding_cache=self.pad_cache, cache=self.dec_cache,
-                             use_cache=True, num_delay_tokens=DELAY_TOKENS, logits_to_keep=1)
+            out = self.model(
+                input_ids=torch.tensor([[self.tok]]),
+                input_features=self.mel8,
+                encoder_cache=self.enc_cache,
+                padding_cache=self.pad_cache,
+                cache=self.dec_cache,
+                use_cache=True,
+                num_delay_tokens=DELAY_TOKENS,
+                logits_to_keep=1,
+            )
             self.enc_cache, self.pad_cache, self.dec_cache = out.encoder_cache, out.padding_cache, out.cache
             self.tok = int(out.logits[0, -1].argmax())
 
@@ -652,19 +792,48 @@ class TorchBench:
 
 def voxmlx_params(n_enc: int, n_dec: int) -> dict:
     """A Mistral ``params.json`` dict (notes section 1) with these layer counts."""
-    return {"dim": DEC["dim"], "n_layers": n_dec, "head_dim": DEC["head_dim"], "hidden_dim": DEC["ffn"],
-            "n_heads": DEC["heads"], "n_kv_heads": DEC["kv_heads"], "use_biases": False, "causal": True,
-            "rope_theta": 1e6, "norm_eps": 1e-5, "vocab_size": DEC["vocab"], "tied_embeddings": True,
-            "sliding_window": DEC["window"], "ada_rms_norm_t_cond": True, "ada_rms_norm_t_cond_dim": DEC["ada"],
-            "multimodal": {"whisper_model_args": {
-                "encoder_args": {"audio_encoding_args": {"sampling_rate": 16000, "frame_rate": 12.5,
-                                                         "num_mel_bins": ENC["mels"], "hop_length": 160,
-                                                         "window_size": 400},
-                                 "dim": ENC["dim"], "n_layers": n_enc, "head_dim": ENC["head_dim"],
-                                 "hidden_dim": ENC["ffn"], "n_heads": ENC["heads"], "n_kv_heads": ENC["heads"],
-                                 "use_biases": True, "rope_theta": 1e6, "causal": True, "norm_eps": 1e-5,
-                                 "sliding_window": ENC["window"]},
-                "downsample_args": {"downsample_factor": DS}}}}
+    return {
+        "dim": DEC["dim"],
+        "n_layers": n_dec,
+        "head_dim": DEC["head_dim"],
+        "hidden_dim": DEC["ffn"],
+        "n_heads": DEC["heads"],
+        "n_kv_heads": DEC["kv_heads"],
+        "use_biases": False,
+        "causal": True,
+        "rope_theta": 1e6,
+        "norm_eps": 1e-5,
+        "vocab_size": DEC["vocab"],
+        "tied_embeddings": True,
+        "sliding_window": DEC["window"],
+        "ada_rms_norm_t_cond": True,
+        "ada_rms_norm_t_cond_dim": DEC["ada"],
+        "multimodal": {
+            "whisper_model_args": {
+                "encoder_args": {
+                    "audio_encoding_args": {
+                        "sampling_rate": 16000,
+                        "frame_rate": 12.5,
+                        "num_mel_bins": ENC["mels"],
+                        "hop_length": 160,
+                        "window_size": 400,
+                    },
+                    "dim": ENC["dim"],
+                    "n_layers": n_enc,
+                    "head_dim": ENC["head_dim"],
+                    "hidden_dim": ENC["ffn"],
+                    "n_heads": ENC["heads"],
+                    "n_kv_heads": ENC["heads"],
+                    "use_biases": True,
+                    "rope_theta": 1e6,
+                    "causal": True,
+                    "norm_eps": 1e-5,
+                    "sliding_window": ENC["window"],
+                },
+                "downsample_args": {"downsample_factor": DS},
+            }
+        },
+    }
 
 
 def import_voxmlx() -> str:
@@ -700,6 +869,7 @@ class VoxmlxBench:
         model.set_dtype(mx.bfloat16)
         bits = {"voxmlx-bf16": None, "voxmlx-q8": 8, "voxmlx-q4": 4}[backend]
         if bits:
+
             def predicate(path, module):  # voxmlx.weights._load_converted
                 return hasattr(module, "to_quantized") and module.weight.shape[-1] % 64 == 0
 
@@ -729,13 +899,19 @@ class VoxmlxBench:
         self.c2 = mx.zeros((1, 1, ENC["dim"]), dtype=dt)
         self.t_cond = m.time_embedding(mx.array([float(DELAY_TOKENS)]))
         self.y = mx.array(START_TOKEN)
-        mx.eval(self.c1, self.c2, self.t_cond, self.y,
-                *[a for c in self.enc_cache + self.dec_cache for a in (c.keys, c.values)])
+        mx.eval(
+            self.c1,
+            self.c2,
+            self.t_cond,
+            self.y,
+            *[a for c in self.enc_cache + self.dec_cache for a in (c.keys, c.values)],
+        )
 
     def enc_step(self):
         mx = self.mx
-        emb, self.c1, self.c2, self.enc_cache, _ = self.model.encode_step(self.mel8, self.c1, self.c2,
-                                                                            self.enc_cache, None)
+        emb, self.c1, self.c2, self.enc_cache, _ = self.model.encode_step(
+            self.mel8, self.c1, self.c2, self.enc_cache, None
+        )
         mx.eval(emb)
         return emb
 
@@ -785,8 +961,12 @@ def _profile(bench, runs: int, top: int = 25) -> list[str]:
     st = pstats.Stats(prof)
     total = sum(v[2] for v in st.stats.values())
     rows = sorted(st.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]
-    out = [f"cProfile of {runs} NumPy steps (own time; total {1000 * total / runs:.1f} ms per step):", "",
-           "| function | where | calls / step | own ms / step | share |", "|:---|:---|---:|---:|---:|"]
+    out = [
+        f"cProfile of {runs} NumPy steps (own time; total {1000 * total / runs:.1f} ms per step):",
+        "",
+        "| function | where | calls / step | own ms / step | share |",
+        "|:---|:---|---:|---:|---:|",
+    ]
     for (fname, line, func), (_cc, nc, tt, _ct, _callers) in rows:
         where = f"{os.path.relpath(fname, ROOT) if fname.startswith(str(ROOT)) else Path(fname).name}:{line}"
         if fname == "~":
@@ -845,8 +1025,12 @@ def run_worker(a) -> list[dict]:
     mel8 = (_rand(7, (8, ENC["mels"])) * 0.3).astype(np.float32)
     for bench in benches:
         bench.prefill(a.position, mel8)
-    print(f"  [{a.worker}] loaded in {' + '.join(f'{t:.1f}' for t in load_s)} s; timing {a.warmup} + {a.runs} "
-          f"steps at position {a.position} (load {_common.load_average()})", file=sys.stderr, flush=True)
+    print(
+        f"  [{a.worker}] loaded in {' + '.join(f'{t:.1f}' for t in load_s)} s; timing {a.warmup} + {a.runs} "
+        f"steps at position {a.position} (load {_common.load_average()})",
+        file=sys.stderr,
+        flush=True,
+    )
     other = _common.OtherLoad().start()
     firsts: list[dict] = [{} for _ in benches]
     timed = _interleaved_steps(benches, a.runs, a.warmup, firsts)
@@ -869,8 +1053,14 @@ def run_worker(a) -> list[dict]:
     timed0 = _interleaved_steps(benches, a.runs, a.warmup)
     load = other.stop()
     for res, t in zip(results, timed0):
-        res.update(enc0=t[0], dec0=t[1], other_load=load, load_avg=_common.load_average(),
-                   peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, thp=_huge_pages())
+        res.update(
+            enc0=t[0],
+            dec0=t[1],
+            other_load=load,
+            load_avg=_common.load_average(),
+            peak_rss_gb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+            thp=_huge_pages(),
+        )
     return results
 
 
@@ -878,29 +1068,48 @@ def run_worker(a) -> list[dict]:
 # Driver
 # ---------------------------------------------------------------------------------------------------
 
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--enc-layers", type=int, default=2, help="encoder layers built (real model: 32)")
     p.add_argument("--dec-layers", type=int, default=2, help="decoder layers built (real model: 26)")
     p.add_argument("--runs", type=int, default=7, help="timed steps per backend (median reported)")
     p.add_argument("--mlx-runs", type=int, default=None, help="timed steps for MLX / voxmlx (default: min(runs, 3))")
     p.add_argument("--warmup", type=int, default=1, help="untimed steps first")
     p.add_argument("--position", type=int, default=300, help="decoder position of the timed steps (cached positions)")
-    p.add_argument("--backends", default=",".join(BACKENDS),
-                   help=f"comma list of {', '.join(BACKENDS)}, numpy-whatif (experiment), the groups "
-                        f"{', '.join(GROUPS)}, or MLX builds joined by '+' (interleaved in one process)")
+    p.add_argument(
+        "--backends",
+        default=",".join(BACKENDS),
+        help=f"comma list of {', '.join(BACKENDS)}, numpy-whatif (experiment), the groups "
+        f"{', '.join(GROUPS)}, or MLX builds joined by '+' (interleaved in one process)",
+    )
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for every library")
     p.add_argument("--profile", action="store_true", help="add a cProfile listing of the NumPy steps")
     p.add_argument("--json", type=Path, help="also write the raw numbers here")
     p.add_argument("--markdown", type=Path, help="also write the report (markdown) here")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
-                   help="before each backend (and the bandwidth probe) wait up to S seconds for an idle machine")
-    p.add_argument("--max-other-load", type=float, default=0.10, metavar="F",
-                   help="repeat a backend whose timed steps saw other processes use more than F of the CPU")
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before each backend (and the bandwidth probe) wait up to S seconds for an idle machine",
+    )
+    p.add_argument(
+        "--max-other-load",
+        type=float,
+        default=0.10,
+        metavar="F",
+        help="repeat a backend whose timed steps saw other processes use more than F of the CPU",
+    )
     p.add_argument("--retries", type=int, default=2, help="repeats allowed per backend for --max-other-load")
-    p.add_argument("--rounds", type=int, default=1,
-                   help="run the backend list this many times, alternating (steps pooled; per-round medians shown)")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the backend list this many times, alternating (steps pooled; per-round medians shown)",
+    )
     p.add_argument("--quick", action="store_true", help="smoke check: 1 + 1 layers, 1 run, position 40")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--folder", help=argparse.SUPPRESS)
@@ -914,8 +1123,10 @@ def parse_args(argv=None):
     for b in (x.strip() for x in a.backends.split(",") if x.strip()):
         for n in GROUPS.get(b, (b,)):
             if any(x not in BACKENDS + EXPERIMENTS for x in n.split("+")):
-                p.error(f"unknown backend {n!r}; choose from {', '.join(BACKENDS + EXPERIMENTS)}, the groups "
-                        f"{', '.join(GROUPS)}, or two MLX builds joined by '+' (interleaved in one process)")
+                p.error(
+                    f"unknown backend {n!r}; choose from {', '.join(BACKENDS + EXPERIMENTS)}, the groups "
+                    f"{', '.join(GROUPS)}, or two MLX builds joined by '+' (interleaved in one process)"
+                )
             if n not in names:
                 names.append(n)
     a.backends = names
@@ -947,10 +1158,12 @@ def _pool(rs: list[dict]) -> dict:
 def _git_state() -> str:
     """The commit and the uncommitted engine files (the engine changes under other people's hands)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--short", "--", "engine"], cwd=ROOT, capture_output=True,
-                               text=True, check=True).stdout.split("\n")
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--short", "--", "engine"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.split("\n")
     except (OSError, subprocess.CalledProcessError):
         return "unknown (no git)"
     dirty = [ln[3:] for ln in dirty if ln.strip()]
@@ -959,10 +1172,28 @@ def _git_state() -> str:
 
 def _worker_cmd(a, name: str, folder: Path, dump: str) -> list[str]:
     runs = a.mlx_runs if "mlx" in name else a.runs
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", name, "--folder", str(folder),
-           "--dump", dump, "--enc-layers", str(a.enc_layers), "--dec-layers", str(a.dec_layers),
-           "--runs", str(runs), "--warmup", str(a.warmup), "--position", str(a.position),
-           "--threads", str(a.threads)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        name,
+        "--folder",
+        str(folder),
+        "--dump",
+        dump,
+        "--enc-layers",
+        str(a.enc_layers),
+        "--dec-layers",
+        str(a.dec_layers),
+        "--runs",
+        str(runs),
+        "--warmup",
+        str(a.warmup),
+        "--position",
+        str(a.position),
+        "--threads",
+        str(a.threads),
+    ]
     return cmd + (["--profile"] if a.profile else [])
 
 
@@ -990,50 +1221,128 @@ def report(a, results: dict[str, dict], bw: dict[str, float], comparisons: list[
         enc, dec, enc0, dec0 = (1000 * med(r[k]) for k in ("enc", "dec", "enc0", "dec0"))
         enc_l, dec_l = (enc - enc0) / E, (dec - dec0) / D
         full_enc, full_dec = enc0 + ENC["layers"] * enc_l, dec0 + DEC["layers"] * dec_l
-        est[name] = {"enc": enc, "dec": dec, "step": enc + dec, "enc0": enc0, "dec0": dec0, "enc_l": enc_l,
-                     "dec_l": dec_l, "full_enc": full_enc, "full_dec": full_dec, "full": full_enc + full_dec}
+        est[name] = {
+            "enc": enc,
+            "dec": dec,
+            "step": enc + dec,
+            "enc0": enc0,
+            "dec0": dec0,
+            "enc_l": enc_l,
+            "dec_l": dec_l,
+            "full_enc": full_enc,
+            "full_dec": full_dec,
+            "full": full_enc + full_dec,
+        }
         f = _common.fmt
-        rows.append([name, f(enc), f(dec), f(enc + dec), f(1000 * r["full"]) if "full" in r else "-",
-                     f(enc0), f(enc_l), f(dec0), f(dec_l), f(full_enc), f(full_dec), f(full_enc + full_dec, 0),
-                     f"{(full_enc + full_dec) / 80:.1f}"])
+        rows.append(
+            [
+                name,
+                f(enc),
+                f(dec),
+                f(enc + dec),
+                f(1000 * r["full"]) if "full" in r else "-",
+                f(enc0),
+                f(enc_l),
+                f(dec0),
+                f(dec_l),
+                f(full_enc),
+                f(full_dec),
+                f(full_enc + full_dec, 0),
+                f"{(full_enc + full_dec) / 80:.1f}",
+            ]
+        )
         by = step_bytes(name, E, D, P)
         gbs = bw["bound"]
         bound_sub = by["step_subset"] / gbs / 1e6  # ms
         bound_full = by["step_full"] / gbs / 1e6
-        brow.append([name, f"{by['weights_subset'] / 1e9:.3f}", f"{by['step_subset'] / 1e9:.3f}", f(bound_sub),
-                     f"{100 * bound_sub / (enc + dec):.0f}%",
-                     f"{(by['enc_layer_w'] + by['enc_layer_kv']) / 1e6:.0f}",
-                     f"{(by['enc_layer_w'] + by['enc_layer_kv']) / 1e6 / enc_l:.1f}" if enc_l > 0 else "-",
-                     f"{(by['dec_layer_w'] + by['dec_layer_kv']) / 1e6:.0f}",
-                     f"{(by['dec_layer_w'] + by['dec_layer_kv']) / 1e6 / dec_l:.1f}" if dec_l > 0 else "-",
-                     f"{by['step_full'] / 1e9:.2f}", f(bound_full, 0),
-                     f"{100 * bound_full / (full_enc + full_dec):.0f}%"])
-    out = ["", f"### Step time ({E} encoder + {D} decoder layers built; decoder position {P}, encoder frame {4 * P})",
-           "", "Milliseconds per 80 ms step, medians. \"fixed\" = the same step with the layer lists emptied "
-           "(encoder: conv stem + final norm + projector; decoder: embedding row + final norm + tied head); "
-           "per layer = (step - fixed) / layers; full = fixed + 32 x encoder layer + 26 x decoder layer.", "",
-           _common.markdown_table(
-               ["backend", "enc", "dec", "step", "generate-style step", "enc fixed", "enc / layer", "dec fixed",
-                "dec / layer", "full enc", "full dec", "full step", "x real time"], rows), ""]
-    out += [f"### Bytes per step and bandwidth (measured NumPy read bandwidth, 1 GiB float32 matvec: "
-            f"{bw['gemv']:.1f} GB/s with {a.threads} BLAS threads, {bw['gemv1']:.1f} GB/s with one; "
-            f"bound = {bw['bound']:.1f} GB/s, the best of the probes before and after the backends)", "",
-            "Weights read once per step per part (ada MLPs excluded: constant per session) plus the K/V in the "
-            "attention windows (encoder: 753 keys x 2048 x 2 per layer, voxmlx: all 4P + 4 frames; decoder: "
-            f"{min(P + 1, DEC['window'])} positions x 1024 x 2). Bytes per weight: float32 4, bf16 2, 8-bit 8.5/8, "
-            "4-bit 4.5/8 (group-64 scales and biases); our MLX build keeps the conv kernels in float32. "
-            "Fraction = bandwidth-bound time / measured time.", "",
-            _common.markdown_table(
-                ["backend", "weights GB (subset)", "read GB (subset)", "bound ms", "of bound",
-                 "enc layer MB", "enc layer GB/s", "dec layer MB", "dec layer GB/s", "read GB (full)",
-                 "full bound ms", "full of bound"], brow), ""]
+        brow.append(
+            [
+                name,
+                f"{by['weights_subset'] / 1e9:.3f}",
+                f"{by['step_subset'] / 1e9:.3f}",
+                f(bound_sub),
+                f"{100 * bound_sub / (enc + dec):.0f}%",
+                f"{(by['enc_layer_w'] + by['enc_layer_kv']) / 1e6:.0f}",
+                f"{(by['enc_layer_w'] + by['enc_layer_kv']) / 1e6 / enc_l:.1f}" if enc_l > 0 else "-",
+                f"{(by['dec_layer_w'] + by['dec_layer_kv']) / 1e6:.0f}",
+                f"{(by['dec_layer_w'] + by['dec_layer_kv']) / 1e6 / dec_l:.1f}" if dec_l > 0 else "-",
+                f"{by['step_full'] / 1e9:.2f}",
+                f(bound_full, 0),
+                f"{100 * bound_full / (full_enc + full_dec):.0f}%",
+            ]
+        )
+    out = [
+        "",
+        f"### Step time ({E} encoder + {D} decoder layers built; decoder position {P}, encoder frame {4 * P})",
+        "",
+        'Milliseconds per 80 ms step, medians. "fixed" = the same step with the layer lists emptied '
+        "(encoder: conv stem + final norm + projector; decoder: embedding row + final norm + tied head); "
+        "per layer = (step - fixed) / layers; full = fixed + 32 x encoder layer + 26 x decoder layer.",
+        "",
+        _common.markdown_table(
+            [
+                "backend",
+                "enc",
+                "dec",
+                "step",
+                "generate-style step",
+                "enc fixed",
+                "enc / layer",
+                "dec fixed",
+                "dec / layer",
+                "full enc",
+                "full dec",
+                "full step",
+                "x real time",
+            ],
+            rows,
+        ),
+        "",
+    ]
+    out += [
+        f"### Bytes per step and bandwidth (measured NumPy read bandwidth, 1 GiB float32 matvec: "
+        f"{bw['gemv']:.1f} GB/s with {a.threads} BLAS threads, {bw['gemv1']:.1f} GB/s with one; "
+        f"bound = {bw['bound']:.1f} GB/s, the best of the probes before and after the backends)",
+        "",
+        "Weights read once per step per part (ada MLPs excluded: constant per session) plus the K/V in the "
+        "attention windows (encoder: 753 keys x 2048 x 2 per layer, voxmlx: all 4P + 4 frames; decoder: "
+        f"{min(P + 1, DEC['window'])} positions x 1024 x 2). Bytes per weight: float32 4, bf16 2, 8-bit 8.5/8, "
+        "4-bit 4.5/8 (group-64 scales and biases); our MLX build keeps the conv kernels in float32. "
+        "Fraction = bandwidth-bound time / measured time.",
+        "",
+        _common.markdown_table(
+            [
+                "backend",
+                "weights GB (subset)",
+                "read GB (subset)",
+                "bound ms",
+                "of bound",
+                "enc layer MB",
+                "enc layer GB/s",
+                "dec layer MB",
+                "dec layer GB/s",
+                "read GB (full)",
+                "full bound ms",
+                "full of bound",
+            ],
+            brow,
+        ),
+        "",
+    ]
     ratios = []
 
     def ratio(x: str, y: str, label: str) -> None:
         if x in est and y in est:
             ex, ey = est[x], est[y]
-            ratios.append([label, f"{ey['enc'] / ex['enc']:.2f}x", f"{ey['dec'] / ex['dec']:.2f}x",
-                           f"{ey['step'] / ex['step']:.2f}x", f"{ey['full'] / ex['full']:.2f}x"])
+            ratios.append(
+                [
+                    label,
+                    f"{ey['enc'] / ex['enc']:.2f}x",
+                    f"{ey['dec'] / ex['dec']:.2f}x",
+                    f"{ey['step'] / ex['step']:.2f}x",
+                    f"{ey['full'] / ex['full']:.2f}x",
+                ]
+            )
 
     ratio("numpy", "torch-f32", "numpy vs torch-f32 (goal >= 1.5x)")
     ratio("numpy-whatif", "torch-f32", "numpy-whatif (experiment) vs torch-f32")
@@ -1044,8 +1353,12 @@ def report(a, results: dict[str, dict], bw: dict[str, float], comparisons: list[
     for q in ("bf16", "q8", "q4"):
         ratio(f"mlx-{q}", f"voxmlx-{q}", f"mlx-{q} vs voxmlx-{q} (goal >= 1.0x)")
     if ratios:
-        out += ["### Ratios (other's time / ours; > 1 = ours faster)", "",
-                _common.markdown_table(["pair", "enc", "dec", "step (subset)", "full estimate"], ratios), ""]
+        out += [
+            "### Ratios (other's time / ours; > 1 = ours faster)",
+            "",
+            _common.markdown_table(["pair", "enc", "dec", "step (subset)", "full estimate"], ratios),
+            "",
+        ]
     notes = []
     for name, r in results.items():
         extra = []
@@ -1053,8 +1366,10 @@ def report(a, results: dict[str, dict], bw: dict[str, float], comparisons: list[
             extra.append(f"attention `{r['attn']}`, caches {r['caches'][0]} / {r['caches'][1]}")
         if r.get("other_load") is not None:
             extra.append(f"other processes used {100 * r['other_load']:.0f}% of the CPU time")
-        extra.append(f"peak RSS {r['peak_rss_gb']:.1f} GB, load {r['load_s']:.0f} s, {len(r['enc'])} timed steps, "
-                     f"attempt {r.get('attempt', 1)}, load average after: {r['load_avg']}")
+        extra.append(
+            f"peak RSS {r['peak_rss_gb']:.1f} GB, load {r['load_s']:.0f} s, {len(r['enc'])} timed steps, "
+            f"attempt {r.get('attempt', 1)}, load average after: {r['load_avg']}"
+        )
         if r.get("interleaved"):
             extra.append(f"interleaved step by step with the other build in one process ({r['interleaved']})")
         if r.get("thp"):
@@ -1077,7 +1392,8 @@ def main(argv=None) -> int:
         return 0
     folder = model_folder(a.enc_layers, a.dec_layers)
     lines = ["## Machine", ""] + _common.machine_report(
-        a.threads, {"numpy": "numpy", "torch": "torch", "transformers": "transformers", "mlx": "mlx.core"})
+        a.threads, {"numpy": "numpy", "torch": "torch", "transformers": "transformers", "mlx": "mlx.core"}
+    )
     try:
         vox = f"voxmlx {import_voxmlx()} (model modules imported without its package __init__, which needs "
         vox += "mistral_common for the tokenizer only)"
@@ -1085,11 +1401,13 @@ def main(argv=None) -> int:
         vox = f"voxmlx: {e}"
     lines.append(f"- {vox}")
     lines.append(f"- engine code: {_git_state()}")
-    lines += [f"- load average at start (1, 5, 15 min): {_common.load_average()}",
-              f"- model: {folder.relative_to(ROOT)} (HF layout, bf16 random weights, real dimensions, "
-              f"{a.enc_layers} encoder + {a.dec_layers} decoder layers)",
-              f"- steps: {a.warmup} warm-up + {a.runs} timed (MLX / voxmlx {a.mlx_runs}), each backend in its own "
-              f"process, one after the other, {a.rounds} round(s)"]
+    lines += [
+        f"- load average at start (1, 5, 15 min): {_common.load_average()}",
+        f"- model: {folder.relative_to(ROOT)} (HF layout, bf16 random weights, real dimensions, "
+        f"{a.enc_layers} encoder + {a.dec_layers} decoder layers)",
+        f"- steps: {a.warmup} warm-up + {a.runs} timed (MLX / voxmlx {a.mlx_runs}), each backend in its own "
+        f"process, one after the other, {a.rounds} round(s)",
+    ]
     print("\n".join(lines), file=sys.stderr, flush=True)
     bw = probe_bandwidth(a)
     env = dict(os.environ, XDG_CACHE_HOME=str(CACHE / "xdg"))  # our quantized-weight cache stays in here
@@ -1103,22 +1421,26 @@ def main(argv=None) -> int:
                         share = _common.wait_quiet(timeout=a.wait_quiet)
                         print(f"machine busy share before {name}: {share}", file=sys.stderr, flush=True)
                     print(f"running {name} (round {rnd + 1}, attempt {attempt + 1}) ...", file=sys.stderr, flush=True)
-                    proc = subprocess.run(_worker_cmd(a, name, folder, dump), stdout=subprocess.PIPE, text=True,
-                                          env=env, cwd=ROOT)
+                    proc = subprocess.run(
+                        _worker_cmd(a, name, folder, dump), stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT
+                    )
                     got = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
                     if proc.returncode != 0 or not got:
                         print(f"  {name} failed (exit {proc.returncode}); skipped", file=sys.stderr, flush=True)
                         break
-                    rs = json.loads(got[-1][len("RESULT "):])
+                    rs = json.loads(got[-1][len("RESULT ") :])
                     for r in rs:
                         r["attempt"] = attempt + 1
                     other = rs[0].get("other_load")
                     if best is None or (other or 0) < (best[0].get("other_load") or 0):
                         best = rs
                     for r in rs:
-                        print(f"  {r['backend']}: enc {1000 * statistics.median(r['enc']):.1f} ms, dec "
-                              f"{1000 * statistics.median(r['dec']):.1f} ms, other load {other}", file=sys.stderr,
-                              flush=True)
+                        print(
+                            f"  {r['backend']}: enc {1000 * statistics.median(r['enc']):.1f} ms, dec "
+                            f"{1000 * statistics.median(r['dec']):.1f} ms, other load {other}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                     if other is None or other <= a.max_other_load:
                         break
                 for r in best or []:
@@ -1128,17 +1450,33 @@ def main(argv=None) -> int:
         if bw_end["bound"] > bw["bound"]:
             bw = bw_end
         d = Path(dump)
-        comps = [c for c in (_compare(d, "numpy", "torch-f32"), _compare(d, "numpy-whatif", "torch-f32"),
-                             _compare(d, "torch-bf16", "torch-f32"),
-                             _compare(d, "mlx-bf16", "torch-f32"), _compare(d, "mlx-q8", "torch-f32"),
-                             _compare(d, "mlx-q4", "torch-f32")) if c]
+        comps = [
+            c
+            for c in (
+                _compare(d, "numpy", "torch-f32"),
+                _compare(d, "numpy-whatif", "torch-f32"),
+                _compare(d, "torch-bf16", "torch-f32"),
+                _compare(d, "mlx-bf16", "torch-f32"),
+                _compare(d, "mlx-q8", "torch-f32"),
+                _compare(d, "mlx-q4", "torch-f32"),
+            )
+            if c
+        ]
     body = report(a, results, bw, comps)
     body.append(f"- load average at end (1, 5, 15 min): {_common.load_average()}")
     print("\n".join(lines + body), flush=True)
     if a.json:
-        a.json.write_text(json.dumps({"bandwidth": bw, "args": {k: v for k, v in vars(a).items()
-                                                                 if isinstance(v, (int, str, list))},
-                                      "results": results}, indent=2, default=str))
+        a.json.write_text(
+            json.dumps(
+                {
+                    "bandwidth": bw,
+                    "args": {k: v for k, v in vars(a).items() if isinstance(v, (int, str, list))},
+                    "results": results,
+                },
+                indent=2,
+                default=str,
+            )
+        )
     if a.markdown:
         a.markdown.write_text("\n".join(lines + body) + "\n")
     return 0 if results else 1

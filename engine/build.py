@@ -25,9 +25,11 @@ def check_options(backend: str, dtype: str | None, quantize: int | None) -> Back
     if B.name == "numpy" and dtype not in (None, "float32"):
         raise UsageError(f"The NumPy backend computes in float32 only; use --backend mlx for {dtype}.")
     if B.name == "numpy" and quantize is not None and (quantize not in (4, 8) or not getattr(B, "kernels", False)):
-        raise UsageError("The NumPy backend quantizes to 8 or 4 bits, with onnxruntime installed."
-                         if quantize == 6 or getattr(B, "kernels", False) else
-                         "Quantizing on the NumPy backend needs onnxruntime (pip install onnxruntime).")
+        raise UsageError(
+            "The NumPy backend quantizes to 8 or 4 bits, with onnxruntime installed."
+            if quantize == 6 or getattr(B, "kernels", False)
+            else "Quantizing on the NumPy backend needs onnxruntime (pip install onnxruntime)."
+        )
     return B
 
 

@@ -190,8 +190,12 @@ class Machine:
     @classmethod
     def current(cls) -> Machine:
         apple = sys.platform == "darwin" and platform.machine() == "arm64"
-        return cls(ram_bytes=_ram_bytes(), apple_silicon=apple, cpu_count=os.cpu_count() or 1,
-                   chip=_apple_chip() if apple else None)
+        return cls(
+            ram_bytes=_ram_bytes(),
+            apple_silicon=apple,
+            cpu_count=os.cpu_count() or 1,
+            chip=_apple_chip() if apple else None,
+        )
 
     def describe(self) -> str:
         """``"16 GB memory, Apple M2"`` / ``"8 GB memory, 4 CPU cores"``."""
@@ -207,8 +211,9 @@ def _ram_bytes() -> int:
 
 def _apple_chip() -> str | None:
     try:
-        out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                             timeout=2).stdout.strip()
+        out = subprocess.run(
+            ["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=2
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return out or None
@@ -237,24 +242,39 @@ def recommend(machine: Machine | None = None, catalog: Catalog | None = None) ->
     if machine.apple_silicon:
         if gb >= 15.5:
             e = pick("voxtral-4bit-mlx")
-            return Recommendation(e, f"With {gb:.0f} GB on Apple Silicon, Voxtral 4-bit fits in memory (about "
-                                     f"{e.memory_bytes / GB:.1f} GB), keeps up in real time on every M chip and "
-                                     f"understands {len(e.languages)} languages.")
+            return Recommendation(
+                e,
+                f"With {gb:.0f} GB on Apple Silicon, Voxtral 4-bit fits in memory (about "
+                f"{e.memory_bytes / GB:.1f} GB), keeps up in real time on every M chip and "
+                f"understands {len(e.languages)} languages.",
+            )
         e = pick("moonshine-streaming-medium")
-        return Recommendation(e, f"With {gb:.0f} GB, Voxtral would leave too little memory, so Moonshine medium "
-                                 "(English only) is the most accurate model that stays light on this Mac.")
+        return Recommendation(
+            e,
+            f"With {gb:.0f} GB, Voxtral would leave too little memory, so Moonshine medium "
+            "(English only) is the most accurate model that stays light on this Mac.",
+        )
     if gb < 3.5:
         e = pick("moonshine-streaming-tiny")
-        return Recommendation(e, f"With only {gb:.1f} GB of memory and no Apple GPU, Moonshine tiny (English "
-                                 "only) is the model that stays real time here.")
+        return Recommendation(
+            e,
+            f"With only {gb:.1f} GB of memory and no Apple GPU, Moonshine tiny (English "
+            "only) is the model that stays real time here.",
+        )
     if machine.cpu_count >= 8 and gb >= 15.5:
         e = pick("moonshine-streaming-medium")
-        return Recommendation(e, f"Without an Apple GPU the models run on the CPU, and with {machine.cpu_count} "
-                                 "cores Moonshine medium (English only) is accurate and still real time.")
+        return Recommendation(
+            e,
+            f"Without an Apple GPU the models run on the CPU, and with {machine.cpu_count} "
+            "cores Moonshine medium (English only) is accurate and still real time.",
+        )
     e = pick("moonshine-streaming-small")
-    return Recommendation(e, f"Without an Apple GPU the models run on the CPU ({machine.cpu_count} cores), where "
-                             "Moonshine small (English only) is the best balance of accuracy and speed; Voxtral "
-                             "needs an Apple Silicon GPU to keep up.")
+    return Recommendation(
+        e,
+        f"Without an Apple GPU the models run on the CPU ({machine.cpu_count} cores), where "
+        "Moonshine small (English only) is the best balance of accuracy and speed; Voxtral "
+        "needs an Apple Silicon GPU to keep up.",
+    )
 
 
 def chip_fit(entry: CatalogEntry, chip: str | None, catalog: Catalog | None = None) -> str | None:

@@ -31,9 +31,11 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's arguments (design.md)."""
     p = _Parser(prog=PROG, description="Transcribe audio with a streaming speech recogniser.")
-    p.add_argument("audio", metavar="AUDIO",
-                   help="an audio or video file (WAV, FLAC, OGG, MP3, M4A, MP4, ...), or - for raw float32 "
-                        "16 kHz mono on stdin")
+    p.add_argument(
+        "audio",
+        metavar="AUDIO",
+        help="an audio or video file (WAV, FLAC, OGG, MP3, M4A, MP4, ...), or - for raw float32 16 kHz mono on stdin",
+    )
     p.add_argument("--model", required=True, metavar="SOURCE", help="a model folder or a hub repo id")
     p.add_argument("--backend", default="auto", choices=("auto", "mlx", "numpy"))
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"))
@@ -128,9 +130,17 @@ def render(model, session, lines, args) -> str:
         if model.family == "voxtral_realtime":
             doc = {"family": model.family, "delay_tokens": session.delay_tokens, "tokens": session.tokens}
         else:
-            doc = {"family": model.family,
-                   "segments": [{"start": (ln.span or (ln.start, ln.end))[0], "end": (ln.span or (ln.start, ln.end))[1],
-                                 "tokens": list(ln.tokens)} for ln in lines]}
+            doc = {
+                "family": model.family,
+                "segments": [
+                    {
+                        "start": (ln.span or (ln.start, ln.end))[0],
+                        "end": (ln.span or (ln.start, ln.end))[1],
+                        "tokens": list(ln.tokens),
+                    }
+                    for ln in lines
+                ],
+            }
         return json.dumps(doc) + "\n"
     from .transcript import format_transcript
 
@@ -170,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - never a traceback for the user unless asked
         if os.environ.get("LIVECAP_DEBUG"):
             raise
-        print(f"{PROG}: Unexpected error ({type(e).__name__}: {e}); set LIVECAP_DEBUG=1 for details.",
-              file=sys.stderr)
+        print(f"{PROG}: Unexpected error ({type(e).__name__}: {e}); set LIVECAP_DEBUG=1 for details.", file=sys.stderr)
         return 1
 
 

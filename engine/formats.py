@@ -32,8 +32,9 @@ def detect(folder: Path) -> tuple[str, str, dict]:
             return "moonshine_streaming", "hf", cfg
         if mt == "voxtral_realtime":
             return "voxtral_realtime", "mlx" if "quantization" in cfg else "hf", cfg
-        raise ModelError(f"Unsupported model type '{mt}' in {cfg_path}; livecap runs Moonshine Streaming "
-                         "and Voxtral Realtime.")
+        raise ModelError(
+            f"Unsupported model type '{mt}' in {cfg_path}; livecap runs Moonshine Streaming and Voxtral Realtime."
+        )
     if params_path.is_file():
         try:
             params = json.loads(params_path.read_text())

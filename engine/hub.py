@@ -181,13 +181,26 @@ class DownloadCancelled(HubError):
     """The download was cancelled; what was downloaded is kept and a later download resumes."""
 
 
-_ERRORS = {cls.__name__: cls for cls in (HubError, GatedModelError, ModelNotFoundError, RevisionMissingError,
-                                         OfflineError, HubUnreachableError, DiskSpaceError, DownloadCancelled)}
+_ERRORS = {
+    cls.__name__: cls
+    for cls in (
+        HubError,
+        GatedModelError,
+        ModelNotFoundError,
+        RevisionMissingError,
+        OfflineError,
+        HubUnreachableError,
+        DiskSpaceError,
+        DownloadCancelled,
+    )
+}
 
 
 def offline_message(repo_id: str) -> str:
-    return (f"Offline mode is on (HF_HUB_OFFLINE is set) and {repo_id} is not fully downloaded; unset "
-            "HF_HUB_OFFLINE to download it, or choose a model that is already on this computer.")
+    return (
+        f"Offline mode is on (HF_HUB_OFFLINE is set) and {repo_id} is not fully downloaded; unset "
+        "HF_HUB_OFFLINE to download it, or choose a model that is already on this computer."
+    )
 
 
 def _short(exc: BaseException) -> str:
@@ -199,14 +212,17 @@ def _unreachable(exc: BaseException) -> HubUnreachableError:
     import httpx2
 
     if isinstance(exc, httpx2.TimeoutException):
-        return HubUnreachableError(f"The hub at {endpoint()} did not answer within {timeout_s():.0f} s; check the "
-                                   "connection and try again.")
-    return HubUnreachableError(f"The hub at {endpoint()} cannot be reached ({_short(exc)}); check the connection "
-                               "and try again.")
+        return HubUnreachableError(
+            f"The hub at {endpoint()} did not answer within {timeout_s():.0f} s; check the connection and try again."
+        )
+    return HubUnreachableError(
+        f"The hub at {endpoint()} cannot be reached ({_short(exc)}); check the connection and try again."
+    )
 
 
-def translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: str | None = None,
-              filename: str | None = None) -> HubError:
+def translate(
+    exc: BaseException, repo_id: str, *, token_sent: bool, revision: str | None = None, filename: str | None = None
+) -> HubError:
     """One sentence for an exception raised by huggingface_hub or its HTTP client."""
     import httpx2
     from huggingface_hub import errors
@@ -218,13 +234,19 @@ def translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: s
         return OfflineError(offline_message(repo_id))
     if isinstance(exc, errors.GatedRepoError):
         if token_sent and status == 403:
-            return GatedModelError(f"Your token has no access to the gated model {repo_id} yet: accept its terms on "
-                                   "the model page while logged in as the token's owner, then try again.")
+            return GatedModelError(
+                f"Your token has no access to the gated model {repo_id} yet: accept its terms on "
+                "the model page while logged in as the token's owner, then try again."
+            )
         if token_sent:
-            return GatedModelError(f"The hub refused your token for the gated model {repo_id}: check that it is "
-                                   "valid and that you accepted the model's terms.")
-        return GatedModelError(f"The model {repo_id} is gated: accept its terms on the model page (logged in on "
-                               "huggingface.co) and give an access token.")
+            return GatedModelError(
+                f"The hub refused your token for the gated model {repo_id}: check that it is "
+                "valid and that you accepted the model's terms."
+            )
+        return GatedModelError(
+            f"The model {repo_id} is gated: accept its terms on the model page (logged in on "
+            "huggingface.co) and give an access token."
+        )
     if isinstance(exc, errors.RevisionNotFoundError):
         return RevisionMissingError(f"The revision {revision or 'main'} of {repo_id} was not found on the hub.")
     if isinstance(exc, (errors.RemoteEntryNotFoundError, errors.EntryNotFoundError)):
@@ -232,8 +254,9 @@ def translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: s
     if isinstance(exc, errors.RepositoryNotFoundError) or status == 404:
         if token_sent:
             return ModelNotFoundError(f"The model {repo_id} was not found on the hub, or your token cannot see it.")
-        return ModelNotFoundError(f"The model {repo_id} was not found on the hub; check the name (a private "
-                                  "model also needs a token).")
+        return ModelNotFoundError(
+            f"The model {repo_id} was not found on the hub; check the name (a private model also needs a token)."
+        )
     if isinstance(exc, errors.HFValidationError):
         return ModelNotFoundError(f"{repo_id} is not a valid hub model id (expected owner/name).")
     if status == 401:
@@ -248,8 +271,10 @@ def translate(exc: BaseException, repo_id: str, *, token_sent: bool, revision: s
     if isinstance(exc, (httpx2.HTTPError, errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)):
         return _unreachable(exc)
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return DiskSpaceError(f"The disk filled up while downloading {repo_id}; free some space and try again "
-                              "(the part already downloaded is kept).")
+        return DiskSpaceError(
+            f"The disk filled up while downloading {repo_id}; free some space and try again "
+            "(the part already downloaded is kept)."
+        )
     if isinstance(exc, OSError):
         return HubError(f"Downloading {repo_id} failed: {exc.strerror or _short(exc)}.")
     return HubError(f"Downloading {repo_id} failed ({type(exc).__name__}: {_short(exc)}).")
@@ -379,8 +404,9 @@ def _have_bytes(repo_id: str, commit: str, f: RemoteFile) -> int:
     return 0
 
 
-def plan_download(repo_id: str, *, revision: str | None = None, allow_patterns: Sequence[str] | None = None,
-                  token: str | None = None) -> Plan:
+def plan_download(
+    repo_id: str, *, revision: str | None = None, allow_patterns: Sequence[str] | None = None, token: str | None = None
+) -> Plan:
     """The file list, sizes and commit of ``repo_id`` (one hub call, ``timeout_s()`` at most between bytes)
     and what the cache already has."""
     if offline():
@@ -390,7 +416,8 @@ def plan_download(repo_id: str, *, revision: str | None = None, allow_patterns: 
     tok = get_token(token)
     try:
         info = HfApi(endpoint=endpoint(), library_name=LIBRARY_NAME).model_info(
-            repo_id, revision=revision, files_metadata=True, token=tok or False, timeout=timeout_s())
+            repo_id, revision=revision, files_metadata=True, token=tok or False, timeout=timeout_s()
+        )
     except Exception as e:  # noqa: BLE001 - translated into one sentence
         raise translate(e, repo_id, token_sent=bool(tok), revision=revision) from e
     if not info.sha:
@@ -426,8 +453,10 @@ def check_free_space(needed: int, folder: Path | None = None, repo_id: str = "th
     folder = folder or cache_dir()
     free = free_space(folder)
     if needed + SPACE_MARGIN > free:
-        raise DiskSpaceError(f"Not enough free disk space for {repo_id}: it needs {format_bytes(needed)} more in "
-                             f"{folder}, but only {format_bytes(free)} is free.")
+        raise DiskSpaceError(
+            f"Not enough free disk space for {repo_id}: it needs {format_bytes(needed)} more in "
+            f"{folder}, but only {format_bytes(free)} is free."
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -486,8 +515,19 @@ class _Meter:
         total = self.plan.total
         eta = (total - done) / self.speed if self.speed > 0 and total >= done else None
         if self.callback is not None:
-            self.callback(Progress(self.plan.repo_id, done, total, self.file, self.index, len(self.plan.files),
-                                   self.speed, eta, finished))
+            self.callback(
+                Progress(
+                    self.plan.repo_id,
+                    done,
+                    total,
+                    self.file,
+                    self.index,
+                    len(self.plan.files),
+                    self.speed,
+                    eta,
+                    finished,
+                )
+            )
 
 
 def _worker_command() -> list[str]:
@@ -531,12 +571,15 @@ def _read_messages(stream, inbox: queue.Queue) -> None:
 
 
 def cancelled_error(repo_id: str) -> DownloadCancelled:
-    return DownloadCancelled(f"The download of {repo_id} was cancelled; what was downloaded is kept and the next "
-                             "download resumes from there.")
+    return DownloadCancelled(
+        f"The download of {repo_id} was cancelled; what was downloaded is kept and the next "
+        "download resumes from there."
+    )
 
 
-def transfer(plan: Plan, *, token: str | None = None, progress: ProgressCallback | None = None,
-             cancel: CancelToken | None = None) -> Path:
+def transfer(
+    plan: Plan, *, token: str | None = None, progress: ProgressCallback | None = None, cancel: CancelToken | None = None
+) -> Path:
     """Fetch every file of ``plan`` into the HF cache with ``hf_hub_download`` in a child process; returns the
     snapshot folder. Files already complete are not fetched again, and kept partial bytes are resumed from.
 
@@ -545,24 +588,40 @@ def transfer(plan: Plan, *, token: str | None = None, progress: ProgressCallback
     may hold some files of an unfinished transfer; the files that mark it as a model come last.
     """
     tok = get_token(token)
-    job = {"env": {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_ETAG_TIMEOUT": str(int(timeout_s())),
-                   "HF_HUB_DOWNLOAD_TIMEOUT": os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or str(int(timeout_s()))},
-           "repo_id": plan.repo_id, "revision": plan.revision, "commit": plan.commit, "endpoint": endpoint(),
-           "cache_dir": str(cache_dir()),
-           "token": tok or False, "partial_dir": str(partial_dir(plan.repo_id)),
-           "files": [[f.name, f.size, f.etag] for f in plan.files]}
+    job = {
+        "env": {
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_ETAG_TIMEOUT": str(int(timeout_s())),
+            "HF_HUB_DOWNLOAD_TIMEOUT": os.environ.get("HF_HUB_DOWNLOAD_TIMEOUT") or str(int(timeout_s())),
+        },
+        "repo_id": plan.repo_id,
+        "revision": plan.revision,
+        "commit": plan.commit,
+        "endpoint": endpoint(),
+        "cache_dir": str(cache_dir()),
+        "token": tok or False,
+        "partial_dir": str(partial_dir(plan.repo_id)),
+        "files": [[f.name, f.size, f.etag] for f in plan.files],
+    }
     meter = _Meter(plan, progress)
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(_worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_worker_env(),
-                                text=True, encoding="utf-8",
-                                creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0))
+        proc = subprocess.Popen(
+            _worker_command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=_worker_env(),
+            text=True,
+            encoding="utf-8",
+            creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),
+        )
     except OSError as e:
         raise HubError(f"The download of {plan.repo_id} could not start ({e.strerror or e}).") from e
     inbox: queue.Queue = queue.Queue()
     assert proc.stdin is not None and proc.stdout is not None
-    threading.Thread(target=_read_messages, args=(proc.stdout, inbox), name="livecap-download-reader",
-                     daemon=True).start()
+    threading.Thread(
+        target=_read_messages, args=(proc.stdout, inbox), name="livecap-download-reader", daemon=True
+    ).start()
     heard_from = ended = False  # talking: an interrupt now reaches huggingface_hub, not an import
     last_bytes = time.monotonic()
     try:
@@ -581,14 +640,18 @@ def transfer(plan: Plan, *, token: str | None = None, progress: ProgressCallback
                 meter.flush()
                 if time.monotonic() - last_bytes > STALL_LIMIT_S:
                     _stop(proc, interrupt=heard_from)
-                    raise HubUnreachableError(f"The hub at {endpoint()} sent nothing for {STALL_LIMIT_S:.0f} s while "
-                                              f"downloading {plan.repo_id}; try again later: the download resumes "
-                                              "where it stopped.") from None
+                    raise HubUnreachableError(
+                        f"The hub at {endpoint()} sent nothing for {STALL_LIMIT_S:.0f} s while "
+                        f"downloading {plan.repo_id}; try again later: the download resumes "
+                        "where it stopped."
+                    ) from None
                 continue
             if message is None:
                 code = proc.wait()
-                raise HubError(f"The download of {plan.repo_id} stopped unexpectedly (exit code {code}); try "
-                               "again: it resumes where it stopped.")
+                raise HubError(
+                    f"The download of {plan.repo_id} stopped unexpectedly (exit code {code}); try "
+                    "again: it resumes where it stopped."
+                )
             kind, *rest = message
             ended = kind in ("done", "cancelled", "error")  # the child exits right after these
             if not heard_from:
@@ -670,9 +733,14 @@ def scan_models(cache: Path | None = None) -> dict[str, RepoScan]:
         if not revisions and not partial:
             continue  # an empty folder left by a download that failed before its first byte
         result[repo.repo_id.lower()] = RepoScan(
-            repo_id=repo.repo_id, path=repo.repo_path, size_on_disk=repo.size_on_disk, partial_bytes=partial,
-            revisions=revisions, refs={ref: r.commit_hash for r in repo.revisions for ref in r.refs},
-            last_modified={r.commit_hash: r.last_modified for r in repo.revisions})
+            repo_id=repo.repo_id,
+            path=repo.repo_path,
+            size_on_disk=repo.size_on_disk,
+            partial_bytes=partial,
+            revisions=revisions,
+            refs={ref: r.commit_hash for r in repo.revisions for ref in r.refs},
+            last_modified={r.commit_hash: r.last_modified for r in repo.revisions},
+        )
     return result
 
 
@@ -692,8 +760,11 @@ def delete_model(repo_ids: str | Sequence[str], scans: dict[str, RepoScan] | Non
             continue
         leftovers = {}  # by inode: a kept partial file is a second name of a temporary file
         for p in s.path.rglob("*"):
-            if p.is_file() and not p.is_symlink() and (p.name.endswith(".incomplete")
-                                                       or p.parent.name == PARTIAL_FOLDER):
+            if (
+                p.is_file()
+                and not p.is_symlink()
+                and (p.name.endswith(".incomplete") or p.parent.name == PARTIAL_FOLDER)
+            ):
                 st = p.stat()
                 leftovers[(st.st_dev, st.st_ino)] = st.st_size
         freed += sum(leftovers.values())

@@ -265,8 +265,9 @@ def _make_transport_class():
             headers = httpx2.Headers(request.headers)
             if have:
                 headers["Range"] = f"bytes={have}-"
-            sent = httpx2.Request(request.method, request.url, headers=headers, stream=request.stream,
-                                  extensions=request.extensions)
+            sent = httpx2.Request(
+                request.method, request.url, headers=headers, stream=request.stream, extensions=request.extensions
+            )
             response = self.inner.handle_request(sent)
             encoded = response.headers.get("Content-Encoding", "identity").lower() != "identity"
             if response.status_code == 206 and not encoded:
@@ -278,8 +279,9 @@ def _make_transport_class():
                 return self._answer(t, 0, 0, response.stream, response.headers, request, response)
             return response
 
-        def _answer(self, t: Target, start: int, have: int, network, headers, request,
-                    response=None) -> httpx2.Response:
+        def _answer(
+            self, t: Target, start: int, have: int, network, headers, request, response=None
+        ) -> httpx2.Response:
             out = httpx2.Headers(headers)
             for key in ("Content-Range", "Content-Length", "Transfer-Encoding"):
                 out.pop(key, None)
@@ -289,8 +291,13 @@ def _make_transport_class():
                 status = 206
                 out["Content-Range"] = f"bytes {start}-{t.size - 1}/{t.size}"
             stream = SplicedStream(t, start, have, network, self.reporter)
-            return httpx2.Response(status, headers=out, stream=stream, request=request,
-                                   extensions=response.extensions if response is not None else {})
+            return httpx2.Response(
+                status,
+                headers=out,
+                stream=stream,
+                request=request,
+                extensions=response.extensions if response is not None else {},
+            )
 
     return ResumeTransport
 
@@ -370,9 +377,16 @@ def main() -> int:
                 if target is not None:
                     partial.mkdir(parents=True, exist_ok=True)
                 transport.target = target
-                hf_hub_download(repo_id, name, revision=job["commit"], cache_dir=job["cache_dir"],
-                                endpoint=job["endpoint"], token=job["token"], library_name=hub.LIBRARY_NAME,
-                                tqdm_class=ProgressBar)
+                hf_hub_download(
+                    repo_id,
+                    name,
+                    revision=job["commit"],
+                    cache_dir=job["cache_dir"],
+                    endpoint=job["endpoint"],
+                    token=job["token"],
+                    library_name=hub.LIBRARY_NAME,
+                    tqdm_class=ProgressBar,
+                )
                 transport.target = None
                 reporter.report(force=True)
                 if target is not None:
@@ -382,7 +396,8 @@ def main() -> int:
             if revision and revision != job["commit"]:
                 try:  # record ``refs/<revision>`` (huggingface_hub writes it), so other tools find the snapshot
                     HfApi(endpoint=job["endpoint"], library_name=hub.LIBRARY_NAME).resolve_revision(
-                        repo_id, revision=revision, cache_dir=job["cache_dir"], token=job["token"])
+                        repo_id, revision=revision, cache_dir=job["cache_dir"], token=job["token"]
+                    )
                 except Exception as e:  # noqa: BLE001 - the files are all there; only the ref is missing
                     log.warning("could not record which commit %s of %s is (%s)", revision, repo_id, e)
             snapshot = Path(job["cache_dir"]) / hub.repo_folder(repo_id) / "snapshots" / job["commit"]
@@ -390,12 +405,12 @@ def main() -> int:
         except KeyboardInterrupt:
             reporter.send("cancelled")
         except BaseException as e:  # noqa: BLE001 - every failure goes back as one sentence
-            err = hub.translate(e, repo_id, token_sent=bool(job["token"]), revision=job["commit"],
-                                filename=name)
+            err = hub.translate(e, repo_id, token_sent=bool(job["token"]), revision=job["commit"], filename=name)
             if isinstance(err, hub.HubUnreachableError) and reporter.file_bytes:
                 err = hub.HubUnreachableError(
                     f"The connection to {job['endpoint']} kept dropping while downloading {name} of {repo_id}; try "
-                    "again later: the download resumes where it stopped.")
+                    "again later: the download resumes where it stopped."
+                )
             reporter.send("error", type(err).__name__, str(err))
     except (BrokenPipeError, OSError):
         pass  # the parent has gone away

@@ -79,8 +79,12 @@ class LocalModel:
     problem: str = ""
 
 
-def local_state(repo_ids: str | Sequence[str], revision: str | None = None, required: Sequence[str] = (),
-                scans: dict[str, hub.RepoScan] | None = None) -> LocalModel | None:
+def local_state(
+    repo_ids: str | Sequence[str],
+    revision: str | None = None,
+    required: Sequence[str] = (),
+    scans: dict[str, hub.RepoScan] | None = None,
+) -> LocalModel | None:
     """What is on disk for a model; None when nothing of it is cached. No network.
 
     Among the cached snapshots the pinned ``revision`` wins, then ``refs/main``, then the newest; a copy at
@@ -109,9 +113,15 @@ def local_state(repo_ids: str | Sequence[str], revision: str | None = None, requ
         if best is None:
             commit = order[0] if order else None
             # nothing usable: the finished files of an unfinished download count as partial too
-            best = LocalModel(s.repo_id, commit, s.revisions.get(commit) if commit else None, s.size_on_disk,
-                              s.partial_bytes + s.size_on_disk, False,
-                              first_problem or "The download is not finished.")
+            best = LocalModel(
+                s.repo_id,
+                commit,
+                s.revisions.get(commit) if commit else None,
+                s.size_on_disk,
+                s.partial_bytes + s.size_on_disk,
+                False,
+                first_problem or "The download is not finished.",
+            )
     return best
 
 
@@ -119,8 +129,14 @@ def local_state(repo_ids: str | Sequence[str], revision: str | None = None, requ
 # Installing
 
 
-def _plan(repo_id: str, aliases: Sequence[str], revision: str | None, allow_patterns: Sequence[str] | None,
-          token: str | None, pin_fallback: bool) -> hub.Plan:
+def _plan(
+    repo_id: str,
+    aliases: Sequence[str],
+    revision: str | None,
+    allow_patterns: Sequence[str] | None,
+    token: str | None,
+    pin_fallback: bool,
+) -> hub.Plan:
     ids = [repo_id, *aliases]
     for i, rid in enumerate(ids):
         try:
@@ -129,8 +145,11 @@ def _plan(repo_id: str, aliases: Sequence[str], revision: str | None, allow_patt
             except hub.RevisionMissingError:
                 if not (pin_fallback and revision):
                     raise
-                log.warning("The pinned revision %s of %s is not on the hub; downloading its default branch "
-                            "instead.", revision, rid)
+                log.warning(
+                    "The pinned revision %s of %s is not on the hub; downloading its default branch instead.",
+                    revision,
+                    rid,
+                )
                 return hub.plan_download(rid, revision=None, allow_patterns=allow_patterns, token=token)
         except hub.ModelNotFoundError:
             if i == len(ids) - 1:
@@ -138,10 +157,19 @@ def _plan(repo_id: str, aliases: Sequence[str], revision: str | None, allow_patt
     raise AssertionError("unreachable")
 
 
-def install_model(repo_id: str, *, revision: str | None = None, allow_patterns: Sequence[str] | None = None,
-                  token: str | None = None, progress: hub.ProgressCallback | None = None,
-                  cancel: hub.CancelToken | None = None, aliases: Sequence[str] = (), required: Sequence[str] = (),
-                  validate: bool = True, pin_fallback: bool = True) -> Path:
+def install_model(
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    allow_patterns: Sequence[str] | None = None,
+    token: str | None = None,
+    progress: hub.ProgressCallback | None = None,
+    cancel: hub.CancelToken | None = None,
+    aliases: Sequence[str] = (),
+    required: Sequence[str] = (),
+    validate: bool = True,
+    pin_fallback: bool = True,
+) -> Path:
     """Download what is missing of ``repo_id`` and return its snapshot folder (see the module docstring).
 
     ``progress`` gets ``hub.Progress`` reports on this thread (bytes never go backwards within one call);
@@ -166,8 +194,17 @@ def install_model(repo_id: str, *, revision: str | None = None, allow_patterns: 
             raise hub.cancelled_error(plan.repo_id)
         snapshot = hub.transfer(plan, token=tok, progress=progress, cancel=cancel)
     elif progress is not None:
-        progress(hub.Progress(plan.repo_id, plan.total, plan.total, plan.files[-1].name, len(plan.files),
-                              len(plan.files), finished=True))
+        progress(
+            hub.Progress(
+                plan.repo_id,
+                plan.total,
+                plan.total,
+                plan.files[-1].name,
+                len(plan.files),
+                len(plan.files),
+                finished=True,
+            )
+        )
     if validate:
         problem = snapshot_problem(snapshot, required)
         if problem:
@@ -190,9 +227,12 @@ class _TerminalBar:
         self.repo_id = repo_id
         self.bar = None
         stream = sys.stderr
-        self.enabled = (stream is not None and hasattr(stream, "isatty") and stream.isatty()
-                        and (os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") or "").strip().upper() not in
-                        {"1", "ON", "YES", "TRUE"})
+        self.enabled = (
+            stream is not None
+            and hasattr(stream, "isatty")
+            and stream.isatty()
+            and (os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") or "").strip().upper() not in {"1", "ON", "YES", "TRUE"}
+        )
         self.announced = False
 
     def __call__(self, p: hub.Progress) -> None:
@@ -204,8 +244,16 @@ class _TerminalBar:
         if self.bar is None:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=p.total, initial=p.done, unit="B", unit_scale=True, unit_divisor=1000,
-                            desc=self.repo_id, file=sys.stderr, dynamic_ncols=True)
+            self.bar = tqdm(
+                total=p.total,
+                initial=p.done,
+                unit="B",
+                unit_scale=True,
+                unit_divisor=1000,
+                desc=self.repo_id,
+                file=sys.stderr,
+                dynamic_ncols=True,
+            )
         self.bar.update(p.done - self.bar.n)
         self.bar.set_postfix_str(p.file, refresh=False)
 
@@ -235,7 +283,8 @@ def fetch_model(repo_id: str, revision: str | None = None) -> Path:
         raise hub.OfflineError(hub.offline_message(repo_id))
     bar = _TerminalBar(repo_id)
     try:
-        return install_model(ids[0], revision=rev, allow_patterns=patterns, aliases=ids[1:], required=required,
-                             progress=bar)
+        return install_model(
+            ids[0], revision=rev, allow_patterns=patterns, aliases=ids[1:], required=required, progress=bar
+        )
     finally:
         bar.close()

@@ -41,8 +41,14 @@ def check_folder(folder: str | os.PathLike, *, full: bool = False) -> tuple[str,
     return family, dialect
 
 
-def load_model(source: str | os.PathLike, *, backend: str = "auto", dtype: str | None = None,
-               quantize: int | None = None, **options):
+def load_model(
+    source: str | os.PathLike,
+    *,
+    backend: str = "auto",
+    dtype: str | None = None,
+    quantize: int | None = None,
+    **options,
+):
     """Load a model from a local folder or a hub repo id, ready for ``start_session``.
 
     ``backend``: auto | numpy | mlx. ``dtype``: float32 | float16 | bfloat16 (MLX; NumPy is float32 only).

@@ -107,8 +107,15 @@ class Segmenter:
         soft = length >= o.soft_max and p < o.threshold
         hard = length >= o.max_len
         if end or soft or hard:
-            out.append(SegmentEvent("end", hop_end, (self.first_speech, self.last_speech), forced=hard and not end,
-                                    active=self.last_active))
+            out.append(
+                SegmentEvent(
+                    "end",
+                    hop_end,
+                    (self.first_speech, self.last_speech),
+                    forced=hard and not end,
+                    active=self.last_active,
+                )
+            )
             self.in_speech = False
             self.run = 0
             self.floor = hop_end

@@ -26,12 +26,31 @@ import numpy as np
 from .errors import ModelError
 
 _DTYPES = {
-    "F32": np.float32, "F16": np.float16, "BF16": np.uint16, "F64": np.float64,
-    "I64": np.int64, "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8,
-    "U32": np.uint32, "BOOL": np.bool_,
+    "F32": np.float32,
+    "F16": np.float16,
+    "BF16": np.uint16,
+    "F64": np.float64,
+    "I64": np.int64,
+    "I32": np.int32,
+    "I16": np.int16,
+    "I8": np.int8,
+    "U8": np.uint8,
+    "U32": np.uint32,
+    "BOOL": np.bool_,
 }
-_NAMES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64", "I64": "int64",
-          "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8", "U32": "uint32", "BOOL": "bool"}
+_NAMES = {
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "F64": "float64",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U8": "uint8",
+    "U32": "uint32",
+    "BOOL": "bool",
+}
 _MAX_HEADER = 100 * 1024 * 1024
 _CHECK_BLOCK = 1 << 20
 
@@ -121,8 +140,9 @@ class TensorStore:
         a = buf.view(_DTYPES[code]).reshape(info.shape)
         if name not in self._checked:
             if not _all_finite(a, info.dtype):
-                raise ModelError(f"The weight file {info.path.name} is corrupt: tensor '{name}' holds NaN or "
-                                 "infinite values.")
+                raise ModelError(
+                    f"The weight file {info.path.name} is corrupt: tensor '{name}' holds NaN or infinite values."
+                )
             self._checked.add(name)
         return a
 

@@ -60,15 +60,27 @@ def size_bytes(path: Path) -> int:
 def build() -> float:
     """Run PyInstaller (and, on macOS, signing and the .dmg); returns the seconds it took."""
     started = time.monotonic()
-    cmd = [sys.executable, "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
-           "--distpath", str(DIST), "--workpath", str(WORK), str(ROOT / "packaging" / "livecap.spec")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "PyInstaller",
+        "--noconfirm",
+        "--log-level",
+        "WARN",
+        "--distpath",
+        str(DIST),
+        "--workpath",
+        str(WORK),
+        str(ROOT / "packaging" / "livecap.spec"),
+    ]
     if os.environ.get("LIVECAP_CLEAN_BUILD") == "1":
         cmd.insert(3, "--clean")
     print("package: " + " ".join(cmd), flush=True)
     subprocess.run(cmd, cwd=ROOT, check=True)
     if IS_MAC:
-        subprocess.run([str(ROOT / "packaging" / "macos" / "sign_and_notarize.sh"), str(bundle_path())],
-                       cwd=ROOT, check=True)
+        subprocess.run(
+            [str(ROOT / "packaging" / "macos" / "sign_and_notarize.sh"), str(bundle_path())], cwd=ROOT, check=True
+        )
     return time.monotonic() - started
 
 
@@ -138,8 +150,10 @@ def unresolved_libraries(internal: Path) -> list[str]:
             name = line.split("=>")[0].strip()
             if "not found" in line and name not in bundletools.HOST_LIBS and not name.startswith(HOST_PREFIXES):
                 missing.setdefault(name, set()).add(path.relative_to(internal).as_posix())
-    return [f"{name}, needed by {', '.join(sorted(users)[:3])}, is neither bundled nor on this system"
-            for name, users in sorted(missing.items())]
+    return [
+        f"{name}, needed by {', '.join(sorted(users)[:3])}, is neither bundled nor on this system"
+        for name, users in sorted(missing.items())
+    ]
 
 
 def self_test(bundle: Path) -> subprocess.CompletedProcess:

@@ -27,12 +27,38 @@ QT_PLUGINS = {  # plugin folder -> the plugins to keep (None: all); folders not 
 # sound server or configuration files (ALSA plugins, JACK/PipeWire, fontconfig, X11/Wayland, OpenGL), or are
 # part of every base system and break other host libraries when an older copy is bundled (libstdc++, libgcc_s).
 HOST_LIBS = {
-    "libasound.so.2", "libjack.so.0", "libpipewire-0.3.so.0", "libfontconfig.so.1", "libfreetype.so.6",
-    "libharfbuzz.so.0", "libfribidi.so.0", "libxcb.so.1", "libX11.so.6", "libX11-xcb.so.1", "libxcb-dri2.so.0",
-    "libxcb-dri3.so.0", "libwayland-client.so.0", "libGL.so.1", "libEGL.so.1", "libGLX.so.0", "libOpenGL.so.0",
-    "libGLdispatch.so.0", "libdrm.so.2", "libgbm.so.1", "libglapi.so.0", "libstdc++.so.6", "libgcc_s.so.1",
-    "libz.so.1", "libexpat.so.1", "libuuid.so.1", "libgpg-error.so.0", "libcom_err.so.2", "libICE.so.6",
-    "libSM.so.6", "libusb-1.0.so.0", "libgmp.so.10",
+    "libasound.so.2",
+    "libjack.so.0",
+    "libpipewire-0.3.so.0",
+    "libfontconfig.so.1",
+    "libfreetype.so.6",
+    "libharfbuzz.so.0",
+    "libfribidi.so.0",
+    "libxcb.so.1",
+    "libX11.so.6",
+    "libX11-xcb.so.1",
+    "libxcb-dri2.so.0",
+    "libxcb-dri3.so.0",
+    "libwayland-client.so.0",
+    "libGL.so.1",
+    "libEGL.so.1",
+    "libGLX.so.0",
+    "libOpenGL.so.0",
+    "libGLdispatch.so.0",
+    "libdrm.so.2",
+    "libgbm.so.1",
+    "libglapi.so.0",
+    "libstdc++.so.6",
+    "libgcc_s.so.1",
+    "libz.so.1",
+    "libexpat.so.1",
+    "libuuid.so.1",
+    "libgpg-error.so.0",
+    "libcom_err.so.2",
+    "libICE.so.6",
+    "libSM.so.6",
+    "libusb-1.0.so.0",
+    "libgmp.so.10",
 }
 
 
@@ -81,7 +107,7 @@ def elf_needed(path: str) -> list[str]:
     base = next((o + strtab - va for va, o, n in loads if va <= strtab < va + n), None) if strtab is not None else None
     if base is None:
         return []
-    return [data[base + v: data.index(b"\0", base + v)].decode() for t, v in entries if t == 1]  # DT_NEEDED
+    return [data[base + v : data.index(b"\0", base + v)].decode() for t, v in entries if t == 1]  # DT_NEEDED
 
 
 def prune_orphans(binaries: list) -> list:
@@ -89,10 +115,14 @@ def prune_orphans(binaries: list) -> list:
     modules, Qt plugins, libpython, PortAudio and ONNX Runtime's provider bridge (both loaded with dlopen; without
     the bridge ONNX Runtime prints "Init provider bridge failed" on every start) and what they link,
     transitively, through bundled libraries only (a host library's own dependencies are the host's business)."""
+
     def is_root(dest: str, typecode: str) -> bool:
         name = Path(dest).name
-        return (typecode == "EXTENSION" or "/Qt/plugins/" in dest
-                or name.startswith(("libpython", "libportaudio", "libonnxruntime_providers_shared")))
+        return (
+            typecode == "EXTENSION"
+            or "/Qt/plugins/" in dest
+            or name.startswith(("libpython", "libportaudio", "libonnxruntime_providers_shared"))
+        )
 
     by_name = {Path(dest).name: src for dest, src, typecode in binaries if typecode != "SYMLINK"}
     todo = [src for dest, src, typecode in binaries if typecode != "SYMLINK" and is_root(dest, typecode)]
@@ -108,6 +138,7 @@ def prune_orphans(binaries: list) -> list:
 def drop_dangling_links(toc: list, present: set[str]) -> list:
     """Drop SYMLINK entries (PyInstaller lists its top-level links to libraries among the datas) whose target
     is no longer collected."""
+
     def target(dest: str, link: str) -> str:
         return os.path.normpath(os.path.join(os.path.dirname(dest), link))
 

@@ -105,11 +105,15 @@ class FakeHub:
         self._thread: threading.Thread | None = None
 
     # -- content ------------------------------------------------------------------------------------------
-    def add_repo(self, repo_id: str, files: dict[str, bytes], *, gated: bool = False,
-                 commit: str | None = None) -> FakeRepo:
-        repo = FakeRepo(repo_id, {n: FakeFile(n, d, any(fnmatch.fnmatch(n, p) for p in LFS_PATTERNS))
-                                  for n, d in files.items()},
-                        commit or _commit_for(repo_id, files), gated)
+    def add_repo(
+        self, repo_id: str, files: dict[str, bytes], *, gated: bool = False, commit: str | None = None
+    ) -> FakeRepo:
+        repo = FakeRepo(
+            repo_id,
+            {n: FakeFile(n, d, any(fnmatch.fnmatch(n, p) for p in LFS_PATTERNS)) for n, d in files.items()},
+            commit or _commit_for(repo_id, files),
+            gated,
+        )
         self.repos[repo_id.lower()] = repo
         return repo
 
@@ -136,8 +140,9 @@ class FakeHub:
         server.daemon_threads = True
         server.hub = self  # type: ignore[attr-defined]
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
-                                        name="fakehub")
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True, name="fakehub"
+        )
         self._thread.start()
         return self
 
@@ -187,9 +192,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             if path.startswith("/api/models/"):
-                self._model_info(path[len("/api/models/"):], head)
+                self._model_info(path[len("/api/models/") :], head)
             elif path.startswith("/cdn/"):
-                self._cdn(path[len("/cdn/"):], head)
+                self._cdn(path[len("/cdn/") :], head)
             elif "/resolve/" in path:
                 repo_id, _, rest = path.lstrip("/").partition("/resolve/")
                 rev, _, filename = rest.partition("/")
@@ -222,8 +227,18 @@ class _Handler(BaseHTTPRequestHandler):
             if f.lfs:
                 s["lfs"] = {"size": len(f.data), "sha256": f.sha256, "pointerSize": 134}
             siblings.append(s)
-        self._json({"_id": repo.commit[:24], "id": repo.repo_id, "sha": repo.commit, "private": False,
-                    "gated": "manual" if repo.gated else False, "disabled": False, "siblings": siblings}, head)
+        self._json(
+            {
+                "_id": repo.commit[:24],
+                "id": repo.repo_id,
+                "sha": repo.commit,
+                "private": False,
+                "gated": "manual" if repo.gated else False,
+                "disabled": False,
+                "siblings": siblings,
+            },
+            head,
+        )
 
     def _tree(self, repo_id: str, rev_path: str, head: bool) -> None:
         repo = self._repo(repo_id)
@@ -258,15 +273,23 @@ class _Handler(BaseHTTPRequestHandler):
         if not repo.gated:
             return True
         auth = self.headers.get("Authorization", "")
-        token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
+        token = auth[len("Bearer ") :] if auth.startswith("Bearer ") else ""
         if token in self.hub.tokens:
             return True
         if token:
-            self._error(403, "GatedRepo", f"Access to model {repo.repo_id} is restricted and you are not in the "
-                                          "authorized list. Visit the model page to ask for access.")
+            self._error(
+                403,
+                "GatedRepo",
+                f"Access to model {repo.repo_id} is restricted and you are not in the "
+                "authorized list. Visit the model page to ask for access.",
+            )
         else:
-            self._error(401, "GatedRepo", f"Access to model {repo.repo_id} is restricted. You must have access to "
-                                          "it and be authenticated to access it. Please log in.")
+            self._error(
+                401,
+                "GatedRepo",
+                f"Access to model {repo.repo_id} is restricted. You must have access to "
+                "it and be authenticated to access it. Please log in.",
+            )
         return False
 
     def _resolve(self, repo_id: str, rev: str, filename: str, head: bool) -> None:
@@ -278,8 +301,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         f = repo.files.get(filename)
         if f is None:
-            self._error(404, "EntryNotFound", f"{filename} does not exist on \"{rev}\"",
-                        extra={"X-Repo-Commit": repo.commit})
+            self._error(
+                404, "EntryNotFound", f'{filename} does not exist on "{rev}"', extra={"X-Repo-Commit": repo.commit}
+            )
             return
         if f.lfs and self.hub.cdn:
             self.send_response(302)
@@ -308,7 +332,7 @@ class _Handler(BaseHTTPRequestHandler):
         rng = self.headers.get("Range")
         status = 200
         if rng and rng.startswith("bytes="):
-            lo, _, hi = rng[len("bytes="):].partition("-")
+            lo, _, hi = rng[len("bytes=") :].partition("-")
             start = int(lo or 0)
             end = int(hi) + 1 if hi else size
             if start >= size:
@@ -409,8 +433,16 @@ def block_network(monkeypatch) -> None:
 
 def hub_env(monkeypatch, hub: FakeHub, home: Path) -> Path:
     """Point HF_HOME at ``home`` and HF_ENDPOINT at ``hub``; clear the other hub variables. Returns the cache."""
-    for var in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH",
-                "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HUB_DISABLE_PROGRESS_BARS"):
+    for var in (
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_TOKEN_PATH",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_HUB_DISABLE_PROGRESS_BARS",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HOME", str(home))
     monkeypatch.setenv("HF_ENDPOINT", hub.url)

@@ -60,7 +60,15 @@ def write_tekken(path, pieces: list[bytes], specials: dict[int, str]):
     single bytes, then ``pieces``."""
     sp = [{"rank": i, "token_str": specials.get(i, f"<SPECIAL_{i}>"), "is_control": True} for i in range(1000)]
     vocab = [{"rank": i, "token_bytes": base64.b64encode(bytes([i])).decode(), "token_str": None} for i in range(256)]
-    vocab += [{"rank": 256 + i, "token_bytes": base64.b64encode(p).decode(), "token_str": None}
-              for i, p in enumerate(pieces)]
-    path.write_text(json.dumps({"config": {"default_vocab_size": 1000 + len(vocab), "default_num_special_tokens": 1000},
-                                "special_tokens": sp, "vocab": vocab}))
+    vocab += [
+        {"rank": 256 + i, "token_bytes": base64.b64encode(p).decode(), "token_str": None} for i, p in enumerate(pieces)
+    ]
+    path.write_text(
+        json.dumps(
+            {
+                "config": {"default_vocab_size": 1000 + len(vocab), "default_num_special_tokens": 1000},
+                "special_tokens": sp,
+                "vocab": vocab,
+            }
+        )
+    )

@@ -33,7 +33,6 @@ def imported_test_modules(path: Path) -> list[str]:
     return found
 
 
-
 def test_no_imported_test_modules_another():
     offenders = {}
     for path in sorted(TESTS.rglob("*.py")):
@@ -55,5 +54,8 @@ def test_the_check_sees_every_form(tmp_path):
         "from engine.test_like import y\n"
     )
     assert imported_test_modules(sample) == [
-        "tests.app.test_main", "tests.app.test_main", "tests.app.test_main", ".test_other"
+        "tests.app.test_main",
+        "tests.app.test_main",
+        "tests.app.test_main",
+        ".test_other",
     ]

@@ -103,8 +103,9 @@ class AudioSystem:
         return mics
 
     # -- sources (engine worker thread) ------------------------------------------------------------
-    def make_source(self, kind: str, device: str | None = None, output: str | None = None,
-                    notify: Notify | None = None) -> Any:
+    def make_source(
+        self, kind: str, device: str | None = None, output: str | None = None, notify: Notify | None = None
+    ) -> Any:
         """An unopened source for ``kind`` ("mic" | "system" | "both"), microphone ``device`` and output
         ``output`` (None or "": the defaults). A chosen device that is gone falls back to the default and
         ``notify`` says so. ``AudioError`` with one sentence when the kind cannot work here."""

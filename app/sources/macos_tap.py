@@ -121,9 +121,7 @@ class CoreAudioTap:
         in a private aggregate device: ``(tap id, aggregate id, aggregate name)``."""
         ca = self.ca
         if output_uid:
-            desc = ca.CATapDescription.alloc().initExcludingProcesses_andDeviceUID_withStream_(
-                exclude, output_uid, 0
-            )
+            desc = ca.CATapDescription.alloc().initExcludingProcesses_andDeviceUID_withStream_(exclude, output_uid, 0)
         else:
             desc = ca.CATapDescription.alloc().initStereoGlobalTapButExcludeProcesses_(exclude)
         desc.setPrivate_(True)

@@ -100,8 +100,7 @@ class PulseServer:
         """The outputs (sinks), default first flagged, by description."""
         default = self.default_sink()
         return [
-            Endpoint(str(s.name), str(s.description or s.name), str(s.name) == default)
-            for s in self._call("sink_list")
+            Endpoint(str(s.name), str(s.description or s.name), str(s.name) == default) for s in self._call("sink_list")
         ]
 
     def monitor_of(self, sink: str) -> tuple[str, str]:

@@ -211,8 +211,18 @@ def _welcome_shots(app: QApplication, tmp: Path, out: Path) -> None:
     window.welcome.download_button.click()
     job = _StandInJob.last
     total = entry.download_bytes
-    job.progress.emit(hub.Progress(entry.repo_id, int(total * 0.38), total, "model.safetensors", 2, 4,
-                                   speed=23_500_000, eta=total * 0.62 / 23_500_000))
+    job.progress.emit(
+        hub.Progress(
+            entry.repo_id,
+            int(total * 0.38),
+            total,
+            "model.safetensors",
+            2,
+            4,
+            speed=23_500_000,
+            eta=total * 0.62 / 23_500_000,
+        )
+    )
     _settle(app)
     window.grab().save(str(out / "welcome_download.png"))
 
@@ -237,24 +247,52 @@ def _desktop_backdrop(width: int, height: int) -> QPixmap:
     p.setFont(QFont("DejaVu Sans", 30, QFont.Weight.Bold))
     p.drawText(QRect(0, 40, width, 80), Qt.AlignmentFlag.AlignHCenter, "Spring release plan")
     p.setFont(QFont("DejaVu Sans", 16))
-    for i, item in enumerate(
-        ["Beta: second week of March", "Translations: 13 languages", "GA: end of April"]
-    ):
+    for i, item in enumerate(["Beta: second week of March", "Translations: 13 languages", "GA: end of April"]):
         p.drawText(120, 170 + 40 * i, "\u2022  " + item)
     p.end()
     return pix
 
 
 SESSIONS = [  # id, source, input, model, lines (text, start, end), title, audio seconds
-    ("20250312-091502", "microphone", "Built-in Microphone (48 kHz)", "moonshine-streaming-small", LINES,
-     "Quarterly planning", 1834.2),
-    ("20250311-140010", "file", "interview-ep12.wav (replay)", "Voxtral-Mini-4B-Realtime-2602",
-     [Line("Thanks for having me. It's been a busy year for the lab.", 0.4, 3.8),
-      Line("We started with a question about how bees find their way home.", 4.1, 8.0)], "", 2710.0),
-    ("20250310-101544", "microphone", "USB Headset (16 kHz)", "moonshine-streaming-tiny",
-     [Line("Okay, can everyone hear me? Great, let's get going.", 0.2, 3.1)], "", 612.5),
-    ("20250307-163020", "microphone", "Built-in Microphone (48 kHz)", "moonshine-streaming-small",
-     [Line("Welcome to week three of the course on signal processing.", 0.6, 4.0)], "Lecture 3: filters", 3020.8),
+    (
+        "20250312-091502",
+        "microphone",
+        "Built-in Microphone (48 kHz)",
+        "moonshine-streaming-small",
+        LINES,
+        "Quarterly planning",
+        1834.2,
+    ),
+    (
+        "20250311-140010",
+        "file",
+        "interview-ep12.wav (replay)",
+        "Voxtral-Mini-4B-Realtime-2602",
+        [
+            Line("Thanks for having me. It's been a busy year for the lab.", 0.4, 3.8),
+            Line("We started with a question about how bees find their way home.", 4.1, 8.0),
+        ],
+        "",
+        2710.0,
+    ),
+    (
+        "20250310-101544",
+        "microphone",
+        "USB Headset (16 kHz)",
+        "moonshine-streaming-tiny",
+        [Line("Okay, can everyone hear me? Great, let's get going.", 0.2, 3.1)],
+        "",
+        612.5,
+    ),
+    (
+        "20250307-163020",
+        "microphone",
+        "Built-in Microphone (48 kHz)",
+        "moonshine-streaming-small",
+        [Line("Welcome to week three of the course on signal processing.", 0.6, 4.0)],
+        "Lecture 3: filters",
+        3020.8,
+    ),
 ]
 
 
@@ -323,9 +361,7 @@ def main() -> int:
     window.history.search.clear()
     controller._on_worker_state("running")
 
-    dialog = ExportDialog(
-        controller.lines, folder=str(Path.home() / "Documents"), fmt_key="srt", parent=window
-    )
+    dialog = ExportDialog(controller.lines, folder=str(Path.home() / "Documents"), fmt_key="srt", parent=window)
     dialog.show()
     _settle(app)
     dialog.grab().save(str(out / "export_dialog.png"))
@@ -343,9 +379,7 @@ def main() -> int:
     dark.close()
 
     contrast, _ = _window(app, tmp, "high-contrast")
-    contrast.show_message(
-        "error", "Cannot write the transcript to '/media/usb/talk.srt': read-only file system."
-    )
+    contrast.show_message("error", "Cannot write the transcript to '/media/usb/talk.srt': read-only file system.")
     _settle(app)
     contrast.grab().save(str(out / "main_window_high_contrast.png"))
     contrast.close()

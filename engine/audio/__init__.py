@@ -10,5 +10,14 @@ from engine.audio.read import SUPPORTED, AudioStream, open_audio, read_audio
 from engine.audio.resample import SAMPLE_RATE, Resampler, downmix, resample
 from engine.audio.wav import decode_wav
 
-__all__ = ["SAMPLE_RATE", "SUPPORTED", "AudioStream", "Resampler", "decode_wav", "downmix", "open_audio",
-           "read_audio", "resample"]
+__all__ = [
+    "SAMPLE_RATE",
+    "SUPPORTED",
+    "AudioStream",
+    "Resampler",
+    "decode_wav",
+    "downmix",
+    "open_audio",
+    "read_audio",
+    "resample",
+]

@@ -42,5 +42,7 @@ def span_text(samples: int, rate: int = SAMPLE_RATE) -> str:
 def describe(samples: int, rate: int = SAMPLE_RATE) -> str:
     """One sentence for the user about ``samples`` replaced samples (``rate`` Hz)."""
     span = span_text(samples, rate)
-    return (f"{samples} sample{'s' if samples != 1 else ''} ({span}) of the audio were not valid numbers (NaN, "
-            "infinite or absurdly large) and were replaced by silence.")
+    return (
+        f"{samples} sample{'s' if samples != 1 else ''} ({span}) of the audio were not valid numbers (NaN, "
+        "infinite or absurdly large) and were replaced by silence."
+    )

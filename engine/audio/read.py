@@ -350,13 +350,14 @@ def _open_av(path: str, name: str, head: bytes) -> AudioStream:
     try:
         import av
     except ImportError:
-        raise AudioError(f"Cannot read audio from {name}: it is not in a format livecap reads without PyAV "
-                         "(the 'av' package), which is not installed.") from None
+        raise AudioError(
+            f"Cannot read audio from {name}: it is not in a format livecap reads without PyAV "
+            "(the 'av' package), which is not installed."
+        ) from None
     try:
         container = av.open(path, metadata_errors="ignore")
     except (av.error.FFmpegError, OSError, ValueError, UnicodeDecodeError):
-        raise AudioError(f"Cannot read audio from {name}: it is not in a format livecap reads ({SUPPORTED}).") \
-            from None
+        raise AudioError(f"Cannot read audio from {name}: it is not in a format livecap reads ({SUPPORTED}).") from None
     try:
         stream = next((s for s in container.streams if s.type == "audio"), None)
         if stream is None:

@@ -62,9 +62,7 @@ class Resampler:
 
     def _new_stream(self) -> None:
         if self.in_rate != self.out_rate:
-            self._stream = soxr.ResampleStream(
-                self.in_rate, self.out_rate, 1, dtype="float32", quality=QUALITY
-            )
+            self._stream = soxr.ResampleStream(self.in_rate, self.out_rate, 1, dtype="float32", quality=QUALITY)
 
     def process(self, block: np.ndarray) -> np.ndarray:
         """Feed one block; return the resampled mono samples that are ready (possibly none)."""

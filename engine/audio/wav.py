@@ -135,9 +135,7 @@ def _parse_header(stream: BinaryIO, name: str) -> tuple[WavFormat, int]:
             fmt = _parse_fmt(_read_upto(stream, size), name)
         elif chunk_id == b"data":
             if fmt is None:
-                raise AudioError(
-                    f"Cannot read audio from {name}: its data chunk comes before the format chunk."
-                )
+                raise AudioError(f"Cannot read audio from {name}: its data chunk comes before the format chunk.")
             if rf64 and size == 0xFFFFFFFF and rf64_data_size is not None:
                 size = rf64_data_size
             return fmt, size
@@ -196,9 +194,7 @@ def _parse_fmt(payload: bytes, name: str) -> WavFormat:
     if tag not in (WAVE_FORMAT_PCM, WAVE_FORMAT_IEEE_FLOAT):
         codec = _CODEC_NAMES.get(tag)
         what = f"{codec} audio" if codec else f"audio in an unsupported encoding (format tag 0x{tag:04X})"
-        raise AudioError(
-            f"Cannot read audio from {name}: it holds {what}; only PCM and float WAV files are supported."
-        )
+        raise AudioError(f"Cannot read audio from {name}: it holds {what}; only PCM and float WAV files are supported.")
     if channels == 0 or rate == 0 or block_align == 0 or block_align % channels:
         raise AudioError(f"Cannot read audio from {name}: its WAV format chunk is inconsistent.")
     width = block_align // channels

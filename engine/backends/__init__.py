@@ -13,8 +13,16 @@ from .base import Backend, window_mask
 from .pieces import LayerPiece
 from .quant import QuantizedWeight, load_affine
 
-__all__ = ["Backend", "LayerPiece", "QuantizedWeight", "get_backend", "load_affine", "mlx_available", "window_mask",
-           "BACKENDS"]
+__all__ = [
+    "Backend",
+    "LayerPiece",
+    "QuantizedWeight",
+    "get_backend",
+    "load_affine",
+    "mlx_available",
+    "window_mask",
+    "BACKENDS",
+]
 
 BACKENDS = ("auto", "numpy", "mlx")
 

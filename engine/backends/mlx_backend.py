@@ -94,8 +94,9 @@ class MlxBackend(Backend):
     def embed(self, table, ids):
         idx = ids if isinstance(ids, mx.array) else mx.array(np.asarray(ids, dtype=np.int32))
         if isinstance(table, QuantizedWeight):
-            return mx.dequantize(table.w[idx], table.scales[idx], table.biases[idx], group_size=table.group_size,
-                                 bits=table.bits)
+            return mx.dequantize(
+                table.w[idx], table.scales[idx], table.biases[idx], group_size=table.group_size, bits=table.bits
+            )
         return table[idx]
 
     def quantize(self, w, group_size, bits):

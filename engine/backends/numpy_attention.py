@@ -96,6 +96,7 @@ def _windowed(q, k, v, scale: float, idx: np.ndarray, seen: np.ndarray) -> np.nd
             np.copyto(s, np.float32(-np.inf), where=hidden)
             _softmax_(s)
             np.matmul(s, v[a:b][:, idx], out=out[a:b].reshape(b - a, nb, sub, v.shape[2]))
+
         return run
 
     parts = cpu_pool.CPUS if h * tq * w * d >= PAR_MACS and h >= cpu_pool.CPUS else 1

@@ -25,11 +25,28 @@ from .quant import QuantizedWeight, dequantize, quantize_affine
 # NumPy has no erf. A float32 rational approximation, erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4]
 # (the form used by Eigen and XLA), max abs error 4.2e-7 against math.erf; evaluated in cache-sized blocks
 # with in-place ufuncs, since GELU runs over every encoder FFN activation.
-_ERF_P = tuple(np.float32(c) for c in (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06,
-                                        -5.69250639462346e-05, -7.34990630326855e-04, -2.95459980854025e-03,
-                                        -1.60960333262415e-02))
-_ERF_Q = tuple(np.float32(c) for c in (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03,
-                                        -7.37332916720468e-03, -1.42647390514189e-02))
+_ERF_P = tuple(
+    np.float32(c)
+    for c in (
+        -2.72614225801306e-10,
+        2.77068142495902e-08,
+        -2.10102402082508e-06,
+        -5.69250639462346e-05,
+        -7.34990630326855e-04,
+        -2.95459980854025e-03,
+        -1.60960333262415e-02,
+    )
+)
+_ERF_Q = tuple(
+    np.float32(c)
+    for c in (
+        -1.45660718464996e-05,
+        -2.13374055278905e-04,
+        -1.68282697438203e-03,
+        -7.37332916720468e-03,
+        -1.42647390514189e-02,
+    )
+)
 _BLOCK = 16384
 SPLIT_BYTES = 8 << 20  # few-row products over a matrix this large are cut into row ranges for cpu_pool
 SPLIT_MACS = 1 << 26  # products (and convolutions) with this many multiply-adds are cut in halves for cpu_pool
@@ -96,8 +113,13 @@ class NumpyBackend(Backend):
         if isinstance(w, QuantizedWeight):
             if not (self.kernels and ort_kernels.supports(w.group_size, w.bits, w.shape[1])):
                 return self.arena.place(dequantize(w))  # computed in float32 (dequantized once, at load)
-            k = ort_kernels.NBitsLinear(np.asarray(w.w), np.asarray(w.scales, dtype=np.float32),
-                                        np.asarray(w.biases, dtype=np.float32), w.group_size, w.bits)
+            k = ort_kernels.NBitsLinear(
+                np.asarray(w.w),
+                np.asarray(w.scales, dtype=np.float32),
+                np.asarray(w.biases, dtype=np.float32),
+                w.group_size,
+                w.bits,
+            )
             k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
             return k
         return self.arena.place(w)
@@ -109,13 +131,22 @@ class NumpyBackend(Backend):
         """A safetensors file of NumPy arrays (uint32, float32, ...): an 8-byte little-endian header length,
         the JSON header, the raw little-endian data (the format's whole definition; the safetensors package
         is not a runtime dependency)."""
-        names = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16", np.dtype(np.uint32): "U32",
-                 np.dtype(np.int32): "I32", np.dtype(np.uint8): "U8", np.dtype(np.int64): "I64"}
+        names = {
+            np.dtype(np.float32): "F32",
+            np.dtype(np.float16): "F16",
+            np.dtype(np.uint32): "U32",
+            np.dtype(np.int32): "I32",
+            np.dtype(np.uint8): "U8",
+            np.dtype(np.int64): "I64",
+        }
         header, offset, arrays = {}, 0, []
         for name, a in tensors.items():
             a = np.ascontiguousarray(a)
-            header[name] = {"dtype": names[a.dtype], "shape": list(a.shape),
-                            "data_offsets": [offset, offset + a.nbytes]}
+            header[name] = {
+                "dtype": names[a.dtype],
+                "shape": list(a.shape),
+                "data_offsets": [offset, offset + a.nbytes],
+            }
             offset += a.nbytes
             arrays.append(a)
         blob = json.dumps(header, separators=(",", ":")).encode()
@@ -194,6 +225,7 @@ class NumpyBackend(Backend):
                 for s in range(a, c, step):
                     e = min(c, s + step)
                     np.matmul(w[s:e], xt, out=out[s:e])
+
             return run
 
         edges = [n * i // chunks for i in range(chunks + 1)]
@@ -203,8 +235,11 @@ class NumpyBackend(Backend):
     def embed(self, table, ids):
         if isinstance(table, ort_kernels.NBitsLinear):
             q, rows = table.q, np.asarray(ids, dtype=np.int64).reshape(-1)
-            return dequantize(QuantizedWeight(np.asarray(q.w)[rows], np.asarray(q.scales)[rows],
-                                              np.asarray(q.biases)[rows], q.group_size, q.bits))
+            return dequantize(
+                QuantizedWeight(
+                    np.asarray(q.w)[rows], np.asarray(q.scales)[rows], np.asarray(q.biases)[rows], q.group_size, q.bits
+                )
+            )
         return super().embed(table, ids)
 
     def asarray(self, a, dtype=None):

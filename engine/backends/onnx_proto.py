@@ -68,8 +68,9 @@ def node(op: str, inputs: list[str], outputs: list[str], domain: str = "", **att
     return body + (_bytes(7, domain) if domain else b"")
 
 
-def model(nodes: list[bytes], initializers: list[bytes], inputs: list[bytes], outputs: list[bytes],
-          opsets: dict[str, int]) -> bytes:
+def model(
+    nodes: list[bytes], initializers: list[bytes], inputs: list[bytes], outputs: list[bytes], opsets: dict[str, int]
+) -> bytes:
     """A serialized ``ModelProto`` of one graph; ``opsets`` maps domain ("" = default) to version."""
     graph = b"".join(_bytes(1, n) for n in nodes) + _bytes(2, "g")
     graph += b"".join(_bytes(5, t) for t in initializers)

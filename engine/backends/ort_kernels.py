@@ -105,6 +105,7 @@ class _RowChunks:
         def job(i):
             def run():
                 out[:, self.bounds[i] : self.bounds[i + 1]] = self._runs[i](["y"], {"x": x})[0]
+
             return run
 
         cpu_pool.run([job(i) for i in range(len(self._sessions))])
@@ -140,18 +141,36 @@ class NBitsLinear(_RowChunks):
         def make(a: int, c: int) -> bytes:
             n = c - a
             nodes = [
-                P.node("MatMulNBits", ["x", "B", "S", "Z"], ["y0"], domain="com.microsoft", K=in_dim, N=n,
-                       bits=bits, block_size=group_size, accuracy_level=ACCURACY[bits]),
+                P.node(
+                    "MatMulNBits",
+                    ["x", "B", "S", "Z"],
+                    ["y0"],
+                    domain="com.microsoft",
+                    K=in_dim,
+                    N=n,
+                    bits=bits,
+                    block_size=group_size,
+                    accuracy_level=ACCURACY[bits],
+                ),
                 P.node("Reshape", ["x", "gshape"], ["xg"]),
                 P.node("ReduceSum", ["xg", "gaxis"], ["xs"], keepdims=0),
                 P.node("MatMul", ["xs", "restT"], ["yb"]),
                 P.node("Add", ["y0", "yb"], ["y"]),
             ]
-            inits = [P.tensor("B", blob[a:c]), P.tensor("S", s[a:c].reshape(-1)), P.tensor("Z", z[a:c].reshape(-1)),
-                     P.tensor("restT", np.ascontiguousarray(rest[a:c].T)),
-                     P.tensor("gshape", np.array([-1, groups, group_size], np.int64)),
-                     P.tensor("gaxis", np.array([2], np.int64))]
-            return P.model(nodes, inits, [P.value_info("x", ["rows", in_dim])], [P.value_info("y", ["rows", n])],
-                           {"": 17, "com.microsoft": 1})
+            inits = [
+                P.tensor("B", blob[a:c]),
+                P.tensor("S", s[a:c].reshape(-1)),
+                P.tensor("Z", z[a:c].reshape(-1)),
+                P.tensor("restT", np.ascontiguousarray(rest[a:c].T)),
+                P.tensor("gshape", np.array([-1, groups, group_size], np.int64)),
+                P.tensor("gaxis", np.array([2], np.int64)),
+            ]
+            return P.model(
+                nodes,
+                inits,
+                [P.value_info("x", ["rows", in_dim])],
+                [P.value_info("y", ["rows", n])],
+                {"": 17, "com.microsoft": 1},
+            )
 
         super().__init__(out_dim, in_dim, blob.nbytes + s.nbytes + rest.nbytes, make)

@@ -56,6 +56,7 @@ class RowOp:
                     binding.bind_cpu_input(name, p)
                 binding.bind_ortvalue_output("y", ort.OrtValue.ortvalue_from_numpy(out[a:b]))
                 self._s.run_with_iobinding(binding)
+
             return run
 
         cpu_pool.run([job(a, b) for a, b in zip(edges[:-1], edges[1:])])
@@ -94,8 +95,7 @@ def _build(key: tuple) -> RowOp | None:
         so = ort.SessionOptions()
         so.log_severity_level = 3
         so.intra_op_num_threads, so.inter_op_num_threads = 1, 1  # parallelism comes from cpu_pool
-        session = ort.InferenceSession(P.model(nodes, [], inputs, [y], opsets), so,
-                                       providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(P.model(nodes, [], inputs, [y], opsets), so, providers=["CPUExecutionProvider"])
     except Exception:  # noqa: BLE001 - an older runtime without this op: the backend falls back to NumPy
         return None
     return RowOp(session, len(inputs) - 1)

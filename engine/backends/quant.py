@@ -49,14 +49,16 @@ def load_affine(B, store, base: str, shape: tuple[int, int]) -> QuantizedWeight:
     group = shape[1] // s.shape[1] if len(s.shape) == 2 and s.shape[1] else 0
     if w.shape[0] != shape[0] or bits not in BITS or group * s.shape[1] != shape[1]:
         raise ModelError(f"The quantized tensor '{base}weight' does not fit the expected shape {list(shape)}.")
-    return QuantizedWeight(B.load(store, base + "weight"), B.load(store, base + "scales"),
-                           B.load(store, base + "biases"), group, bits)
+    return QuantizedWeight(
+        B.load(store, base + "weight"), B.load(store, base + "scales"), B.load(store, base + "biases"), group, bits
+    )
 
 
 def unpack(w: np.ndarray, bits: int, n: int) -> np.ndarray:
     """The ``n`` unsigned ``bits``-wide values of each row of packed uint32 ``w [rows, words]`` (uint16)."""
-    by = np.concatenate([np.ascontiguousarray(w, dtype="<u4").view(np.uint8),
-                         np.zeros((w.shape[0], 1), np.uint8)], axis=1)  # one spare byte: reads may run over
+    by = np.concatenate(
+        [np.ascontiguousarray(w, dtype="<u4").view(np.uint8), np.zeros((w.shape[0], 1), np.uint8)], axis=1
+    )  # one spare byte: reads may run over
     off = np.arange(n, dtype=np.int64) * bits  # bit offset of each value; a value spans at most 2 bytes
     lo, shift = off // 8, (off % 8).astype(np.uint16)
     pair = by[:, lo].astype(np.uint16) | (by[:, lo + 1].astype(np.uint16) << 8)

@@ -16,12 +16,30 @@ from typing import Any
 from ..errors import ModelError
 
 #: Entries that count something (dimensions, layers, heads, windows, vocabulary, ...): whole numbers >= 1.
-SIZES = frozenset({
-    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-    "head_dim", "vocab_size", "max_position_embeddings", "sample_rate", "num_mel_bins", "sliding_window",
-    "dim", "n_layers", "n_heads", "n_kv_heads", "hidden_dim", "downsample_factor", "ada_rms_norm_t_cond_dim",
-    "group_size", "bits",
-})
+SIZES = frozenset(
+    {
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "vocab_size",
+        "max_position_embeddings",
+        "sample_rate",
+        "num_mel_bins",
+        "sliding_window",
+        "dim",
+        "n_layers",
+        "n_heads",
+        "n_kv_heads",
+        "hidden_dim",
+        "downsample_factor",
+        "ada_rms_norm_t_cond_dim",
+        "group_size",
+        "bits",
+    }
+)
 #: Token ids: whole numbers >= 0 (or a list of them).
 IDS = frozenset({"bos_token_id", "eos_token_id", "decoder_start_token_id", "pad_token_id"})
 #: Scales: finite numbers > 0.
@@ -75,13 +93,16 @@ def _whole(value: Any, key: str, where: str, minimum: int) -> None:
 
 def _windows(value: Any, where: str) -> None:
     ok = isinstance(value, list) and all(
-        isinstance(w, list) and len(w) == 2
+        isinstance(w, list)
+        and len(w) == 2
         and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < LIMIT for v in w)
         for w in value
     )
     if not ok:
-        raise ModelError(f"{where} gives sliding_windows = {_show(value)}; it must be a list of [left, right] "
-                         "pairs of whole numbers of at least 0.")
+        raise ModelError(
+            f"{where} gives sliding_windows = {_show(value)}; it must be a list of [left, right] "
+            "pairs of whole numbers of at least 0."
+        )
 
 
 def _show(value: Any) -> str:

@@ -40,11 +40,16 @@ def _group(bits: int, w, scales) -> int:
     return (w.shape[1] * 32 // bits) // scales.shape[1]
 
 
-def quantize_targets(B, targets: list[tuple[str, object, str]], bits: int, weights_file: Path | None = None,
-                     tag: str = "") -> bool:
+def quantize_targets(
+    B, targets: list[tuple[str, object, str]], bits: int, weights_file: Path | None = None, tag: str = ""
+) -> bool:
     """Quantize the float matrices ``targets`` in place on backend ``B``; True when a cached copy was used."""
-    targets = [t for t in targets if not isinstance(getattr(t[1], t[2]), QuantizedWeight)
-               and any(getattr(t[1], t[2]).shape[-1] % g == 0 for g in GROUPS)]
+    targets = [
+        t
+        for t in targets
+        if not isinstance(getattr(t[1], t[2]), QuantizedWeight)
+        and any(getattr(t[1], t[2]).shape[-1] % g == 0 for g in GROUPS)
+    ]
     path = cache_path(weights_file, bits, tag) if weights_file is not None else None
     if path is not None and path.is_file():
         try:

@@ -122,10 +122,52 @@ _OPENERS = set("「『（《〈【〔｛［〖〘“‘(")
 _TITLES = {"mr.", "mrs.", "ms.", "dr.", "st.", "prof.", "sr.", "jr.", "vs.", "e.g.", "i.e.", "no."}
 # English words a line reads better starting with / not ending with (a light touch; other languages
 # simply do not match).
-_LEADS = {"and", "but", "or", "so", "because", "which", "who", "when", "where", "while", "if", "then",
-          "although", "though", "unless", "until", "whereas"}
-_WEAK_ENDS = {"a", "an", "the", "of", "to", "in", "on", "at", "for", "with", "by", "from", "into", "my",
-              "your", "his", "her", "our", "their", "its", "i", "we", "you", "very", "not"}
+_LEADS = {
+    "and",
+    "but",
+    "or",
+    "so",
+    "because",
+    "which",
+    "who",
+    "when",
+    "where",
+    "while",
+    "if",
+    "then",
+    "although",
+    "though",
+    "unless",
+    "until",
+    "whereas",
+}
+_WEAK_ENDS = {
+    "a",
+    "an",
+    "the",
+    "of",
+    "to",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "by",
+    "from",
+    "into",
+    "my",
+    "your",
+    "his",
+    "her",
+    "our",
+    "their",
+    "its",
+    "i",
+    "we",
+    "you",
+    "very",
+    "not",
+}
 
 
 def _is_cjk(ch: str) -> bool:
@@ -345,7 +387,13 @@ def line_cues(line: Line, opts: CueOptions) -> list[RawCue]:
 
 
 def _cue_cost(
-    atoms: list[_Atom], costs: list[float], i: int, j: int, chars: int, line_end: float, cap: int,
+    atoms: list[_Atom],
+    costs: list[float],
+    i: int,
+    j: int,
+    chars: int,
+    line_end: float,
+    cap: int,
     opts: CueOptions,
 ) -> float:
     """The cost of a cue made of ``atoms[i:j]`` (``chars`` characters, spaces included)."""

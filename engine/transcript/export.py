@@ -17,9 +17,7 @@ from engine.events import Line
 from engine.transcript.formats import format_for_path, format_transcript
 
 
-def write_transcript(
-    lines: Sequence[Line], path: str | os.PathLike[str], fmt: str | None = None, **options
-) -> None:
+def write_transcript(lines: Sequence[Line], path: str | os.PathLike[str], fmt: str | None = None, **options) -> None:
     """Write ``lines`` to ``path`` in ``fmt`` (default: from the extension, UsageError if unknown).
 
     The text is formatted first (``options`` go to the formatter), then written to a temporary file in
@@ -31,8 +29,9 @@ def write_transcript(
     write_text_atomic(path, text)
 
 
-def check_target(path: str | os.PathLike[str], *, need_format: bool = True,
-                 source: str | os.PathLike[str] | None = None) -> None:
+def check_target(
+    path: str | os.PathLike[str], *, need_format: bool = True, source: str | os.PathLike[str] | None = None
+) -> None:
     """Refuse, before the work starts, a path that a transcript could not be written to.
 
     UsageError with one sentence when it is the file ``source`` (the input audio; also through links),

@@ -93,8 +93,9 @@ def format_json(lines: Sequence[Line]) -> str:
         if line.tokens:
             item["tokens"] = [int(t) for t in line.tokens]
         if line.words:
-            item["words"] = [{"text": w.text, "start": _ms(w.start) / 1000, "end": _ms(w.end) / 1000}
-                             for w in line.words]
+            item["words"] = [
+                {"text": w.text, "start": _ms(w.start) / 1000, "end": _ms(w.end) / 1000} for w in line.words
+            ]
         items.append(item)
     return json.dumps(items, ensure_ascii=False, indent=2) + "\n"
 

@@ -26,8 +26,13 @@ def fake_mistral_files() -> dict[str, bytes]:
     """A Mistral-native layout that passes the structural check (one tiny tensor), for the gated repo."""
     header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
     weights = struct.pack("<Q", len(header)) + header + b"\0" * 8
-    return {"consolidated.safetensors": weights, "params.json": b'{"dim": 8}', "tekken.json": b"{}",
-            "model.safetensors": b"not downloaded", "README.md": b"# card"}
+    return {
+        "consolidated.safetensors": weights,
+        "params.json": b'{"dim": 8}',
+        "tekken.json": b"{}",
+        "model.safetensors": b"not downloaded",
+        "README.md": b"# card",
+    }
 
 
 def serve_catalog(hub: FakeHub) -> None:

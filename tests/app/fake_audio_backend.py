@@ -18,8 +18,10 @@ class FakeBackend:
         return self.reason
 
     def outputs(self):
-        return [Endpoint("alsa_output.pci.analog-stereo", "Built-in Audio Analog Stereo", True),
-                Endpoint("bluez_sink.AA", "WH-1000XM4", False)]
+        return [
+            Endpoint("alsa_output.pci.analog-stereo", "Built-in Audio Analog Stereo", True),
+            Endpoint("bluez_sink.AA", "WH-1000XM4", False),
+        ]
 
     def microphones(self):
         return [Endpoint("pulse:alsa_input.usb", "Blue Yeti", True)]

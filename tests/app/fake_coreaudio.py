@@ -18,7 +18,13 @@ kAudioHardwarePropertyDefaultOutputDevice = 0x644F7574
 kAudioHardwarePropertyProcessObjectList = 0x70727323
 kAudioProcessPropertyIsRunningOutput = 0x7069726F
 for _name in (
-    "NameKey", "UIDKey", "IsPrivateKey", "IsStackedKey", "TapAutoStartKey", "TapListKey", "MainSubDeviceKey",
+    "NameKey",
+    "UIDKey",
+    "IsPrivateKey",
+    "IsStackedKey",
+    "TapAutoStartKey",
+    "TapListKey",
+    "MainSubDeviceKey",
     "SubDeviceListKey",
 ):
     globals()[f"kAudioAggregateDevice{_name}"] = _name

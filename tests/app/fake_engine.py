@@ -164,11 +164,7 @@ def speechlike(pattern: list[tuple[float, float]], rate: int = RATE, amplitude: 
     parts = []
     for voiced, quiet in pattern:
         t = np.arange(int(voiced * rate)) / rate
-        tone = (
-            np.sin(2 * np.pi * 220 * t)
-            + 0.5 * np.sin(2 * np.pi * 440 * t)
-            + 0.25 * np.sin(2 * np.pi * 660 * t)
-        )
+        tone = np.sin(2 * np.pi * 220 * t) + 0.5 * np.sin(2 * np.pi * 440 * t) + 0.25 * np.sin(2 * np.pi * 660 * t)
         parts.append((amplitude / 1.75 * tone).astype(np.float32))
         parts.append(np.zeros(int(quiet * rate), dtype=np.float32))
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)

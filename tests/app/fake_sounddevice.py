@@ -27,9 +27,7 @@ class _Default:
         self.device = [0, -1]
 
 
-def make_device(
-    name: str, rate: float = 16000.0, inputs: int = 1, rates: tuple[int, ...] | None = None
-) -> dict:
+def make_device(name: str, rate: float = 16000.0, inputs: int = 1, rates: tuple[int, ...] | None = None) -> dict:
     """A device dict like sounddevice's; ``rates`` lists the rates the device accepts (default: its own)."""
     return {
         "name": name,
@@ -187,9 +185,7 @@ class FakeSoundDevice:
             raise ValueError("not an input device")
         return dev
 
-    def check_input_settings(
-        self, device=None, channels=None, dtype=None, extra_settings=None, samplerate=None
-    ):
+    def check_input_settings(self, device=None, channels=None, dtype=None, extra_settings=None, samplerate=None):
         dev = self._resolve(device)
         if samplerate is not None and int(samplerate) not in dev["_rates"]:
             raise PortAudioError("Error opening InputStream: Invalid sample rate [PaErrorCode -9997]")

@@ -138,8 +138,9 @@ def test_model_dialog(qtbot, tmp_path, monkeypatch):
     block_network(monkeypatch)
     with FakeHub() as hub:
         hub_env(monkeypatch, hub, tmp_path / "hf")
-        d = ModelDialog(None, QSettings(str(tmp_path / "d.ini"), QSettings.Format.IniFormat),
-                        machine=Machine(16 << 30, False, 2))
+        d = ModelDialog(
+            None, QSettings(str(tmp_path / "d.ini"), QSettings.Format.IniFormat), machine=Machine(16 << 30, False, 2)
+        )
         qtbot.addWidget(d)
         _dialog_check(qtbot, d)
 
@@ -165,8 +166,11 @@ def test_source_picker_controls_have_names_and_tab_reaches_them(qtbot, controlle
     load(qtbot, w)
     w.sources.set_kind(kind)
     picker = w.sources
-    shown = {"system": [picker.output_combo], "mic": [picker.device_combo],
-             "both": [picker.output_combo, picker.device_combo]}[kind]
+    shown = {
+        "system": [picker.output_combo],
+        "mic": [picker.device_combo],
+        "both": [picker.output_combo, picker.device_combo],
+    }[kind]
     qtbot.waitUntil(lambda: all(x.isVisibleTo(w) for x in shown), timeout=2000)  # the toolbar lays out anew
     assert unnamed(w) == []
     wanted = focusable(w, visible_only=True)

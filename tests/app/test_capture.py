@@ -24,9 +24,7 @@ def test_queue_drops_oldest_and_counts():
 
 
 def test_device_list_and_resolution():
-    sd = FakeSoundDevice(
-        [make_device("Mic A"), make_device("Speakers", inputs=0), make_device("Mic B", 48000.0)]
-    )
+    sd = FakeSoundDevice([make_device("Mic A"), make_device("Speakers", inputs=0), make_device("Mic B", 48000.0)])
     sd.default.device = [2, -1]
     devices = list_input_devices(sd)
     assert [(d.index, d.name, d.is_default) for d in devices] == [(0, "Mic A", False), (2, "Mic B", True)]
@@ -56,9 +54,7 @@ def test_callback_copies_the_buffer():
     time.sleep(0.1)
     source.close()
     blocks = source.read()
-    assert blocks and all(
-        np.all(b.samples == 0.5) for b in blocks
-    )  # the fake zeroes its buffer after each call
+    assert blocks and all(np.all(b.samples == 0.5) for b in blocks)  # the fake zeroes its buffer after each call
 
 
 def test_unplug_is_detected():

@@ -78,11 +78,7 @@ def test_unwritable_path_shows_one_sentence_and_stays_open(qtbot, tmp_path, wher
     assert dialog.result() != QDialog.DialogCode.Accepted and dialog.saved_path is None
     message = dialog.error_label.text()
     assert not dialog.error_label.isHidden()
-    assert (
-        message.startswith("Cannot write the transcript to")
-        and "\n" not in message
-        and "Traceback" not in message
-    )
+    assert message.startswith("Cannot write the transcript to") and "\n" not in message and "Traceback" not in message
     assert not target.exists()
 
 

@@ -33,9 +33,7 @@ def test_timestamps_search_and_copy(qtbot):
     assert not any(pane.list.item(i).isHidden() for i in range(4)) and pane.matches.text() == ""
 
     pane.copy()  # nothing selected: everything, without timestamps
-    assert QGuiApplication.clipboard().text() == "\n".join(
-        [*(line.text for line in LINES), "Something else."]
-    )
+    assert QGuiApplication.clipboard().text() == "\n".join([*(line.text for line in LINES), "Something else."])
     pane.list.item(1).setSelected(True)
     pane.copy(timestamps=True)
     assert QGuiApplication.clipboard().text() == "[00:01:05] Questions at the end."

@@ -157,8 +157,19 @@ def test_bad_save_path_is_refused_before_the_replay(tmp_path, wav, save, code, m
     (tmp_path / "folder.txt").mkdir()
     (tmp_path / "file").write_text("x")
     os.link(wav, tmp_path / "speech.txt")  # the recording under a transcript's name: must not be overwritten
-    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "0.5", "--quit-at-end",
-                       "--save-transcript", str(tmp_path / save), timeout=20)
+    proc = run_livecap(
+        tmp_path,
+        "--input",
+        str(wav),
+        "--model",
+        "fake",
+        "--speed",
+        "0.5",
+        "--quit-at-end",
+        "--save-transcript",
+        str(tmp_path / save),
+        timeout=20,
+    )
     assert proc.returncode == code, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "data" / "livecap" / "sessions").exists()  # no session was started
@@ -203,8 +214,19 @@ def test_failed_final_write_keeps_the_session_for_recovery(tmp_path, wav):
     out = tmp_path / "out.txt"
     factory = tmp_path / "spoiler.py"
     factory.write_text(SPOILER.format(save=str(out)))
-    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end",
-                       "--save-transcript", str(out), factory=f"{factory}:load_model")
+    proc = run_livecap(
+        tmp_path,
+        "--input",
+        str(wav),
+        "--model",
+        "fake",
+        "--speed",
+        "6",
+        "--quit-at-end",
+        "--save-transcript",
+        str(out),
+        factory=f"{factory}:load_model",
+    )
     assert proc.returncode == 1, proc.stderr
     assert "Cannot write the transcript to" in proc.stderr and "offered for recovery" in proc.stderr
     from tests.reliability.recovery import recovered_lines

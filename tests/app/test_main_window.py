@@ -57,8 +57,7 @@ def test_start_needs_a_model_then_space_toggles(qtbot, window, settings, speech)
     assert window.history.lines() == window.controller.lines
     assert window.history.list.item(0).text().startswith("00:00:00   ")
     assert (
-        window.status.latency_label.text().startswith("Latency ")
-        and "\u2013" not in window.status.latency_label.text()
+        window.status.latency_label.text().startswith("Latency ") and "\u2013" not in window.status.latency_label.text()
     )
     assert window.status.elapsed_label.text() != ""
 
@@ -98,9 +97,7 @@ def test_device_loss_banner_and_transcript_kept(qtbot, journal_dir, settings, sp
     from app.controller import SessionController
     from tests.app.fake_sounddevice import FakeSoundDevice, make_device
 
-    sd = FakeSoundDevice(
-        [make_device("Headset"), make_device("Laptop Mic")], signal=np.tile(speech, 2), speed=4.0
-    )
+    sd = FakeSoundDevice([make_device("Headset"), make_device("Laptop Mic")], signal=np.tile(speech, 2), speed=4.0)
     sd.default.device = [1, -1]
     settings.set_value(Key.DEVICE, "Headset")
     c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)

@@ -16,6 +16,7 @@ from tests.fakehub import FakeHub, block_network, hub_env
 
 GIB = 1 << 30
 
+
 @pytest.fixture
 def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     block_network(monkeypatch)
@@ -56,8 +57,9 @@ def _install(key: str) -> Path:
     from engine import install
 
     e = catalog_entry(key)
-    return install.install_model(e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns,
-                                 required=e.required_files)
+    return install.install_model(
+        e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns, required=e.required_files
+    )
 
 
 def _status(dialog, source: str) -> str:
@@ -129,8 +131,14 @@ def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
     d = make_dialog()
     d.select_source(small.repo_id)
     d.download_button.click()
-    qtbot.waitUntil(lambda: d._last_progress is not None and d._last_progress.file == "model.safetensors"
-                    and d._last_progress.done > 12_000_000, timeout=20000)
+    qtbot.waitUntil(
+        lambda: (
+            d._last_progress is not None
+            and d._last_progress.file == "model.safetensors"
+            and d._last_progress.done > 12_000_000
+        ),
+        timeout=20000,
+    )
     d.cancel_button.click()
     assert d.progress_label.text() == "Stopping\u2026" and not d.cancel_button.isEnabled()
     _wait_job(qtbot, d, timeout=5000)
@@ -149,7 +157,7 @@ def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
     assert _status(d, small.repo_id).startswith("Installed")
     ranges = [r.headers.get("range") for r in fake.served("GET", "model.safetensors")]
     assert ranges and ranges[0] and ranges[0].startswith("bytes=")
-    kept = int(ranges[0][len("bytes="):-1])
+    kept = int(ranges[0][len("bytes=") : -1])
     assert fake.body_bytes["model.safetensors"] == len(SMALL_WEIGHTS) - kept  # only the rest came again
     assert (d.row_for(small.repo_id).path / "model.safetensors").read_bytes() == SMALL_WEIGHTS
 
@@ -215,8 +223,9 @@ def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
     assert d.row_for("acme/missing-model") is None
 
     # Files that pass the structural check but that the loader cannot build: rejected and removed.
-    fake.add_repo("acme/mismatched", {**fixture_files(TINY), "model.safetensors":
-                                      (SMALL / "model.safetensors").read_bytes()})
+    fake.add_repo(
+        "acme/mismatched", {**fixture_files(TINY), "model.safetensors": (SMALL / "model.safetensors").read_bytes()}
+    )
     d.custom_edit.setText("acme/mismatched")
     d.add_button.click()
     _wait_job(qtbot, d)
@@ -369,12 +378,14 @@ def screenshot(out: str) -> None:  # pragma: no cover - a manual tool
     cat = load_catalog()
     four = cat.by_key("voxtral-4bit-mlx")
     # The 4-bit Voxtral as a 60 MB stand-in that streams slowly, so the progress bar is caught mid-way.
-    hub.add_repo(four.repo_id, {"config.json": b"{}", "model.safetensors": b"\0" * 60_000_000,
-                                "tekken.json": b"{}"}, commit=four.revision)
+    hub.add_repo(
+        four.repo_id,
+        {"config.json": b"{}", "model.safetensors": b"\0" * 60_000_000, "tekken.json": b"{}"},
+        commit=four.revision,
+    )
     _install("moonshine-streaming-tiny")
     medium = cat.by_key("moonshine-streaming-medium")
-    hub.add_repo(medium.repo_id, {**fixture_files(SMALL), "model.safetensors": SMALL_WEIGHTS},
-                 commit=medium.revision)
+    hub.add_repo(medium.repo_id, {**fixture_files(SMALL), "model.safetensors": SMALL_WEIGHTS}, commit=medium.revision)
     hub.drop_at["model.safetensors"] = 12_000_000
     hub.down_after_drop = True
     try:

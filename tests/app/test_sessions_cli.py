@@ -24,8 +24,20 @@ SPEECH = REPO / "tests" / "fixtures" / "audio" / "speech.wav"
 
 def replay(tmp_path, wav, *extra: str, factory: str | None = "tests.app.fake_engine:load_model", model="fake"):
     out = tmp_path / "replay.txt"
-    proc = run_livecap(tmp_path, "--input", str(wav), "--model", str(model), "--speed", "8", "--quit-at-end",
-                       "--save-transcript", str(out), *extra, factory=factory)
+    proc = run_livecap(
+        tmp_path,
+        "--input",
+        str(wav),
+        "--model",
+        str(model),
+        "--speed",
+        "8",
+        "--quit-at-end",
+        "--save-transcript",
+        str(out),
+        *extra,
+        factory=factory,
+    )
     assert proc.returncode == 0, proc.stderr
     return out.read_text(encoding="utf-8")
 
@@ -121,8 +133,9 @@ def test_session_with_audio_retranscribes_with_a_second_fixture_model(tmp_path):
     fed = read_audio(SPEECH)
     assert len(audio) == len(fed) and np.max(np.abs(audio - fed)) <= 0.5 / 32768 + 1e-7  # what the engine was fed
 
-    proc = run_livecap(tmp_path, "--retranscribe", sid, "--model", str(MODELS / "moon_small_like"),
-                       "--backend", "numpy", factory=None)
+    proc = run_livecap(
+        tmp_path, "--retranscribe", sid, "--model", str(MODELS / "moon_small_like"), "--backend", "numpy", factory=None
+    )
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(r) for r in proc.stdout.splitlines()]
     assert rows[-1]["version"] == 2 and rows[-2]["progress"] == pytest.approx(len(fed) / 16000, abs=1e-3)
@@ -139,10 +152,16 @@ def test_session_with_audio_retranscribes_with_a_second_fixture_model(tmp_path):
     assert srt_out.stdout == format_srt(expected)
 
 
-@pytest.mark.parametrize(("error", "sentence"), [
-    (RuntimeError("the disk went away\nmore detail"), "the session command failed (RuntimeError: the disk went away)."),
-    (KeyError(), "the session command failed (KeyError)."),
-])
+@pytest.mark.parametrize(
+    ("error", "sentence"),
+    [
+        (
+            RuntimeError("the disk went away\nmore detail"),
+            "the session command failed (RuntimeError: the disk went away).",
+        ),
+        (KeyError(), "the session command failed (KeyError)."),
+    ],
+)
 def test_an_unexpected_failure_is_one_sentence(tmp_path, monkeypatch, capsys, error, sentence):
     from app import sessions_cli
     from app.main import build_parser

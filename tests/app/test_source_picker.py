@@ -29,7 +29,10 @@ def test_first_run_is_system_audio_with_outputs_and_microphones_by_name(qtbot, c
     w = make_window(qtbot, controller, settings, audio)
     assert w.sources.kind == "system" and settings.value(Key.SOURCE) == ""  # not saved until chosen
     assert items(w.sources.output_combo) == [
-        "Default output (follows changes)", "Built-in Audio Analog Stereo", "WH-1000XM4"]
+        "Default output (follows changes)",
+        "Built-in Audio Analog Stereo",
+        "WH-1000XM4",
+    ]
     assert items(w.sources.device_combo)[:2] == ["System default", "Blue Yeti"]
     assert w.sources._toolbar_actions["output"].isVisible() and not w.sources._toolbar_actions["device"].isVisible()
     assert [a.text() for a in w.sources.menu.actions()] == ["System audio", "Microphone", "Both (mixed)"]

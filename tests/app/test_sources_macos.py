@@ -49,7 +49,7 @@ def test_global_tap_excluding_livecap_in_a_private_aggregate_read_like_a_microph
     assert AudioSystem(sd, MacBackend(sd, ca, version=(15, 1))).default_kind() == "system"
     source = open_tap(sd, ca)
     try:
-        (tap, desc), = ca.taps.items()
+        ((tap, desc),) = ca.taps.items()
         assert desc.exclude == [77] and desc.private and desc.device_uid is None
         (spec,) = ca.aggregates.values()
         assert spec["IsPrivateKey"] is True and spec["TapAutoStartKey"] is True

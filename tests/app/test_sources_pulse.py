@@ -155,9 +155,24 @@ def run_unattended(tmp_path, server, source: str, out: str, seconds: float, play
         pytest.skip("the Moonshine fixture model is missing (make fixtures)")
     env = livecap_env(tmp_path, server.env)
     env.pop("PULSE_SOURCE", None)
-    cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), "--source", source,
-           *extra, "--model", str(model), "--backend", "numpy", "--quit-after", str(seconds),
-           "--save-transcript", out]
+    cmd = [
+        sys.executable,
+        "-m",
+        "app.main",
+        "--settings",
+        str(tmp_path / "s.ini"),
+        "--source",
+        source,
+        *extra,
+        "--model",
+        str(model),
+        "--backend",
+        "numpy",
+        "--quit-after",
+        str(seconds),
+        "--save-transcript",
+        out,
+    ]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         if play is not None:
@@ -183,8 +198,14 @@ def speech_clip() -> np.ndarray:
 
 def test_unattended_system_audio_run_captions_speech_and_not_silence(tmp_path, pulse_server, speech_clip):
     out = tmp_path / "speech.srt"
-    run_unattended(tmp_path, pulse_server, "system", str(out), 9,
-                   lambda server: server.play(np.concatenate([speech_clip, np.zeros(RATE, np.float32)]), "virt_out"))
+    run_unattended(
+        tmp_path,
+        pulse_server,
+        "system",
+        str(out),
+        9,
+        lambda server: server.play(np.concatenate([speech_clip, np.zeros(RATE, np.float32)]), "virt_out"),
+    )
     cues = list(srt.parse(out.read_text(encoding="utf-8")))
     assert cues and all(cue.content.strip() for cue in cues)
 
@@ -198,8 +219,9 @@ def test_unattended_both_run_captions_the_microphone_part_of_the_mix(tmp_path, p
     writer.start()
     out = tmp_path / "both.srt"
     try:
-        stderr = run_unattended(tmp_path, pulse_server, "both", str(out), 9, lambda server: writer.go.set(),
-                                "--device", "Virtual Mic")
+        stderr = run_unattended(
+            tmp_path, pulse_server, "both", str(out), 9, lambda server: writer.go.set(), "--device", "Virtual Mic"
+        )
     finally:
         writer.stop.set()
         writer.join(2)

@@ -22,8 +22,10 @@ class Clock:
 
 @pytest.fixture
 def wasapi() -> FakeWasapi:
-    return FakeWasapi([loopback("Speakers (Realtek)", 7, 6, 48000.0), loopback("Headphones (USB)", 9, 2, 44100.0)],
-                      default="Speakers (Realtek)")
+    return FakeWasapi(
+        [loopback("Speakers (Realtek)", 7, 6, 48000.0), loopback("Headphones (USB)", 9, 2, 44100.0)],
+        default="Speakers (Realtek)",
+    )
 
 
 def test_lists_outputs_by_name_and_opens_the_default_at_its_own_channels(wasapi):

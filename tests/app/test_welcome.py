@@ -44,8 +44,9 @@ def window(qtbot, fake, controller, settings, fake_sd):
 
 
 def _wait_job(qtbot, welcome, timeout=15000):
-    qtbot.waitUntil(lambda: welcome.job is not None and not welcome.busy and welcome.cancel_button.isHidden(),
-                    timeout=timeout)
+    qtbot.waitUntil(
+        lambda: welcome.job is not None and not welcome.busy and welcome.cancel_button.isHidden(), timeout=timeout
+    )
 
 
 def _plain(text: str) -> None:
@@ -92,8 +93,9 @@ def test_cancel_keeps_the_part_and_resume_finishes(qtbot, window, fake):
     fake.rate = 4_000_000
     w.download_button.click()
     # past huggingface_hub's 10 MB write step of the (padded) weights, so the cancel keeps a part
-    qtbot.waitUntil(lambda: w._last is not None and w._last.file == "model.safetensors"
-                    and w._last.done > 12_000_000, timeout=20000)
+    qtbot.waitUntil(
+        lambda: w._last is not None and w._last.file == "model.safetensors" and w._last.done > 12_000_000, timeout=20000
+    )
     w.cancel_button.click()
     _wait_job(qtbot, w)
     assert "kept" in w.progress_label.text()

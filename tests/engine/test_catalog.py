@@ -74,8 +74,15 @@ def test_moonshine_aliases_and_case(catalog: Catalog) -> None:
 
 
 def test_from_dict_ignores_unknown_keys_and_checks_revisions() -> None:
-    d = {"key": "k", "repo_id": "a/b", "name": "N", "family": "moonshine_streaming", "future_field": 1,
-         "aliases": ["c/d"], "revision": None}
+    d = {
+        "key": "k",
+        "repo_id": "a/b",
+        "name": "N",
+        "family": "moonshine_streaming",
+        "future_field": 1,
+        "aliases": ["c/d"],
+        "revision": None,
+    }
     e = CatalogEntry.from_dict(d)
     assert e.aliases == ("c/d",) and e.matches("C/D") and e.revision is None
     with pytest.raises(ModelError, match="full commit hash"):

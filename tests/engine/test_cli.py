@@ -29,8 +29,18 @@ def cli(capsys, *args):
 @pytest.mark.parametrize("name", ["moon_small_like", "moon_tiny_like"])
 @pytest.mark.parametrize("clip", ["speech", "noise"])
 def test_tokens_equal_reference_generate(capsys, backend, name, clip):
-    code, out, err = cli(capsys, FIXTURES / "audio" / f"{clip}.wav", "--model", FIXTURES / "models" / name,
-                         "--backend", backend, "--dtype", "float32", "--no-vad", "--tokens")
+    code, out, err = cli(
+        capsys,
+        FIXTURES / "audio" / f"{clip}.wav",
+        "--model",
+        FIXTURES / "models" / name,
+        "--backend",
+        backend,
+        "--dtype",
+        "float32",
+        "--no-vad",
+        "--tokens",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["family"] == "moonshine_streaming"
@@ -38,8 +48,12 @@ def test_tokens_equal_reference_generate(capsys, backend, name, clip):
 
 
 def test_console_script_runs_without_traceback(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad"],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() and "Traceback" not in r.stderr
 
@@ -144,8 +158,12 @@ def test_usage_errors_exit_2(capsys, tmp_path):
 
 def test_stdin_raw_float32():
     g = golden("moon_small_like", "speech")
-    r = subprocess.run([sys.executable, "-m", "engine.cli", "-", "--model", str(MODEL), "--no-vad", "--tokens"],
-                       input=g["audio"].astype("<f4").tobytes(), capture_output=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "engine.cli", "-", "--model", str(MODEL), "--no-vad", "--tokens"],
+        input=g["audio"].astype("<f4").tobytes(),
+        capture_output=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["segments"][0]["tokens"] == g["greedy"].tolist()
 
@@ -183,9 +201,27 @@ def test_output_write_is_atomic_when_the_disk_fills(tmp_path):
     """A write that fails part way keeps the old file whole and leaves no partial or temporary file."""
     out = tmp_path / "out.txt"
     out.write_text("the old transcript, which must survive\n")
-    r = subprocess.run([sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad",
-                        "--backend", "numpy", "--format", "json", "-o", str(out)],
-                       capture_output=True, text=True, timeout=120, preexec_fn=_limited_file_size(16))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            str(SPEECH),
+            "--model",
+            str(MODEL),
+            "--no-vad",
+            "--backend",
+            "numpy",
+            "--format",
+            "json",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_limited_file_size(16),
+    )
     assert r.returncode == 1, r.stderr
     assert "Cannot write the transcript to" in r.stderr and "Traceback" not in r.stderr
     assert out.read_text() == "the old transcript, which must survive\n"
@@ -199,8 +235,13 @@ def test_chunk_ms_must_be_a_positive_number(capsys, value):
 
 def test_stdout_on_a_full_disk_is_a_write_error():
     with open("/dev/full", "w") as full:
-        r = subprocess.run([sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad"],
-                           stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
     assert r.returncode == 1
     assert r.stderr == "livecap-transcribe: Cannot write to standard output: no space left on device.\n"
 
@@ -225,15 +266,31 @@ def test_invalid_samples_are_silenced_counted_and_reported(tmp_path):
     outs = {}
     for name, x in (("bad", bad), ("zeroed", zeroed)):
         wav = _float_wav(tmp_path / f"{name}.wav", x)
-        r = subprocess.run([sys.executable, "-W", "always", "-m", "engine.cli", str(wav),
-                            "--model", str(MODEL), "--no-vad", "--tokens"],
-                           capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-W",
+                "always",
+                "-m",
+                "engine.cli",
+                str(wav),
+                "--model",
+                str(MODEL),
+                "--no-vad",
+                "--tokens",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         outs[name] = (json.loads(r.stdout), r.stderr)
     assert outs["bad"][0] == outs["zeroed"][0]
     assert outs["zeroed"][1] == ""
-    assert outs["bad"][1] == ("livecap-transcribe: warning: 100 samples (6 ms) of the audio were not valid "
-                              "numbers (NaN, infinite or absurdly large) and were replaced by silence.\n")
+    assert outs["bad"][1] == (
+        "livecap-transcribe: warning: 100 samples (6 ms) of the audio were not valid "
+        "numbers (NaN, infinite or absurdly large) and were replaced by silence.\n"
+    )
 
 
 def test_nonsense_sample_rate_is_an_audio_error(capsys, tmp_path):

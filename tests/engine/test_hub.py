@@ -57,8 +57,11 @@ def _sha(path: Path) -> str:
 def _snapshots(cache: Path, repo: str) -> list[Path]:
     """Snapshot folders that hold a model marker (config.json or params.json): what a loader would try."""
     d = cache / ("models--" + repo.replace("/", "--")) / "snapshots"
-    return sorted(p for p in d.iterdir() if (p / "config.json").exists() or (p / "params.json").exists()) \
-        if d.is_dir() else []
+    return (
+        sorted(p for p in d.iterdir() if (p / "config.json").exists() or (p / "params.json").exists())
+        if d.is_dir()
+        else []
+    )
 
 
 def _kept(repo: str) -> list[Path]:
@@ -71,16 +74,28 @@ def _one_sentence(msg: str) -> None:
 
 
 def _resolve_gets(hub: FakeHub, name: str = "") -> list:
-    return [r for r in hub.requests if r.method == "GET" and ("/resolve/" in r.path or "/cdn/" in r.path)
-            and r.path.endswith(name)]
+    return [
+        r
+        for r in hub.requests
+        if r.method == "GET" and ("/resolve/" in r.path or "/cdn/" in r.path) and r.path.endswith(name)
+    ]
 
 
 # -- environment -------------------------------------------------------------------------------------------
 
 
 def test_environment_is_read_at_call_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("HF_HOME", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_ENDPOINT", "HF_HUB_OFFLINE",
-                "TRANSFORMERS_OFFLINE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH"):
+    for var in (
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HUGGINGFACE_HUB_CACHE",
+        "HF_ENDPOINT",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_TOKEN",
+        "HUGGING_FACE_HUB_TOKEN",
+        "HF_TOKEN_PATH",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert H.hf_home() == tmp_path / "xdg" / "huggingface"
@@ -537,11 +552,17 @@ def test_no_code_reaches_into_huggingface_hub_internals() -> None:
     import re
 
     root = Path(__file__).resolve().parents[2]
-    bad = re.compile(r"huggingface_hub\.(constants|utils\._|_|file_download)|huggingface_hub\.utils import _|"
-                     r"constants\.HF_|\.extensions\[\"network_stream|blobs/.*\.incomplete\"")
-    offenders = [f"{p.relative_to(root)}:{i}" for folder in ("engine", "app", "packaging")
-                 for p in (root / folder).rglob("*.py") for i, line in enumerate(p.read_text().splitlines(), 1)
-                 if bad.search(line)]
+    bad = re.compile(
+        r"huggingface_hub\.(constants|utils\._|_|file_download)|huggingface_hub\.utils import _|"
+        r"constants\.HF_|\.extensions\[\"network_stream|blobs/.*\.incomplete\""
+    )
+    offenders = [
+        f"{p.relative_to(root)}:{i}"
+        for folder in ("engine", "app", "packaging")
+        for p in (root / folder).rglob("*.py")
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if bad.search(line)
+    ]
     assert offenders == []
 
 
@@ -566,8 +587,9 @@ def test_fetch_model_uses_the_catalog_and_then_works_without_the_hub(fake: FakeH
     from engine.loader import resolve_source
 
     entry = load_catalog().find("UsefulSensors/moonshine-streaming-tiny")
-    fake.add_repo(entry.repo_id, tiny_files(**{"model.onnx": b"x" * 1000, "README.md": b"# card"}),
-                  commit=entry.revision)
+    fake.add_repo(
+        entry.repo_id, tiny_files(**{"model.onnx": b"x" * 1000, "README.md": b"# card"}), commit=entry.revision
+    )
     path = resolve_source(entry.repo_id)  # the loader's own hub path
     assert path.name == entry.revision
     assert sorted(p.name for p in path.iterdir()) == sorted(entry.allow_patterns)

@@ -11,8 +11,9 @@ from tests.conftest import FIXTURES
 
 
 @pytest.mark.parametrize("backend", ["numpy", "mlx"])
-@pytest.mark.parametrize("name,options", [("moon_tiny_like", {}), ("moon_tiny_like", {"vad": False}),
-                                          ("vox_tiny_hf", {"delay_ms": 480})])
+@pytest.mark.parametrize(
+    "name,options", [("moon_tiny_like", {}), ("moon_tiny_like", {"vad": False}), ("vox_tiny_hf", {"delay_ms": 480})]
+)
 def test_models_and_sessions_keep_the_contract(backend, name, options):
     m = load_model(FIXTURES / "models" / name, backend=backend)
     assert isinstance(m, Model) and m.backend_name == backend

@@ -22,7 +22,8 @@ def module_name(path: Path) -> str:
 def _type_checking_only(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def runtime_imports(path: Path, modules: set[str]) -> set[str]:
@@ -112,6 +113,10 @@ def test_model_files_use_only_the_backend_op_set():
     """Under engine/models/ nothing imports MLX, reaches into a backend's array module or asks which backend
     it runs on: the backend owns those decisions."""
     bad = re.compile(r"import mlx|from mlx|\bB\.xp\b|\.xp\.|\bB\.name\s*[!=]=|backend\.name\s*[!=]=")
-    hits = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in sorted((ENGINE / "models").rglob("*.py"))
-            for i, line in enumerate(p.read_text().splitlines(), 1) if bad.search(line)]
+    hits = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+        for p in sorted((ENGINE / "models").rglob("*.py"))
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if bad.search(line)
+    ]
     assert hits == []

@@ -39,8 +39,19 @@ def test_tekken_byte_tokens_for_control_characters(tmp_path):
     t = Tekken(f)
     byte = lambda b: 1000 + b  # noqa: E731 - the first 256 pieces are the single bytes
     # BEL, ESC, C1 CSI (U+009B as UTF-8 C2 9B), NEL (U+0085), a newline, DEL
-    ids = [1256, byte(7), byte(0x1B), byte(ord("x")), byte(0xC2), byte(0x9B), byte(0xC2), byte(0x85), byte(10),
-           byte(0x7F), byte(ord("y"))]
+    ids = [
+        1256,
+        byte(7),
+        byte(0x1B),
+        byte(ord("x")),
+        byte(0xC2),
+        byte(0x9B),
+        byte(0xC2),
+        byte(0x85),
+        byte(10),
+        byte(0x7F),
+        byte(ord("y")),
+    ]
     raw = b"".join(t.token_bytes(i) for i in ids).decode("utf-8")
     assert has_control(raw)  # the ids really carry C0 and C1 characters
     assert t.decode(ids) == " hellox  y"
@@ -61,8 +72,19 @@ def test_voxtral_session_never_emits_control_characters():
 
     m = load_model(FIXTURES / "models" / "vox_tiny_hf", backend="numpy")
     n = m.tok.num_special
-    forced = [n + ord("a"), n + 7, n + 0x1B, n + ord("b"), n + 0xC2, n + 0x9B, n + 0xC2, n + 0x85, n + ord("c"),
-              n + 10, n + ord("d")]
+    forced = [
+        n + ord("a"),
+        n + 7,
+        n + 0x1B,
+        n + ord("b"),
+        n + 0xC2,
+        n + 0x9B,
+        n + 0xC2,
+        n + 0x85,
+        n + ord("c"),
+        n + 10,
+        n + ord("d"),
+    ]
     orig, calls = m.B.argmax, {"n": 0}
 
     def argmax(x):
@@ -95,8 +117,20 @@ def test_moonshine_byte_fallback_ids_for_control_characters(name):
     vocab = json.loads(path.read_text())["model"]["vocab"]
     tok = MoonshineTokenizer(path)
     piece = lambda b: vocab[f"<0x{b:02X}>"]  # noqa: E731
-    ids = [piece(ord("a")), piece(7), piece(0x1B), piece(ord("b")), piece(0xC2), piece(0x9B), piece(0xC2),
-           piece(0x85), piece(ord("c")), piece(10), piece(0x7F), piece(ord("d"))]
+    ids = [
+        piece(ord("a")),
+        piece(7),
+        piece(0x1B),
+        piece(ord("b")),
+        piece(0xC2),
+        piece(0x9B),
+        piece(0xC2),
+        piece(0x85),
+        piece(ord("c")),
+        piece(10),
+        piece(0x7F),
+        piece(ord("d")),
+    ]
     raw = tok._tok.decode(ids, skip_special_tokens=True)
     assert has_control(raw)  # the library's own decoding keeps them
     out = tok.decode(ids)

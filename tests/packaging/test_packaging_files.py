@@ -87,8 +87,9 @@ def test_install_desktop_entry_writes_an_absolute_exec(tmp_path):
     text = (tmp_path / "share" / "applications" / "livecap.desktop").read_text()
     assert f'Exec="{tmp_path}/odd \\\\$dir/livecap"' in text.splitlines()
     assert (tmp_path / "share" / "icons" / "hicolor" / "48x48" / "apps" / "livecap.png").exists()
-    subprocess.run(["sh", str(bundle / "install-desktop-entry.sh"), "--uninstall"], env=env, check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["sh", str(bundle / "install-desktop-entry.sh"), "--uninstall"], env=env, check=True, capture_output=True
+    )
     assert not (tmp_path / "share" / "applications" / "livecap.desktop").exists()
 
 

@@ -48,13 +48,24 @@ def cli_tokens():
     --backend B --dtype float32 *args --tokens`` and return the JSON object it printed."""
 
     def run(clip_path, model_dir, backend: str, *args: str) -> dict:
-        cmd = [sys.executable, "-m", "engine.cli", str(clip_path), "--model", str(model_dir),
-               "--backend", backend, "--dtype", "float32", *args, "--tokens"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            str(clip_path),
+            "--model",
+            str(model_dir),
+            "--backend",
+            backend,
+            "--dtype",
+            "float32",
+            *args,
+            "--tokens",
+        ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO_ROOT)}
         proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=CLI_TIMEOUT_S)
         assert proc.returncode == 0, (
-            f"{' '.join(cmd)}\nexited {proc.returncode}\n"
-            f"stdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-4000:]}"
+            f"{' '.join(cmd)}\nexited {proc.returncode}\nstdout:\n{proc.stdout[-2000:]}\nstderr:\n{proc.stderr[-4000:]}"
         )
         text = proc.stdout.strip()
         try:

@@ -46,8 +46,7 @@ def built_models(tmp_path_factory):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", sorted(PARITY_SEEDS))
 @pytest.mark.parametrize("name", sorted(mf.MOONSHINE_CONFIGS))
-def test_cli_tokens_match_transformers_generate(name: str, seed: int, backend: str, built_models,
-                                                cli_tokens) -> None:
+def test_cli_tokens_match_transformers_generate(name: str, seed: int, backend: str, built_models, cli_tokens) -> None:
     if backend == "mlx" and importlib.util.find_spec("mlx") is None:
         pytest.skip("mlx is not installed")
     clip = PARITY_SEEDS[seed]

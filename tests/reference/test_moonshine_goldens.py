@@ -116,9 +116,7 @@ def test_model_files_have_real_layout(name: str) -> None:
     assert cfg["encoder_config"]["sliding_windows"] == [[16, 4], [16, 0], [16, 0], [16, 4]]
     tensors = load_file(str(d / "model.safetensors"))
     assert tensors["model.encoder.embedder.comp.log_k"].shape == ()
-    assert ("model.decoder.proj.weight" in tensors) == (
-        cfg["hidden_size"] != cfg["encoder_config"]["hidden_size"]
-    )
+    assert ("model.decoder.proj.weight" in tensors) == (cfg["hidden_size"] != cfg["encoder_config"]["hidden_size"])
     assert tensors["model.decoder.pos_emb.weight"].shape == (4096, cfg["encoder_config"]["hidden_size"])
     # No parameter keeps its HF init value (which would hide "+1", "exp" or missing-bias bugs).
     for key, value in tensors.items():

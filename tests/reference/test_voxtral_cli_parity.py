@@ -88,8 +88,9 @@ def test_cli_tokens_match_transformers_generate(
     d = delay_ms // 80
     want = reference_ids(seed, clip, d, built_models(seed, "hf"))
 
-    out = cli_tokens(clip_path, built_models(seed, dialect), backend,
-                     "--delay-ms", str(delay_ms), "--chunk-ms", f"{chunk_ms:g}")
+    out = cli_tokens(
+        clip_path, built_models(seed, dialect), backend, "--delay-ms", str(delay_ms), "--chunk-ms", f"{chunk_ms:g}"
+    )
 
     assert out.get("family") == "voxtral_realtime", out
     assert out.get("delay_tokens") == d, out

@@ -154,8 +154,9 @@ def test_replay_run_survives_non_object_journals(tmp_path, bad):
     audio = fake_engine.speechlike([(0.8, 0.5)])
     wav = fake_engine.write_wav(tmp_path / "speech.wav", audio)
     out = tmp_path / "out.txt"
-    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "8", "--quit-at-end",
-                       "--save-transcript", str(out))
+    proc = run_livecap(
+        tmp_path, "--input", str(wav), "--model", "fake", "--speed", "8", "--quit-at-end", "--save-transcript", str(out)
+    )
     assert proc.returncode == 0, proc.stderr
     expected = [line.text for line in fake_engine.transcribe(audio)]
     assert expected and out.read_text(encoding="utf-8").split("\n")[:-1] == expected
@@ -170,8 +171,9 @@ def test_gui_start_survives_a_non_object_journal(tmp_path, bad):
     folder.mkdir(parents=True)
     (folder / "20240501-100000.jsonl").write_bytes(good_with(bad))
     cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini")]
-    proc = subprocess.Popen(cmd, cwd=REPO, env=livecap_env(tmp_path), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=livecap_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         time.sleep(4)
         assert proc.poll() is None, proc.communicate()[1]
@@ -197,8 +199,9 @@ def test_recovery_banner_says_how_many_lines_were_unreadable(qtbot, tmp_path, mo
     (folder / "20240501-100000.jsonl").write_bytes(good_with(b"[1]") + b"null\n")
     controller = SessionController(loader=fake_engine.load_model, journal_dir=folder)
     try:
-        window = MainWindow(controller, Settings(tmp_path / "s.ini"),
-                            sounddevice=FakeSoundDevice([make_device("Mic", 16000.0)]))
+        window = MainWindow(
+            controller, Settings(tmp_path / "s.ini"), sounddevice=FakeSoundDevice([make_device("Mic", 16000.0)])
+        )
         qtbot.addWidget(window)
         rec = window.offer_recovery()
         assert rec is not None and rec.lines == KEPT and rec.unreadable == 2

@@ -53,16 +53,34 @@ def contents(folder: Path) -> list[str]:
 
 
 def cli(*args, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad",
-                           "--backend", "numpy", *map(str, args)], cwd=REPO, stdout=stdout, stderr=subprocess.PIPE,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "engine.cli",
+            str(SPEECH),
+            "--model",
+            str(MODEL),
+            "--no-vad",
+            "--backend",
+            "numpy",
+            *map(str, args),
+        ],
+        cwd=REPO,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_cli_output_on_a_full_disk_keeps_the_old_file(disk):
     r = cli("--format", "json", "-o", disk / "old.txt")
     assert r.returncode == 1
-    assert r.stderr == f"livecap-transcribe: Cannot write the transcript to '{disk / 'old.txt'}': no space left on " \
-                       "device.\n"
+    assert (
+        r.stderr == f"livecap-transcribe: Cannot write the transcript to '{disk / 'old.txt'}': no space left on "
+        "device.\n"
+    )
     assert (disk / "old.txt").read_text() == OLD
     assert contents(disk) == ["filler", "old.txt"]
 

@@ -24,10 +24,28 @@ def test_kill_9_during_a_replay_then_recover(qtbot, tmp_path):
     expected = [line.text for line in fake_engine.transcribe(audio)]
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(REPO))  # the private XDG folders
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"),
-         "--engine-factory", "tests.app.fake_engine:load_model", "--input", str(wav), "--model", "fake",
-         "--speed", "2", "--quit-at-end", "--save-transcript", str(tmp_path / "never.txt")],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "app.main",
+            "--settings",
+            str(tmp_path / "s.ini"),
+            "--engine-factory",
+            "tests.app.fake_engine:load_model",
+            "--input",
+            str(wav),
+            "--model",
+            "fake",
+            "--speed",
+            "2",
+            "--quit-at-end",
+            "--save-transcript",
+            str(tmp_path / "never.txt"),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     try:
         time.sleep(6.0)  # start-up plus several seconds of the 14 s replay

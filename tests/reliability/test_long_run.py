@@ -27,8 +27,14 @@ SCRIPT = REPO / "benchmarks" / "memory_hour.py"
 
 def samples(*args: str) -> list[list[float]]:
     """Run benchmarks/memory_hour.py in a child process; its RSS samples ``[[minutes, MiB], ...]``."""
-    out = subprocess.run([sys.executable, str(SCRIPT), "--child", *args], cwd=REPO, check=True,
-                         capture_output=True, text=True, timeout=600).stdout
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--child", *args],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    ).stdout
     return json.loads(out.strip().splitlines()[-1])["samples"]
 
 

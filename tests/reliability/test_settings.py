@@ -112,8 +112,9 @@ def test_livecap_replays_with_a_corrupt_settings_file(tmp_path):
     ini.write_bytes(SHAPES["wrong-types"] + SHAPES["random-bytes"])
     wav = fake_engine.write_wav(tmp_path / "a.wav", fake_engine.speechlike([(0.8, 0.5), (0.6, 0.4)]))
     out = tmp_path / "out.txt"
-    proc = run_livecap(tmp_path, "--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end",
-                       "--save-transcript", str(out))  # with --settings tmp_path/s.ini, the corrupt file
+    proc = run_livecap(
+        tmp_path, "--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end", "--save-transcript", str(out)
+    )  # with --settings tmp_path/s.ini, the corrupt file
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr
     assert out.read_text().strip()

@@ -15,8 +15,14 @@ from .tokenizer import MoonshineTokenizer
 __all__ = ["MoonshineConfig", "MoonshineModel", "load"]
 
 
-def load(folder: Path, config: dict, backend: Backend, dtype: str | None = None,
-         window_semantics: str = "hf", quantize: int | None = None) -> MoonshineModel:
+def load(
+    folder: Path,
+    config: dict,
+    backend: Backend,
+    dtype: str | None = None,
+    window_semantics: str = "hf",
+    quantize: int | None = None,
+) -> MoonshineModel:
     """A Moonshine model from an HF folder (config.json, model.safetensors, tokenizer.json); ``quantize``
     converts its projections to 8 or 4 bits (cached for the next start, ``quantize.py``)."""
     cfg = MoonshineConfig.from_dict(config)

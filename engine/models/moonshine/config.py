@@ -93,13 +93,23 @@ class MoonshineConfig:
             if act != want:
                 raise ModelError(f"Unsupported activation '{act}' in the Moonshine config.json.")
         where = "The Moonshine config.json"
-        require(cfg.num_attention_heads % cfg.num_key_value_heads == 0, where,
-                f"{cfg.num_attention_heads} attention heads cannot share {cfg.num_key_value_heads} key/value heads")
+        require(
+            cfg.num_attention_heads % cfg.num_key_value_heads == 0,
+            where,
+            f"{cfg.num_attention_heads} attention heads cannot share {cfg.num_key_value_heads} key/value heads",
+        )
         ids = (cfg.bos_token_id, cfg.eos_token_id, cfg.decoder_start_token_id)
-        require(all(isinstance(i, int) and 0 <= i < cfg.vocab_size for i in ids), where,
-                f"its token ids {list(ids)} lie outside the vocabulary of {cfg.vocab_size}")
-        require(0 < cfg.rope_parameters["partial_rotary_factor"] <= 1 and cfg.rotary_dim >= 2, where,
-                "its partial_rotary_factor leaves no rotary dimensions or more than the head has")
-        require(enc.head_dim >= 1 and cfg.head_dim >= 1 and enc.frame_len >= 1, where,
-                "a head or frame size is below 1")
+        require(
+            all(isinstance(i, int) and 0 <= i < cfg.vocab_size for i in ids),
+            where,
+            f"its token ids {list(ids)} lie outside the vocabulary of {cfg.vocab_size}",
+        )
+        require(
+            0 < cfg.rope_parameters["partial_rotary_factor"] <= 1 and cfg.rotary_dim >= 2,
+            where,
+            "its partial_rotary_factor leaves no rotary dimensions or more than the head has",
+        )
+        require(
+            enc.head_dim >= 1 and cfg.head_dim >= 1 and enc.frame_len >= 1, where, "a head or frame size is below 1"
+        )
         return cfg

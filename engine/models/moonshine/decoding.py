@@ -18,8 +18,9 @@ def token_cap(n_samples: int, sample_rate: int = SAMPLE_RATE) -> int:
     return (13 * n_samples + 2 * sample_rate - 1) // (2 * sample_rate)
 
 
-def greedy(model: MoonshineModel, xkv, max_new_tokens: int, mem_valid: np.ndarray | None = None,
-           repetition_stop: int = 0) -> list[int]:
+def greedy(
+    model: MoonshineModel, xkv, max_new_tokens: int, mem_valid: np.ndarray | None = None, repetition_stop: int = 0
+) -> list[int]:
     """Greedy ids after the start token, up to and including EOS, at most ``max_new_tokens``.
 
     Equals the reference ``generate(max_new_tokens=N, do_sample=False)`` ids after the start token.

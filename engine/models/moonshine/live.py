@@ -57,9 +57,16 @@ class LiveSession:
     partial cadence). ``stats`` counts committed lines and those served by a speculative decode.
     """
 
-    def __init__(self, model: MoonshineModel, partial_ms: float = 160.0, repetition_stop: int = 4,
-                 vad: VadOptions | None = None, vad_model=None, speculate: bool = True,
-                 clock: Callable[[], float] = time.perf_counter):
+    def __init__(
+        self,
+        model: MoonshineModel,
+        partial_ms: float = 160.0,
+        repetition_stop: int = 4,
+        vad: VadOptions | None = None,
+        vad_model=None,
+        speculate: bool = True,
+        clock: Callable[[], float] = time.perf_counter,
+    ):
         self.m = model
         self.opts = vad or VadOptions()
         self.speculate = bool(speculate)
@@ -121,8 +128,7 @@ class LiveSession:
                 self._flush_encoder(speculate=False)  # the close is now: decode in the commit
                 events.append(self._commit(step.event))
         every = schedule.interval()
-        partial_due = (self.open and spec.line is None and schedule.enabled
-                       and self.pos >= schedule.last_at + every)
+        partial_due = self.open and spec.line is None and schedule.enabled and self.pos >= schedule.last_at + every
         self._flush_encoder(force=partial_due)
         schedule.add_work(len(pcm), schedule.clock() - t0)
         if self.open and spec.line is not None:
@@ -239,8 +245,13 @@ class LiveSession:
         self.stats["commits"] += 1
         self.stats["speculative"] += served
         start = seg.start_sample
-        line = Line(self._text(fin.ids), fin.first / SAMPLE_RATE, fin.last / SAMPLE_RATE, tuple(fin.ids),
-                    span=(start / SAMPLE_RATE, (start + fin.fed) / SAMPLE_RATE))
+        line = Line(
+            self._text(fin.ids),
+            fin.first / SAMPLE_RATE,
+            fin.last / SAMPLE_RATE,
+            tuple(fin.ids),
+            span=(start / SAMPLE_RATE, (start + fin.fed) / SAMPLE_RATE),
+        )
         return CaptionEvent(committed=(line,) if line.text or fin.ids else ())
 
     def _final_from(self, state: EncoderState, fed: int, speech: tuple[int, int], live: bool = False) -> FinalDecode:

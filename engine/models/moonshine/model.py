@@ -62,8 +62,16 @@ class MoonshineModel:
 
     family = "moonshine_streaming"
 
-    def __init__(self, cfg: MoonshineConfig, store: TensorStore, backend: Backend, dtype: str | None = None,
-                 window_semantics: str = "hf", tokenizer=None, source: str = ""):
+    def __init__(
+        self,
+        cfg: MoonshineConfig,
+        store: TensorStore,
+        backend: Backend,
+        dtype: str | None = None,
+        window_semantics: str = "hf",
+        tokenizer=None,
+        source: str = "",
+    ):
         self.cfg, self.B, self.tokenizer, self.source = cfg, backend, tokenizer, source
         self.window_semantics = window_semantics
         B, e = backend, cfg.encoder
@@ -98,19 +106,28 @@ class MoonshineModel:
             L, R = e.sliding_windows[i]
             if window_semantics == "inclusive":
                 L, R = L + 1, R + 1
-            self.enc_layers.append(EncoderLayer(
-                ln1=B.asarray(store.numpy(p + "input_layernorm.gamma", (D,)) + one, f32),
-                ln2=B.asarray(store.numpy(p + "post_attention_layernorm.gamma", (D,)) + one, f32),
-                qkv=stacked([(p + f"self_attn.{x}_proj.weight", (Hd, D)) for x in "qkv"]),
-                o=lin(p + "self_attn.o_proj.weight", (D, Hd)),
-                fc1=lin(p + "mlp.fc1.weight", (F, D)), fc1_b=W(p + "mlp.fc1.bias", (F,)),
-                fc2=lin(p + "mlp.fc2.weight", (D, F)), fc2_b=W(p + "mlp.fc2.bias", (D,)),
-                window=(L, R),
-            ))
+            self.enc_layers.append(
+                EncoderLayer(
+                    ln1=B.asarray(store.numpy(p + "input_layernorm.gamma", (D,)) + one, f32),
+                    ln2=B.asarray(store.numpy(p + "post_attention_layernorm.gamma", (D,)) + one, f32),
+                    qkv=stacked([(p + f"self_attn.{x}_proj.weight", (Hd, D)) for x in "qkv"]),
+                    o=lin(p + "self_attn.o_proj.weight", (D, Hd)),
+                    fc1=lin(p + "mlp.fc1.weight", (F, D)),
+                    fc1_b=W(p + "mlp.fc1.bias", (F,)),
+                    fc2=lin(p + "mlp.fc2.weight", (D, F)),
+                    fc2_b=W(p + "mlp.fc2.bias", (D,)),
+                    window=(L, R),
+                )
+            )
         self.enc_final = B.asarray(store.numpy(pre + "final_norm.gamma", (D,)) + one, f32)
 
-        Dd, Hq, Hkv, hd, Fd = (cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim,
-                               cfg.intermediate_size)
+        Dd, Hq, Hkv, hd, Fd = (
+            cfg.hidden_size,
+            cfg.num_attention_heads,
+            cfg.num_key_value_heads,
+            cfg.head_dim,
+            cfg.intermediate_size,
+        )
         dp = "model.decoder."
         self.pos_emb = W(dp + "pos_emb.weight", (cfg.max_position_embeddings, D), f32)
         self.adapter = lin(dp + "proj.weight", (Dd, D)) if D != Dd else None
@@ -118,21 +135,33 @@ class MoonshineModel:
         self.dec_layers = []
         for i in range(cfg.num_hidden_layers):
             p = f"{dp}layers.{i}."
-            self.dec_layers.append(DecoderLayer(
-                ln_in=W(p + "input_layernorm.weight", (Dd,), f32),
-                ln_post=W(p + "post_attention_layernorm.weight", (Dd,), f32),
-                ln_final=W(p + "final_layernorm.weight", (Dd,), f32),
-                qkv=stacked([(p + "self_attn.q_proj.weight", (Hq * hd, Dd)),
-                             (p + "self_attn.k_proj.weight", (Hkv * hd, Dd)),
-                             (p + "self_attn.v_proj.weight", (Hkv * hd, Dd))]),
-                o=lin(p + "self_attn.o_proj.weight", (Dd, Hq * hd)),
-                xq=lin(p + "encoder_attn.q_proj.weight", (Hq * hd, Dd)),
-                xkv=stacked([(p + "encoder_attn.k_proj.weight", (Hkv * hd, Dd)),
-                             (p + "encoder_attn.v_proj.weight", (Hkv * hd, Dd))]),
-                xo=lin(p + "encoder_attn.o_proj.weight", (Dd, Hq * hd)),
-                fc1=lin(p + "mlp.fc1.weight", (2 * Fd, Dd)), fc1_b=W(p + "mlp.fc1.bias", (2 * Fd,)),
-                fc2=lin(p + "mlp.fc2.weight", (Dd, Fd)), fc2_b=W(p + "mlp.fc2.bias", (Dd,)),
-            ))
+            self.dec_layers.append(
+                DecoderLayer(
+                    ln_in=W(p + "input_layernorm.weight", (Dd,), f32),
+                    ln_post=W(p + "post_attention_layernorm.weight", (Dd,), f32),
+                    ln_final=W(p + "final_layernorm.weight", (Dd,), f32),
+                    qkv=stacked(
+                        [
+                            (p + "self_attn.q_proj.weight", (Hq * hd, Dd)),
+                            (p + "self_attn.k_proj.weight", (Hkv * hd, Dd)),
+                            (p + "self_attn.v_proj.weight", (Hkv * hd, Dd)),
+                        ]
+                    ),
+                    o=lin(p + "self_attn.o_proj.weight", (Dd, Hq * hd)),
+                    xq=lin(p + "encoder_attn.q_proj.weight", (Hq * hd, Dd)),
+                    xkv=stacked(
+                        [
+                            (p + "encoder_attn.k_proj.weight", (Hkv * hd, Dd)),
+                            (p + "encoder_attn.v_proj.weight", (Hkv * hd, Dd)),
+                        ]
+                    ),
+                    xo=lin(p + "encoder_attn.o_proj.weight", (Dd, Hq * hd)),
+                    fc1=lin(p + "mlp.fc1.weight", (2 * Fd, Dd)),
+                    fc1_b=W(p + "mlp.fc1.bias", (2 * Fd,)),
+                    fc2=lin(p + "mlp.fc2.weight", (Dd, Fd)),
+                    fc2_b=W(p + "mlp.fc2.bias", (Dd,)),
+                )
+            )
         self.dec_norm = W(dp + "norm.weight", (Dd,), f32)
         self.proj_out = lin("proj_out.weight", (cfg.vocab_size, Dd))
         # partial interleaved RoPE over rot = int(head_dim * factor) channels, float64 angles
@@ -145,8 +174,15 @@ class MoonshineModel:
         self.dec_out = LayerPiece(B, self._dec_out_fn, ("xo", "ln_final", "fc1", "fc1_b", "fc2", "fc2_b"))
 
     # ---- sessions -----------------------------------------------------------------------------
-    def start_session(self, vad: bool = True, partial_ms: float = 160.0, repetition_stop: int = 4,
-                      vad_options=None, vad_model=None, **unknown):
+    def start_session(
+        self,
+        vad: bool = True,
+        partial_ms: float = 160.0,
+        repetition_stop: int = 4,
+        vad_options=None,
+        vad_model=None,
+        **unknown,
+    ):
         """A session over this model's weights (cheap; weights are shared).
 
         ``vad=True``: live segmentation (see ``live.LiveSession``): partials every ``partial_ms`` of audio
@@ -160,8 +196,9 @@ class MoonshineModel:
             return WholeSession(self)
         if not 0 <= partial_ms <= 10000:
             raise UsageError("The partial cadence must be between 0 and 10000 ms.")
-        return LiveSession(self, partial_ms=partial_ms, repetition_stop=repetition_stop, vad=vad_options,
-                           vad_model=vad_model)
+        return LiveSession(
+            self, partial_ms=partial_ms, repetition_stop=repetition_stop, vad=vad_options, vad_model=vad_model
+        )
 
     # ---- properties ---------------------------------------------------------------------------
     @property
@@ -265,7 +302,7 @@ class MoonshineModel:
         """All encoder layers plus the final norm on frames ``x [T, D]`` (keys limited to ``valid``)."""
         B = self.B
         T = x.shape[0]
-        scale = self.cfg.encoder.head_dim ** -0.5
+        scale = self.cfg.encoder.head_dim**-0.5
         pos = np.arange(T)
         for layer in self.enc_layers:
             q, k, v = self.enc_in(layer, x)
@@ -298,16 +335,25 @@ class MoonshineModel:
         out = []
         for layer in self.dec_layers:
             kv = B.linear(memory, layer.xkv).reshape(t, 2 * hkv, c.head_dim).transpose(1, 0, 2)
-            out.append((B.write(B.zeros(shape, self.dtype), every, kv[:hkv]),
-                        B.write(B.zeros(shape, self.dtype), every, kv[hkv:])))
+            out.append(
+                (
+                    B.write(B.zeros(shape, self.dtype), every, kv[:hkv]),
+                    B.write(B.zeros(shape, self.dtype), every, kv[hkv:]),
+                )
+            )
         return out
 
     def new_self_cache(self, capacity: int) -> list[list]:
         """Empty self-attention K/V caches ``[Hkv, capacity, hd]`` for every decoder layer."""
         c, B = self.cfg, self.B
         dt = self.dtype
-        return [[B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
-                 B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt)] for _ in self.dec_layers]
+        return [
+            [
+                B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
+                B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
+            ]
+            for _ in self.dec_layers
+        ]
 
     def causal(self, start: int, n: int):
         """Boolean ``[n, start + n]``: token ``start + i`` sees keys ``0 .. start + i``."""
@@ -316,8 +362,15 @@ class MoonshineModel:
             self._tri = np.tril(np.ones((size, size), dtype=bool))
         return self.B.asarray(self._tri[start : start + n, : start + n])
 
-    def decode(self, tokens: list[int], start: int, cache: list[list], xkv, mem_valid: np.ndarray | None = None,
-               all_logits: bool = False):
+    def decode(
+        self,
+        tokens: list[int],
+        start: int,
+        cache: list[list],
+        xkv,
+        mem_valid: np.ndarray | None = None,
+        all_logits: bool = False,
+    ):
         """Run ``tokens`` at positions ``start..`` through the decoder, writing their K/V into ``cache``.
 
         Returns float32 NumPy logits of the last token ``[V]`` (or of every token ``[L, V]``).
@@ -330,7 +383,7 @@ class MoonshineModel:
         xmask = None
         if mem_valid is not None and not mem_valid.all():
             xmask = B.asarray(np.broadcast_to(mem_valid, (n, len(mem_valid))))
-        scale = c.head_dim ** -0.5
+        scale = c.head_dim**-0.5
         for layer, kv, (xk, xv) in zip(self.dec_layers, cache, xkv):
             q, k, v = self.dec_self_in(layer, x, cos, sin)
             kv[0] = B.write(kv[0], (slice(None), slice(start, start + n)), k)

@@ -63,8 +63,9 @@ class StreamingEncoder:
         B, e, c = self.B, self.m.cfg.encoder, self.m.cfg.encoder
         D, H, hd = e.hidden_size, c.num_attention_heads, c.head_dim
         dt = self.m.dtype
-        empty = LayerState(B.zeros((H, 0, hd), dt), B.zeros((H, 0, hd), dt), 0, B.zeros((0, D), dt),
-                           B.zeros((H, 0, hd), dt), 0, 0)
+        empty = LayerState(
+            B.zeros((H, 0, hd), dt), B.zeros((H, 0, hd), dt), 0, B.zeros((0, D), dt), B.zeros((H, 0, hd), dt), 0, 0
+        )
         return EncoderState(
             rem=np.zeros(0, np.float32),
             conv1=ConvState(B.zeros((4, D)), -4, 0),
@@ -96,9 +97,14 @@ class StreamingEncoder:
         right = max(R, 1)
         if x_new is not None and x_new.shape[0]:
             q, k, v = m.enc_in(layer, x_new)
-            st = replace(st, k=B.concat([st.k, k], axis=1), v=B.concat([st.v, v], axis=1),
-                         x=B.concat([st.x, x_new], axis=0), q=B.concat([st.q, q], axis=1),
-                         n_in=st.n_in + x_new.shape[0])
+            st = replace(
+                st,
+                k=B.concat([st.k, k], axis=1),
+                v=B.concat([st.v, v], axis=1),
+                x=B.concat([st.x, x_new], axis=0),
+                q=B.concat([st.q, q], axis=1),
+                n_in=st.n_in + x_new.shape[0],
+            )
         ready_end = st.n_in if final else st.n_in - right + 1
         n_ready = ready_end - st.q_start
         if n_ready <= 0:
@@ -106,11 +112,18 @@ class StreamingEncoder:
         qpos = np.arange(st.q_start, ready_end)
         kpos = np.arange(st.k_start, st.n_in)
         mask = window_mask(qpos, kpos, L, R)
-        attn = B.attention(st.q[:, :n_ready], st.k, st.v, m.cfg.encoder.head_dim ** -0.5, B.asarray(mask))
+        attn = B.attention(st.q[:, :n_ready], st.k, st.v, m.cfg.encoder.head_dim**-0.5, B.asarray(mask))
         out = m.enc_out(layer, st.x[:n_ready], attn)
         k_keep = max(st.k_start, ready_end - L + 1)
-        st = LayerState(st.k[:, k_keep - st.k_start :], st.v[:, k_keep - st.k_start :], k_keep,
-                        st.x[n_ready:], st.q[:, n_ready:], ready_end, st.n_in)
+        st = LayerState(
+            st.k[:, k_keep - st.k_start :],
+            st.v[:, k_keep - st.k_start :],
+            k_keep,
+            st.x[n_ready:],
+            st.q[:, n_ready:],
+            ready_end,
+            st.n_in,
+        )
         return st, out
 
     # ---- public -------------------------------------------------------------------------------

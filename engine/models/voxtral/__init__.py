@@ -15,8 +15,9 @@ from .tekken import Tekken
 __all__ = ["VoxtralConfig", "VoxtralModel", "load"]
 
 
-def load(folder: Path, config: dict, dialect: str, backend: Backend, dtype: str | None = None,
-         quantize: int | None = None) -> VoxtralModel:
+def load(
+    folder: Path, config: dict, dialect: str, backend: Backend, dtype: str | None = None, quantize: int | None = None
+) -> VoxtralModel:
     """A Voxtral model from a folder in the ``hf``, ``mistral`` or ``mlx`` layout; ``quantize`` (MLX: 4/6/8, NumPy: 4/8)
     converts the large matmuls to 4/6/8 bits (cached for the next start)."""
     if dialect == "mistral":
@@ -34,8 +35,17 @@ def load(folder: Path, config: dict, dialect: str, backend: Backend, dtype: str 
     table = names(dialect, cfg.encoder.n_layers, cfg.decoder.n_layers)
     backend.check_fits(store, "Voxtral")
     try:
-        model = VoxtralModel(cfg, store, table, backend, dtype, interleaved=dialect != "hf", tokenizer=tok,
-                             source=str(folder), conv_nlc=dialect == "mlx")
+        model = VoxtralModel(
+            cfg,
+            store,
+            table,
+            backend,
+            dtype,
+            interleaved=dialect != "hf",
+            tokenizer=tok,
+            source=str(folder),
+            conv_nlc=dialect == "mlx",
+        )
     except (ValueError, TypeError) as e:
         raise ModelError(f"The Voxtral checkpoint in {folder} does not fit its configuration ({e}).") from e
     if quantize:

@@ -62,8 +62,9 @@ def frames_to_mel(windows: np.ndarray, n_mels: int = N_MELS) -> np.ndarray:
 def log_mel(x: np.ndarray, n_mels: int = N_MELS) -> np.ndarray:
     """Offline features ``[len(x) // 160, n_mels]`` (frame k centred on sample 160 k)."""
     n = len(x) // HOP
-    padded = np.concatenate([np.zeros(N_FFT // 2, np.float32), np.asarray(x, np.float32),
-                             np.zeros(N_FFT // 2, np.float32)])
+    padded = np.concatenate(
+        [np.zeros(N_FFT // 2, np.float32), np.asarray(x, np.float32), np.zeros(N_FFT // 2, np.float32)]
+    )
     idx = np.arange(n)[:, None] * HOP + np.arange(N_FFT)[None, :]
     return frames_to_mel(padded[idx], n_mels) if n else np.zeros((0, n_mels), np.float32)
 

@@ -66,8 +66,18 @@ class VoxtralModel:
 
     family = "voxtral_realtime"
 
-    def __init__(self, cfg: VoxtralConfig, store, names: dict[str, str], backend: Backend, dtype: str | None,
-                 interleaved: bool, tokenizer, source: str = "", conv_nlc: bool = False):
+    def __init__(
+        self,
+        cfg: VoxtralConfig,
+        store,
+        names: dict[str, str],
+        backend: Backend,
+        dtype: str | None,
+        interleaved: bool,
+        tokenizer,
+        source: str = "",
+        conv_nlc: bool = False,
+    ):
         self.cfg, self.B, self.tok, self.source = cfg, backend, tokenizer, source
         self.tokenizer = tokenizer
         self.interleaved = interleaved
@@ -106,36 +116,49 @@ class VoxtralModel:
         self.conv1_b = vec("conv1.bias", A, f32)
         self.conv2 = conv("conv2.weight", A)
         self.conv2_b = vec("conv2.bias", A, f32)
-        self.enc = [EncLayer(
-            attn_norm=vec(f"enc.{i}.attn_norm", A, f32),
-            wq=lin(f"enc.{i}.wq.weight", (Hd, A)), bq=vec(f"enc.{i}.wq.bias", Hd),
-            wk=lin(f"enc.{i}.wk.weight", (Hd, A)),
-            wv=lin(f"enc.{i}.wv.weight", (Hd, A)), bv=vec(f"enc.{i}.wv.bias", Hd),
-            wo=lin(f"enc.{i}.wo.weight", (A, Hd)), bo=vec(f"enc.{i}.wo.bias", A),
-            ffn_norm=vec(f"enc.{i}.ffn_norm", A, f32),
-            w1=lin(f"enc.{i}.w1.weight", (e.hidden_dim, A)), w3=lin(f"enc.{i}.w3.weight", (e.hidden_dim, A)),
-            w2=lin(f"enc.{i}.w2.weight", (A, e.hidden_dim)), b2=vec(f"enc.{i}.w2.bias", A),
-        ) for i in range(e.n_layers)]
+        self.enc = [
+            EncLayer(
+                attn_norm=vec(f"enc.{i}.attn_norm", A, f32),
+                wq=lin(f"enc.{i}.wq.weight", (Hd, A)),
+                bq=vec(f"enc.{i}.wq.bias", Hd),
+                wk=lin(f"enc.{i}.wk.weight", (Hd, A)),
+                wv=lin(f"enc.{i}.wv.weight", (Hd, A)),
+                bv=vec(f"enc.{i}.wv.bias", Hd),
+                wo=lin(f"enc.{i}.wo.weight", (A, Hd)),
+                bo=vec(f"enc.{i}.wo.bias", A),
+                ffn_norm=vec(f"enc.{i}.ffn_norm", A, f32),
+                w1=lin(f"enc.{i}.w1.weight", (e.hidden_dim, A)),
+                w3=lin(f"enc.{i}.w3.weight", (e.hidden_dim, A)),
+                w2=lin(f"enc.{i}.w2.weight", (A, e.hidden_dim)),
+                b2=vec(f"enc.{i}.w2.bias", A),
+            )
+            for i in range(e.n_layers)
+        ]
         self.enc_norm = vec("enc_norm", A, f32)
         D = d.dim
         self.proj1 = lin("proj1.weight", (D, A * cfg.downsample))
         self.proj2 = lin("proj2.weight", (D, D))
         self.tok_emb = lin("tok.weight", (d.vocab_size, D))
-        self.dec = [DecLayer(
-            attn_norm=vec(f"dec.{i}.attn_norm", D, f32),
-            wq=lin(f"dec.{i}.wq.weight", (d.n_heads * d.head_dim, D)),
-            wk=lin(f"dec.{i}.wk.weight", (d.n_kv_heads * d.head_dim, D)),
-            wv=lin(f"dec.{i}.wv.weight", (d.n_kv_heads * d.head_dim, D)),
-            wo=lin(f"dec.{i}.wo.weight", (D, d.n_heads * d.head_dim)),
-            ffn_norm=vec(f"dec.{i}.ffn_norm", D, f32),
-            w1=lin(f"dec.{i}.w1.weight", (d.hidden_dim, D)), w3=lin(f"dec.{i}.w3.weight", (d.hidden_dim, D)),
-            w2=lin(f"dec.{i}.w2.weight", (D, d.hidden_dim)),
-            ada_down=B.prepare_linear(raw(f"dec.{i}.ada_down.weight", (d.ada_dim, D), f32)),
-            ada_up=B.prepare_linear(raw(f"dec.{i}.ada_up.weight", (D, d.ada_dim), f32)),
-        ) for i in range(d.n_layers)]
+        self.dec = [
+            DecLayer(
+                attn_norm=vec(f"dec.{i}.attn_norm", D, f32),
+                wq=lin(f"dec.{i}.wq.weight", (d.n_heads * d.head_dim, D)),
+                wk=lin(f"dec.{i}.wk.weight", (d.n_kv_heads * d.head_dim, D)),
+                wv=lin(f"dec.{i}.wv.weight", (d.n_kv_heads * d.head_dim, D)),
+                wo=lin(f"dec.{i}.wo.weight", (D, d.n_heads * d.head_dim)),
+                ffn_norm=vec(f"dec.{i}.ffn_norm", D, f32),
+                w1=lin(f"dec.{i}.w1.weight", (d.hidden_dim, D)),
+                w3=lin(f"dec.{i}.w3.weight", (d.hidden_dim, D)),
+                w2=lin(f"dec.{i}.w2.weight", (D, d.hidden_dim)),
+                ada_down=B.prepare_linear(raw(f"dec.{i}.ada_down.weight", (d.ada_dim, D), f32)),
+                ada_up=B.prepare_linear(raw(f"dec.{i}.ada_up.weight", (D, d.ada_dim), f32)),
+            )
+            for i in range(d.n_layers)
+        ]
         self.dec_norm = vec("dec_norm", D, f32)
-        self.enc_in = LayerPiece(B, partial(self._attn_in_fn, e, e.n_heads),
-                                 ("attn_norm", "wq", "bq", "wk", "wv", "bv"))
+        self.enc_in = LayerPiece(
+            B, partial(self._attn_in_fn, e, e.n_heads), ("attn_norm", "wq", "bq", "wk", "wv", "bv")
+        )
         self.enc_out = LayerPiece(B, partial(self._attn_out_fn, e), ("wo", "bo", "ffn_norm", "w1", "w3", "w2", "b2"))
         self.dec_in = LayerPiece(B, partial(self._attn_in_fn, d, d.n_kv_heads), ("attn_norm", "wq", "wk", "wv"))
         self.dec_out = LayerPiece(B, partial(self._attn_out_fn, d), ("wo", "ffn_norm", "w1", "w3", "w2"))
@@ -202,7 +225,7 @@ class VoxtralModel:
         claim = ring.advance(start, n, e.window)
         cos, sin = self.enc_rope(start, n)
         x = B.astype(x, self.dtype)
-        scale = e.head_dim ** -0.5
+        scale = e.head_dim**-0.5
         for i, L in enumerate(self.enc):
             q, k, v = self.enc_in(L, x, cos, sin)
             ring.write(i, claim, k, v)
@@ -234,7 +257,7 @@ class VoxtralModel:
         claim = ring.advance(start, n, d.window)
         cos, sin = self.dec_rope(start, n)
         x = B.astype(B.embed(self.tok_emb, tokens) + audio, self.dtype)
-        scale = d.head_dim ** -0.5
+        scale = d.head_dim**-0.5
         for i, L in enumerate(self.dec):
             q, k, v = self.dec_in(L, x, cos, sin)
             ring.write(i, claim, k, v)

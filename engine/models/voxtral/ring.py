@@ -31,8 +31,9 @@ class Claim:
 class KVRing:
     """Per-layer K/V buffers ``[Hkv, cap, hd]`` for positions ``0, 1, 2, ...`` written in order."""
 
-    def __init__(self, B, n_layers: int, kv_heads: int, head_dim: int, max_capacity: int, dtype: str,
-                 initial: int = 256):
+    def __init__(
+        self, B, n_layers: int, kv_heads: int, head_dim: int, max_capacity: int, dtype: str, initial: int = 256
+    ):
         self.B, self.n_layers, self.shape, self.dtype = B, n_layers, (kv_heads, head_dim), dtype
         self.max_capacity = max_capacity
         self.cap = 0

@@ -42,8 +42,7 @@ class VoxtralSession:
     """``feed(pcm) -> [CaptionEvent]``, ``finish()``, ``reset()``; with ``keep_tokens`` ``tokens`` holds the
     raw ids (else nothing: lines carry their own ids, and memory stays constant however long the session)."""
 
-    def __init__(self, model, delay_ms: int = 480, pause_ms: int = 640, max_chars: int = 84,
-                 keep_tokens: bool = False):
+    def __init__(self, model, delay_ms: int = 480, pause_ms: int = 640, max_chars: int = 84, keep_tokens: bool = False):
         if delay_ms not in DELAYS_MS:
             raise UsageError("The Voxtral delay must be a multiple of 80 ms from 80 to 1200, or 2400.")
         self.m, self.B = model, model.B
@@ -114,8 +113,12 @@ class VoxtralSession:
         if self.finished:
             # The padded stream has P whole positions; like the reference generate() (max_length = P), the
             # decoder stops after position P - 2, so the last (silent) position is never consumed.
-            total = (LEFT_PAD_TOKENS * SAMPLES_PER_TOKEN + self.samples + (-self.samples) % SAMPLES_PER_TOKEN
-                     + (self.delay_tokens + 1 + RIGHT_PAD_EXTRA) * SAMPLES_PER_TOKEN) // SAMPLES_PER_TOKEN
+            total = (
+                LEFT_PAD_TOKENS * SAMPLES_PER_TOKEN
+                + self.samples
+                + (-self.samples) % SAMPLES_PER_TOKEN
+                + (self.delay_tokens + 1 + RIGHT_PAD_EXTRA) * SAMPLES_PER_TOKEN
+            ) // SAMPLES_PER_TOKEN
             n_pos = max(0, min(n_pos, total - 1 - (self.emb_pos + len(self.audio_emb))))
         self.mel_pending = mel[n_pos * per :]
         for b in range(0, n_pos, 16):
@@ -221,8 +224,9 @@ class VoxtralSession:
         words = self._word_objs()
         start = words[0].start if words else 0.0
         end = words[-1].end if words else 0.0
-        return CaptionEvent(partial=Line(shown, start, end, tuple(self.line_ids), words),
-                            partial_stable=max(0, min(stable, len(shown))))
+        return CaptionEvent(
+            partial=Line(shown, start, end, tuple(self.line_ids), words), partial_stable=max(0, min(stable, len(shown)))
+        )
 
     def _commit_line(self) -> list[CaptionEvent]:
         self.line_text.flush()

@@ -29,8 +29,7 @@ def write_soundfile(path: Path, fmt: str, subtype: str, rate: int = RATE) -> Pat
     return path
 
 
-def write_av(path: Path, container: str, codec: str, rate: int = RATE, video: bool = False,
-             audio: bool = True) -> Path:
+def write_av(path: Path, container: str, codec: str, rate: int = RATE, video: bool = False, audio: bool = True) -> Path:
     import av
 
     out = av.open(str(path), "w", format=container)
@@ -42,8 +41,7 @@ def write_av(path: Path, container: str, codec: str, rate: int = RATE, video: bo
     if a is not None:
         x = tone(rate)
         for i in range(0, len(x), 4096):
-            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(x[i : i + 4096].T), format="fltp",
-                                               layout="stereo")
+            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(x[i : i + 4096].T), format="fltp", layout="stereo")
             frame.sample_rate, frame.pts, frame.time_base = rate, i, Fraction(1, rate)
             for packet in a.encode(frame):
                 out.mux(packet)

@@ -29,12 +29,14 @@ def B():
 def caller_only(monkeypatch):
     """Runs a function once with cpu_pool's helper allowed and once with the caller alone (as when other
     processes keep the CPU busy); returns both results."""
+
     def both(fn):
         monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
         shared = fn()
         monkeypatch.setattr(cpu_pool.contention, "busy", lambda: True)
         alone = fn()
         return shared, alone
+
     return both
 
 

@@ -148,8 +148,13 @@ def test_attention_masks(B, kind, t):
         hkv = 2
     q, k, v = r(hq, t, d), r(hkv, t, d), r(hkv, t, d)
     pos = np.arange(t)
-    mask = {"full": None, "causal": window_mask(pos, pos, None, 0), "window": window_mask(pos, pos, 5, 0),
-            "leftright": window_mask(pos, pos, 6, 3), "gqa": window_mask(pos, pos, None, 0)}[kind]
+    mask = {
+        "full": None,
+        "causal": window_mask(pos, pos, None, 0),
+        "window": window_mask(pos, pos, 5, 0),
+        "leftright": window_mask(pos, pos, 6, 3),
+        "gqa": window_mask(pos, pos, None, 0),
+    }[kind]
     m = None if mask is None else B.asarray(mask)
     got = B.attention(B.asarray(q), B.asarray(k), B.asarray(v), 0.3, m)
     close(B, got, attn_ref(q, k, v, 0.3, mask), 1e-5)

@@ -79,7 +79,10 @@ def test_onnx_writer_round_trips_through_onnx_runtime():
     model = P.model(
         [P.node("Reshape", ["x", "shape"], ["r"]), P.node("ReduceSum", ["r", "axes"], ["y"], keepdims=0)],
         [P.tensor("shape", np.array([-1, 2, 3], np.int64)), P.tensor("axes", np.array([2], np.int64))],
-        [P.value_info("x", ["n", 6])], [P.value_info("y", ["n", 2])], {"": 17})
+        [P.value_info("x", ["n", 6])],
+        [P.value_info("y", ["n", 2])],
+        {"": 17},
+    )
     sess = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     x = np.arange(24, dtype=np.float32).reshape(4, 6)
     np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x.reshape(4, 2, 3).sum(-1))

@@ -46,8 +46,10 @@ MOONSHINE_CASES = [
     (lambda d: d.update(eos_token_id=-3), "eos_token_id = -3; it must be a whole number of at least 0"),
     (lambda d: d.update(bos_token_id=10**6), "outside the vocabulary"),
     (lambda d: d.setdefault("rope_parameters", {}).update(rope_theta=-1.0), "rope_theta = -1.0"),
-    (lambda d: d["encoder_config"].update(sliding_windows=[[16, -4]] * d["encoder_config"]["num_hidden_layers"]),
-     "sliding_windows"),
+    (
+        lambda d: d["encoder_config"].update(sliding_windows=[[16, -4]] * d["encoder_config"]["num_hidden_layers"]),
+        "sliding_windows",
+    ),
     (lambda d: d.update(max_position_embeddings=1 << 40), "max_position_embeddings = 1099511627776"),
 ]
 
@@ -64,8 +66,12 @@ def test_impossible_moonshine_config_is_a_model_error(capsys, tmp_path, edit, me
 VOXTRAL_CASES = [
     ("vox_tiny_hf", "config.json", lambda d: d["text_config"].update(num_hidden_layers=-1), "num_hidden_layers = -1"),
     ("vox_tiny_hf", "config.json", lambda d: d["text_config"].update(vocab_size="lots"), "vocab_size = 'lots'"),
-    ("vox_tiny_hf", "config.json", lambda d: d["audio_config"].update(num_attention_heads=0),
-     "num_attention_heads = 0"),
+    (
+        "vox_tiny_hf",
+        "config.json",
+        lambda d: d["audio_config"].update(num_attention_heads=0),
+        "num_attention_heads = 0",
+    ),
     ("vox_tiny_native", "params.json", lambda d: d.update(n_layers=-1), "n_layers = -1"),
     ("vox_tiny_native", "params.json", lambda d: d.update(norm_eps=float("nan")), "norm_eps = nan"),
     ("vox_tiny_native", "params.json", lambda d: d.update(n_kv_heads=3), "cannot share 3 key/value heads"),
@@ -116,8 +122,9 @@ def test_non_finite_weights_are_a_model_error(capsys, tmp_path, name, weights, b
     st = d / weights
     # a tensor deep in the model (the last layer's largest matrix), which every run loads
     infos = read_header(st)
-    tensor = max((n for n in infos if "layers" in n), key=lambda n: (int(n.split("layers.")[1].split(".")[0]),
-                                                                      infos[n].nbytes))
+    tensor = max(
+        (n for n in infos if "layers" in n), key=lambda n: (int(n.split("layers.")[1].split(".")[0]), infos[n].nbytes)
+    )
     poison(st, tensor, bits)
     code, out, err = run_cli(capsys, d, *(["--no-vad"] if name.startswith("moon") else []))
     assert code == 3, err

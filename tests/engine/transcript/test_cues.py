@@ -47,9 +47,7 @@ latin_words = st.text(alphabet=LATIN, min_size=1, max_size=12)
 long_words = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=40, max_size=130)
 cjk_runs = st.text(alphabet=CJK + CJK_PUNCT, min_size=1, max_size=160)
 any_words = st.text(min_size=1, max_size=50).filter(lambda s: s.strip() != "")
-marked = st.lists(st.sampled_from(["e\u0301", "a", "n\u0303", "\u093f", "क"]), min_size=1, max_size=60).map(
-    "".join
-)
+marked = st.lists(st.sampled_from(["e\u0301", "a", "n\u0303", "\u093f", "क"]), min_size=1, max_size=60).map("".join)
 
 
 @st.composite
@@ -67,8 +65,9 @@ def line_texts(draw) -> str:
         words = draw(st.lists(st.one_of(latin_words, cjk_runs, long_words), min_size=1, max_size=10))
     else:
         words = draw(st.lists(any_words, min_size=0, max_size=8))
-    seps = draw(st.lists(st.sampled_from([" ", " ", "  ", "\n", "\t", "\u3000"]), min_size=len(words),
-                         max_size=len(words)))
+    seps = draw(
+        st.lists(st.sampled_from([" ", " ", "  ", "\n", "\t", "\u3000"]), min_size=len(words), max_size=len(words))
+    )
     return "".join(w + s for w, s in zip(words, seps))
 
 
@@ -85,9 +84,7 @@ def line_lists(draw) -> list[Line]:
         if draw(st.booleans()):
             toks = text.split()
             cuts = sorted(draw(st.lists(st.floats(0, 1), min_size=2 * len(toks), max_size=2 * len(toks))))
-            words = tuple(
-                Word(w, t + dur * cuts[2 * i], t + dur * cuts[2 * i + 1]) for i, w in enumerate(toks)
-            )
+            words = tuple(Word(w, t + dur * cuts[2 * i], t + dur * cuts[2 * i + 1]) for i, w in enumerate(toks))
         lines.append(Line(text, t, t + dur, words=words))
         t += dur
     return lines
@@ -312,8 +309,14 @@ def test_title_abbreviation_is_not_a_break():
 
 @pytest.mark.parametrize(
     "kw",
-    [dict(max_chars=0), dict(max_lines=0), dict(min_dur=3.0, max_dur=2.0), dict(max_dur=0.0), dict(cps=0.0),
-     dict(min_dur=-1.0)],
+    [
+        dict(max_chars=0),
+        dict(max_lines=0),
+        dict(min_dur=3.0, max_dur=2.0),
+        dict(max_dur=0.0),
+        dict(cps=0.0),
+        dict(min_dur=-1.0),
+    ],
 )
 def test_bad_options(kw):
     with pytest.raises(UsageError):

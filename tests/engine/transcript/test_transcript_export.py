@@ -173,8 +173,9 @@ def test_live_unwritable(tmp_path):
 words = st.text(alphabet="abcdefghij.,?今天。", min_size=1, max_size=45)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(st.lists(st.tuples(st.lists(words, max_size=25), st.floats(0, 2), st.floats(0, 9)), max_size=6))
 def test_live_equals_offline_property(tmp_path, specs):
     lines, t = [], 0.0

@@ -29,8 +29,7 @@ LINES = [
     Line("Hello there, my friend.", 0.5, 2.0, tokens=(1, 2, 3)),
     Line("This is a rather long sentence that will need two lines, if not two cues, to be shown.", 2.4, 7.9),
     Line("今天天气很好，我们去公园散步吧。然后我们可以在湖边吃午饭，看看风景，再回家休息一下。", 9.0, 16.0),
-    Line("  spaced\n out  ", 3725.25, 3726.0,
-         words=(Word("spaced", 3725.25, 3725.6), Word("out", 3725.7, 3726.0))),
+    Line("  spaced\n out  ", 3725.25, 3726.0, words=(Word("spaced", 3725.25, 3725.6), Word("out", 3725.7, 3726.0))),
 ]
 
 SRT_TIME = r"\d{2,}:\d{2}:\d{2},\d{3}"
@@ -194,8 +193,10 @@ def test_json():
     assert "tokens" not in data[1] and "words" not in data[1]
     assert data[2]["text"] == LINES[2].text  # non-ASCII kept as is
     assert "今天" in format_json(LINES)
-    assert data[3]["words"] == [{"text": "spaced", "start": 3725.25, "end": 3725.6},
-                                {"text": "out", "start": 3725.7, "end": 3726.0}]
+    assert data[3]["words"] == [
+        {"text": "spaced", "start": 3725.25, "end": 3725.6},
+        {"text": "out", "start": 3725.7, "end": 3726.0},
+    ]
     assert json.loads(format_json([])) == []
 
 

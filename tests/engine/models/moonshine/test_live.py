@@ -84,8 +84,11 @@ def test_commits_do_not_depend_on_chunking(fixture_model):
 @pytest.mark.parametrize("kind", ["silence", "tone", "quiet_noise"])
 def test_no_text_without_speech(kind, fixture_model):
     t = np.arange(8 * RATE) / RATE
-    audio = {"silence": np.zeros_like(t), "tone": 0.3 * np.sin(2 * np.pi * 440 * t),
-             "quiet_noise": 0.002 * np.random.default_rng(0).standard_normal(len(t))}[kind].astype(np.float32)
+    audio = {
+        "silence": np.zeros_like(t),
+        "tone": 0.3 * np.sin(2 * np.pi * 440 * t),
+        "quiet_noise": 0.002 * np.random.default_rng(0).standard_normal(len(t)),
+    }[kind].astype(np.float32)
     m = fixture_model("moon_tiny_like", "numpy")
     events = run(m.start_session(), audio, 1280)
     assert committed(events) == [] and all(e.partial is None for e in events)
@@ -186,8 +189,9 @@ def test_speech_resuming_in_the_hang_over_drops_the_speculation(fixture_model):
     pause_at = (len(gap) + len(part)) + np.array([0, len(pause)])
     assert any(pause_at[0] < p <= pause_at[1] + 1280 for p in made), (made, pause_at)
     assert sess.stats == {"commits": 1, "speculative": 1}
-    late = LiveSession(m, partial_ms=160, repetition_stop=0, vad=VadOptions(min_speech=0.1),
-                       vad_model=_energy_vad(), speculate=False)
+    late = LiveSession(
+        m, partial_ms=160, repetition_stop=0, vad=VadOptions(min_speech=0.1), vad_model=_energy_vad(), speculate=False
+    )
     assert _lines_key(committed(run(late, audio, 1280))) == _lines_key(lines)
 
 
@@ -210,8 +214,13 @@ def test_length_cuts_and_finish_decode_all_audio_fed(fixture_model):
     s = speech_clip()
     audio = np.concatenate([s, s[::-1].copy(), s])
     m = fixture_model("moon_tiny_like", "numpy")
-    sess = LiveSession(m, partial_ms=0, repetition_stop=0, vad=VadOptions(max_len=2.0, soft_max=10.0, min_speech=0.1),
-                       vad_model=_Vad(lambda hop: 1.0))
+    sess = LiveSession(
+        m,
+        partial_ms=0,
+        repetition_stop=0,
+        vad=VadOptions(max_len=2.0, soft_max=10.0, min_speech=0.1),
+        vad_model=_Vad(lambda hop: 1.0),
+    )
     lines = committed(run(sess, audio, 1280))
     assert len(lines) >= 3
     assert sess.stats["speculative"] == 0
@@ -230,14 +239,20 @@ def test_soft_cuts_in_short_dips_decode_all_audio_fed(fixture_model):
     a0, a1 = speech_extent(s)
     part = s[int(a0 * RATE) : int(a1 * RATE)]
     dip = np.zeros(HOP * 2, np.float32)
-    audio = np.concatenate([np.zeros(RATE // 2, np.float32), part, dip, part[::-1].copy(), dip, part,
-                            np.zeros(RATE, np.float32)])
+    audio = np.concatenate(
+        [np.zeros(RATE // 2, np.float32), part, dip, part[::-1].copy(), dip, part, np.zeros(RATE, np.float32)]
+    )
     m = fixture_model("moon_tiny_like", "numpy")
     # probability 1 on loud hops, 0.4 (between release and threshold) on quiet ones: no quiet run ever
     # starts inside the speech, only a soft cut can close it
     vad = _Vad(lambda hop: 1.0 if np.sqrt(np.mean(hop * hop)) > 0.02 else 0.4)
-    sess = LiveSession(m, partial_ms=160, repetition_stop=0,
-                       vad=VadOptions(soft_max=len(part) / RATE, max_len=30.0, min_speech=0.1), vad_model=vad)
+    sess = LiveSession(
+        m,
+        partial_ms=160,
+        repetition_stop=0,
+        vad=VadOptions(soft_max=len(part) / RATE, max_len=30.0, min_speech=0.1),
+        vad_model=vad,
+    )
     lines = committed(run(sess, audio, 1280))
     assert len(lines) >= 2 and sess.stats["speculative"] == 0
     for ln in lines:

@@ -26,8 +26,9 @@ def test_encoder_memory_logits_and_greedy_ids(backend, name, clip, fixture_model
     mem = m.memory(enc)
     assert rel_err(B.to_numpy(mem), g["memory"]) < 1e-4
     xkv = m.cross_kv(mem)
-    logits = m.decode(g["decoder_input_ids"].tolist(), 0, m.new_self_cache(len(g["decoder_input_ids"])), xkv,
-                      all_logits=True)
+    logits = m.decode(
+        g["decoder_input_ids"].tolist(), 0, m.new_self_cache(len(g["decoder_input_ids"])), xkv, all_logits=True
+    )
     assert rel_err(logits, g["logits"]) < 1e-4
     assert token_cap(len(g["audio"])) == int(g["max_new_tokens"])
     ids = greedy(m, xkv, int(g["max_new_tokens"]))

@@ -53,8 +53,12 @@ def test_quantized_logits_agree_with_the_reference(name, bits, floor, max_rel):
 
 def test_8_bit_is_closer_than_4_bit():
     g = golden("moon_small_like", "speech")
-    diffs = [np.abs(forced(load_model(FIXTURES / "models" / "moon_small_like", backend="numpy", quantize=b), g)
-                    - g["logits"]).max() for b in (8, 4)]
+    diffs = [
+        np.abs(
+            forced(load_model(FIXTURES / "models" / "moon_small_like", backend="numpy", quantize=b), g) - g["logits"]
+        ).max()
+        for b in (8, 4)
+    ]
     assert diffs[0] < diffs[1] / 3
 
 
@@ -79,8 +83,19 @@ def test_float32_path_is_untouched_by_quantization():
 
 
 def test_cli_quantized_tokens(capsys):
-    code = main([str(FIXTURES / "audio" / "speech.wav"), "--model", str(FIXTURES / "models" / "moon_small_like"),
-                 "--backend", "numpy", "--quantize", "8", "--no-vad", "--tokens"])
+    code = main(
+        [
+            str(FIXTURES / "audio" / "speech.wav"),
+            "--model",
+            str(FIXTURES / "models" / "moon_small_like"),
+            "--backend",
+            "numpy",
+            "--quantize",
+            "8",
+            "--no-vad",
+            "--tokens",
+        ]
+    )
     out, err = capsys.readouterr()
     assert code == 0, err
     ids = json.loads(out)["segments"][0]["tokens"]

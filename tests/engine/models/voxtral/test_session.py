@@ -54,8 +54,7 @@ def check_ids(tokens: list[int], ref: list[int]):
     assert tokens == ref
 
 
-CASES = [(g.parent.parent.name, g.name) for name in ("vox_tiny_hf", "vox_realwin_native")
-         for g in goldens(name)]
+CASES = [(g.parent.parent.name, g.name) for name in ("vox_tiny_hf", "vox_realwin_native") for g in goldens(name)]
 
 
 @pytest.mark.parametrize("backend", ["numpy", "mlx"])
@@ -65,8 +64,7 @@ def test_ids_equal_reference_generate(backend, name, golden):
     audio = clip_of(MODELS / name / "golden" / golden)
     if "padded_audio" in g:
         np.testing.assert_array_equal(g["padded_audio"][40960 : 40960 + len(audio)], audio)
-    s, _ = run(model(name, backend, "float32" if backend == "mlx" else None), audio,
-               int(g["delay_tokens"]) * 80, 1280)
+    s, _ = run(model(name, backend, "float32" if backend == "mlx" else None), audio, int(g["delay_tokens"]) * 80, 1280)
     check_ids(s.tokens, g["generate_ids"].tolist())
 
 
@@ -313,8 +311,9 @@ def test_quantize_on_load(tmp_path, monkeypatch, backend, bits):
     g = np.load(golden)
     ref = g["generate_ids"].tolist()
     for attempt in range(2):
-        m = load_model(MODELS / "vox_tiny_hf", backend=backend, quantize=bits,
-                       dtype="float32" if backend == "mlx" else None)
+        m = load_model(
+            MODELS / "vox_tiny_hf", backend=backend, quantize=bits, dtype="float32" if backend == "mlx" else None
+        )
         assert m.cache_hit == bool(attempt)
         assert getattr(m.dec[0].w1, "bits", None) == bits
         s, _ = run(m, clip_of(golden), int(g["delay_tokens"]) * 80, 1280)

@@ -40,8 +40,11 @@ def test_bytetext_invalid_bytes_become_one_replacement_and_never_flicker():
 
 def test_tekken_specials_by_name_and_bytes(tmp_path):
     f = tmp_path / "tekken.json"
-    write_tekken(f, [b" hello", b" w\xc3", b"\xa9rld"], {0: "<unk>", 1: "<s>", 2: "</s>", 40: "[STREAMING_PAD]",
-                                                        41: "[STREAMING_WORD]"})
+    write_tekken(
+        f,
+        [b" hello", b" w\xc3", b"\xa9rld"],
+        {0: "<unk>", 1: "<s>", 2: "</s>", 40: "[STREAMING_PAD]", 41: "[STREAMING_WORD]"},
+    )
     t = Tekken(f)
     assert (t.bos, t.eos, t.pad, t.word) == (1, 2, 40, 41)  # looked up by name, not hard-coded
     assert t.decode([1, 40, 1256, 41, 1257, 1258, 2]) == " hello wérld"
