@@ -1,13 +1,13 @@
 # Set-up and checks. `make run` and `make test` each create or reuse .venv and install what they need
 # (on Debian as root, also the system libraries: PortAudio, PulseAudio for the virtual-microphone test,
-# the EGL/xkb/fontconfig libraries Qt needs, Xvfb for screenshots).
+# the EGL/xkb/fontconfig libraries Qt needs, Xvfb for screenshots, shellcheck for the packaging scripts' test).
 PY ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
 SYSDEPS := libportaudio2 pulseaudio pulseaudio-utils libpulse0 libasound2-plugins libegl1 libgl1 libxkbcommon0 \
 	libxkbcommon-x11-0 libfontconfig1 libdbus-1-3 libglib2.0-0 libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-shape0 \
-	libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 xvfb espeak-ng sox
+	libxcb-xinerama0 libxcb-randr0 libxcb-render-util0 libxcb-image0 xvfb espeak-ng sox shellcheck
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: run test reference lint fixtures bench sysdeps clean

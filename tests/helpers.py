@@ -18,6 +18,17 @@ FAKE_ENGINE = "tests.app.fake_engine:load_model"  # ``--engine-factory`` for the
 RATE = 16000
 
 
+XDG_DIRS = {"XDG_CONFIG_HOME": "config", "XDG_DATA_HOME": "data", "XDG_STATE_HOME": "state", "XDG_CACHE_HOME": "cache"}
+
+
+def private_xdg_dirs(home: Path, monkeypatch) -> Path:
+    """Point every platformdirs folder (settings, journals, logs, caches) of this process under ``home``."""
+    for var, sub in XDG_DIRS.items():
+        (home / sub).mkdir(parents=True, exist_ok=True)
+        monkeypatch.setenv(var, str(home / sub))
+    return home
+
+
 def livecap_env(tmp_path: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a livecap child process: ``base`` (default: this process's) with Qt offscreen, the
     settings, data and state folders under ``tmp_path``, and the repository importable."""

@@ -15,6 +15,7 @@ import app  # noqa: E402,F401 - pins None/True/False on an affected PySide6 buil
 from tests.app import fake_engine  # noqa: E402
 from tests.app.fake_sounddevice import FakeSoundDevice, make_device  # noqa: E402
 from tests.app.pulse_fixture import pulse_mic, pulse_server  # noqa: E402,F401 - fixtures
+from tests.helpers import private_xdg_dirs  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,16 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture(autouse=True)
 def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Point every platformdirs folder (settings, journals, logs) into tmp_path."""
-    home = tmp_path / "home"
-    for var, sub in (
-        ("XDG_CONFIG_HOME", "config"),
-        ("XDG_DATA_HOME", "data"),
-        ("XDG_STATE_HOME", "state"),
-        ("XDG_CACHE_HOME", "cache"),
-    ):
-        (home / sub).mkdir(parents=True, exist_ok=True)
-        monkeypatch.setenv(var, str(home / sub))
-    return home
+    return private_xdg_dirs(tmp_path / "home", monkeypatch)
 
 
 @pytest.fixture(autouse=True)

@@ -14,6 +14,7 @@ from pathlib import Path  # noqa: E402
 import pytest  # noqa: E402
 
 import app  # noqa: E402,F401 - pins None/True/False on an affected PySide6 build before any Qt use
+from tests.helpers import private_xdg_dirs  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -22,13 +23,4 @@ FIXTURES = REPO / "tests" / "fixtures"
 @pytest.fixture(autouse=True)
 def private_dirs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Settings, journals, logs and caches of this test live under ``tmp_path/home``."""
-    home = tmp_path / "home"
-    for var, sub in (
-        ("XDG_CONFIG_HOME", "config"),
-        ("XDG_DATA_HOME", "data"),
-        ("XDG_STATE_HOME", "state"),
-        ("XDG_CACHE_HOME", "cache"),
-    ):
-        (home / sub).mkdir(parents=True, exist_ok=True)
-        monkeypatch.setenv(var, str(home / sub))
-    return home
+    return private_xdg_dirs(tmp_path / "home", monkeypatch)
