@@ -32,6 +32,7 @@ class Contention:
     def __init__(self, busy_share: float = BUSY_SHARE, sample_s: float = SAMPLE_S):
         self.busy_share, self.sample_s = busy_share, sample_s
         self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self._ours: set[int] = set()
         self._last = self._sample()
         self._busy = False
         self.other_share = 0.0
@@ -44,7 +45,19 @@ class Contention:
             return None
         busy = (sum(fields) - fields[3] - fields[4]) / self._tick  # all but idle and iowait
         t = os.times()
-        return time.monotonic(), busy, t.user + t.system
+        ours = t.user + t.system + t.children_user + t.children_system  # children: once waited for
+        for pid in list(self._ours):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    stat = f.read().rsplit(")", 1)[1].split()
+                ours += (int(stat[11]) + int(stat[12])) / self._tick  # utime, stime
+            except (OSError, ValueError, IndexError):
+                pass
+        return time.monotonic(), busy, ours
+
+    def also_ours(self, pid: int, ours: bool = True) -> None:
+        """Count the CPU time of the live child ``pid`` (a ``cpu_twin``) as this process's, or stop to."""
+        (self._ours.add if ours else self._ours.discard)(pid)
 
     def busy(self) -> bool:
         """True while other processes used more than ``busy_share`` of the machine over the last sample."""

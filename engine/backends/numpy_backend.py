@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import memory
 from ..errors import ModelError
-from . import cpu_pool, heap, numpy_attention, ort_kernels, ort_ops
+from . import cpu_pool, cpu_twin, heap, numpy_attention, ort_kernels, ort_ops
 from .base import Backend
 from .blas import BlasThreads
 from .quant import QuantizedWeight, dequantize, quantize_affine
@@ -51,6 +51,7 @@ _BLOCK = 16384
 SPLIT_BYTES = 8 << 20  # few-row products over a matrix this large are cut into row ranges for cpu_pool
 SPLIT_MACS = 1 << 26  # products (and convolutions) with this many multiply-adds are cut in halves for cpu_pool
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
+TWIN_BYTES = 512 << 10  # few-row products over a matrix this large are cut in halves (cpu_twin may take one)
 ORT_SILU = 1 << 16  # SiLU over fewer values is faster in NumPy (one exp) than through a session
 
 
@@ -106,6 +107,7 @@ class NumpyBackend(Backend):
         self.blas.pin(1)  # parallelism comes from cpu_pool (see there why not OpenBLAS's pool)
         heap.keep_temporaries()  # large temporaries reused from the heap, not faulted in per op
         self.arena = heap.Arena()  # weight matrices on huge pages
+        self.twin = cpu_twin.Twin()  # a forked helper process for few-row products (where the platform allows)
         self.kernels = ort_kernels.available() if kernels is None else kernels
         self._ones_cache: dict[int, np.ndarray] = {}
 
@@ -121,8 +123,18 @@ class NumpyBackend(Backend):
                 w.bits,
             )
             k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
+            if len(k.bounds) > 2:
+                self.twin.register(k)
+                k.twin = self.twin
             return k
-        return self.arena.place(w)
+        return self._place(w)
+
+    def _place(self, w) -> np.ndarray:
+        """A float32 weight matrix in the arena, known to the twin when products over it are cut in halves."""
+        w = self.arena.place(w)
+        if w.nbytes >= TWIN_BYTES:
+            self.twin.register(w)
+        return w
 
     def quantize(self, w, group_size, bits):
         return quantize_affine(w, group_size, bits)
@@ -171,10 +183,11 @@ class NumpyBackend(Backend):
             block = _block_bytes(rows)
             step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
             chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
-            if step >= n and chunks == 1:
+            halves = chunks == 1 and w.nbytes >= TWIN_BYTES and n >= 16  # for the twin only: no helper thread
+            if step >= n and not halves and chunks == 1:
                 y = np.ascontiguousarray((w @ x2.T).T)  # few rows: W @ x^T runs ~2x faster than x @ W^T
             else:
-                y = self._linear_split(x2, w, step, chunks)
+                y = self._linear_split(x2, w, step, 2 if halves else chunks, threads=not halves)
         y = y.reshape(*x.shape[:-1], n)
         if b is not None:
             y += b  # y is a new array (also where it is a transposed view of one)
@@ -210,15 +223,20 @@ class NumpyBackend(Backend):
         cpu_pool.run([lambda a=a, c=c: product(x[a:c], out[a:c]) for a, c in zip(edges[:-1], edges[1:])])
         return out
 
-    def _linear_split(self, x, w, step: int, chunks: int):
-        """``x [rows <= 32, in] @ w.T`` as independent products over row ranges of ``w`` that ``cpu_pool`` runs
-        on the calling thread plus a helper (one OpenBLAS thread each). Within a range, 2-12 rows go over blocks
-        of ``step`` weight rows: OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the
-        memory bandwidth, over blocks that stay in L2 at nearly all of it (1.3-2x faster;
-        benchmarks/RESULTS.md)."""
+    def _linear_split(self, x, w, step: int, chunks: int, threads: bool = True):
+        """``x [rows <= 32, in] @ w.T`` as independent products over ``chunks`` row ranges of ``w``, one
+        OpenBLAS thread each: the second half of the ranges on the twin process where it runs (``cpu_twin``),
+        else all of them through ``cpu_pool`` (the calling thread plus a helper; only the calling thread unless
+        ``threads``). Within a range, 2-12 rows go over blocks of ``step`` weight rows: OpenBLAS's few-column
+        GEMM over a whole large matrix runs at a third of the memory bandwidth, over blocks that stay in L2 at
+        nearly all of it (1.3-2x faster; benchmarks/RESULTS.md). The ranges do not depend on who computes
+        them, so neither do the results."""
         n, rows = w.shape[0], x.shape[0]
         out = np.empty((n, rows), np.float32)
-        xt = x.T
+        edges = [n * i // chunks for i in range(chunks + 1)]
+        half = chunks // 2
+        ticket = self.twin.submit(w, x, edges[half:], step)
+        xt = (x if ticket is None else ticket[1]).T
 
         def job(a: int, c: int):
             def run():
@@ -228,8 +246,21 @@ class NumpyBackend(Backend):
 
             return run
 
-        edges = [n * i // chunks for i in range(chunks + 1)]
-        cpu_pool.run([job(a, c) for a, c in zip(edges[:-1], edges[1:])])
+        jobs = [job(a, c) for a, c in zip(edges[:-1], edges[1:])]
+        if ticket is not None:
+            for run in jobs[:half]:
+                run()
+            theirs = self.twin.collect(ticket)
+            if theirs is None:
+                for run in jobs[half:]:  # the twin did not answer in time: ours after all
+                    run()
+            else:
+                out[edges[half] :] = theirs[: (n - edges[half]) * rows].reshape(-1, rows)
+        elif threads:
+            cpu_pool.run(jobs)
+        else:
+            for run in jobs:
+                run()
         return np.ascontiguousarray(out.T)
 
     def embed(self, table, ids):
@@ -333,7 +364,7 @@ class NumpyBackend(Backend):
         c_out, c_in, k = w.shape
         # [C_out, K * C_in], a linear weight for im2col rows (k-major, then channel): streaming convs have
         # few rows, and go through linear's fast paths for those.
-        return self.arena.place(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in))
+        return self._place(np.asarray(w, dtype=np.float32).transpose(0, 2, 1).reshape(c_out, k * c_in))
 
     def conv1d(self, x, w, b, stride=1):
         c_out, kc = w.shape

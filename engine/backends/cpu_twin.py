@@ -1,0 +1,288 @@
+"""A second CPU for few-row float32 products (decoder steps): a forked helper process, the "twin".
+
+Why a process: a decoder step is ~60 matrix-vector products of 1-8 MB each and reads memory; one thread
+reads ~31-36 GB/s on the development machine, two ~50-73. Half of each product on ``cpu_pool``'s helper
+*thread* costs more than it saves (0.95x one thread: the wake-up and the GIL passing back take ~25 us
+per product), and the pools that do hand work over fast (OpenBLAS's, ONNX Runtime's) spin for every
+session of the process, fall over beside a busy process and, for OpenBLAS, change the last bits of the
+results (benchmarks/RESULTS.md, ``handoff.py``, ``thread_policy.py``). A forked process has its own GIL,
+sees the weights at the same addresses (copy-on-write pages that neither side writes) and takes a job
+from shared memory in about a microsecond while it spins.
+
+Contract:
+- Results do not depend on the twin: the backend cuts each product into the same row ranges whether or
+  not the twin takes half of them, and every range is the same single-threaded OpenBLAS call on the same
+  memory layout in either process (tested bit for bit).
+- Only on Linux x86-64 (``fork``; the handoff relies on x86's ordered stores) with two or more CPUs and
+  ``LIVECAP_CPU_TWIN`` not ``0``; elsewhere ``Twin.submit`` returns None and the caller computes alone.
+- The twin knows the weights registered before it forked; registering another (a new model) retires it
+  and the next product forks a fresh one. A product over an unknown matrix is the caller's.
+- It never makes a product wait long: a half the twin has not finished after ``DEADLINE_S`` is computed by
+  the caller, the twin is killed and the backend goes on alone (logged once).
+- It spins only while products come (``SPIN_S`` after the last one), then parks on a pipe; while other
+  processes keep the CPU busy (``cpu_pool.contention``, which counts the twin's time as this process's),
+  nothing is handed to it. It exits when this process exits or dies (end of file on the pipe).
+- Cost: a process whose private memory is what the parent rewrites after the fork (~40 MB measured with
+  Moonshine small), and one CPU spinning during decoding bursts.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import mmap
+import os
+import platform
+import signal
+import sys
+import threading
+import time
+import warnings
+import weakref
+
+import numpy as np
+
+from . import cpu_pool
+
+log = logging.getLogger(__name__)
+
+SPIN_S = 0.003  # the twin spins this long after its last job, then parks
+DEADLINE_S = 0.05  # a half not done by then is the caller's, and the twin is killed
+NUDGE_S = 0.0005  # a parked twin not yet awake is woken again this often (a wake-up may cross the park)
+MAX_ROWS = 32  # products of up to this many rows go to the twin
+MAX_CHUNKS = 64
+GO, DONE, STATE, SERVED = 0, 8, 16, 24  # int64 slots of the control block (a cache line apart)
+WEIGHT, ROWS, K, STEP, NCHUNKS, EDGES = 32, 33, 34, 35, 36, 40
+RUNNING, PARKED = 0, 1
+CTRL_BYTES = 8 * (EDGES + 2 * MAX_CHUNKS + 8)
+
+
+def enabled() -> bool:
+    """Whether this machine and environment allow a twin (see the module's contract)."""
+    if os.environ.get("LIVECAP_CPU_TWIN", "1") == "0":
+        return False
+    return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64") and cpu_pool.CPUS >= 2
+
+
+class Twin:
+    """The twin process of one backend: registered weights, the shared control block and buffers."""
+
+    def __init__(self):
+        self._ids: dict[int, tuple[int, weakref.ref]] = {}
+        self._lock = threading.Lock()
+        self._pid = self._known = self._seq = 0
+        self._stale = False  # registered weights the twin does not know yet
+        self.failed = not enabled()
+        _twins.add(self)
+        weakref.finalize(self, _end, self.__dict__)
+
+    # -- registry ---------------------------------------------------------------------------------
+    def register(self, w) -> None:
+        """Make ``w`` one the twin may compute with (from its next fork on): a float32 ``[out, in]`` matrix, or
+        a product in row chunks (``shape``, ``bounds`` and ``run_chunk(i, x) -> [rows, n_i]``, as
+        ``ort_kernels.NBitsLinear``)."""
+        if self.failed or len(w.shape) != 2 or (isinstance(w, np.ndarray) and w.dtype != np.float32):
+            return
+        self._ids[id(w)] = (len(self._ids), weakref.ref(w))
+        self._stale = True
+
+    def _index(self, w: np.ndarray) -> int | None:
+        entry = self._ids.get(id(w))
+        if entry is None or entry[1]() is not w or entry[0] >= self._known:
+            return None
+        return entry[0]
+
+    # -- the caller's side ------------------------------------------------------------------------
+    def submit(self, w, x: np.ndarray, edges: list[int], step: int = 0):
+        """Hand part of a product over ``x [rows, in]`` to the twin. For a matrix ``w``: the row ranges between
+        the consecutive bounds ``edges``, each as ``w[a:c] @ x.T`` in blocks of ``step`` rows (``[c - a, rows]``
+        results, one after another); for a chunked product: its chunks ``edges[0]`` to ``edges[-1] - 1``
+        (``[rows, n_i]`` results, one after another). Returns a ticket for ``collect`` and ``x`` as the twin
+        sees it (compute your own part over that), or None when the caller must compute everything (no twin,
+        busy machine, unknown matrix, twin in use)."""
+        rows, k = x.shape
+        if self.failed or rows > MAX_ROWS or len(edges) > MAX_CHUNKS + 1 or cpu_pool.contention.busy():
+            return None
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._stale:
+                self._start()
+            i = self._index(w) if self._pid else None
+            span = edges[-1] - edges[0] if isinstance(w, np.ndarray) else w.bounds[edges[-1]] - w.bounds[edges[0]]
+            if i is None or rows * k > self._x.size or rows * span > self._y.size:
+                self._lock.release()
+                return None
+        except BaseException:
+            self._lock.release()
+            raise
+        c = self._ctrl
+        xs = self._x[: rows * k].reshape(rows, k)
+        xs[...] = x
+        c[WEIGHT], c[ROWS], c[K], c[STEP], c[NCHUNKS] = i, rows, k, step, len(edges) - 1
+        c[EDGES : EDGES + len(edges)] = edges
+        self._seq += 1
+        c[GO] = self._seq
+        if c[STATE] == PARKED:
+            self._wake()
+        return self._seq, xs
+
+    def collect(self, ticket) -> np.ndarray | None:
+        """The twin's results (flat, in the order ``submit`` describes; valid until the next ``submit``), or
+        None when it did not finish in time (it is then gone, and the caller computes that part itself)."""
+        seq = ticket[0]
+        c = self._ctrl
+        try:
+            if c[DONE] != seq:
+                start = time.monotonic()
+                nudge = start + NUDGE_S
+                while c[DONE] != seq:
+                    now = time.monotonic()
+                    if now - start > DEADLINE_S:
+                        self._fail(f"no answer within {DEADLINE_S * 1000:.0f} ms")
+                        return None
+                    if now > nudge:
+                        if c[STATE] == PARKED:
+                            self._wake()
+                        nudge = now + NUDGE_S
+            return self._y
+        finally:
+            self._lock.release()
+
+    def served(self) -> int:
+        """How many jobs the current twin has finished (0 without one)."""
+        return int(self._ctrl[SERVED]) if self._pid else 0
+
+    @property
+    def pid(self) -> int:
+        return self._pid
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wfd, b"w")
+        except OSError:
+            pass
+
+    def _fail(self, why: str) -> None:
+        log.warning("CPU twin %d stopped (%s); products run on this process alone from now on", self._pid, why)
+        self.stop(kill=True)
+        self.failed = True
+
+    def _start(self) -> None:
+        """Fork a twin over the weights alive now (retiring a stale one)."""
+        if self._pid:
+            self.stop()
+        live = [(i, r()) for i, r in self._ids.values()]
+        live = [(i, w) for i, w in live if w is not None]
+        self._ids = {id(w): (j, weakref.ref(w)) for j, (_, w) in enumerate(live)}
+        weights = [w for _, w in live]
+        self._known, self._stale = len(weights), False
+        if not weights:
+            return
+        max_k = max(w.shape[1] for w in weights)
+        max_n = max(w.shape[0] for w in weights)
+        x_bytes, y_bytes = 4 * MAX_ROWS * max_k, 4 * MAX_ROWS * max_n
+        buf = mmap.mmap(-1, CTRL_BYTES + x_bytes + y_bytes)  # anonymous and shared with the fork
+        self._ctrl = np.frombuffer(buf, np.int64, CTRL_BYTES // 8)
+        self._x = np.frombuffer(buf, np.float32, x_bytes // 4, CTRL_BYTES)
+        self._y = np.frombuffer(buf, np.float32, y_bytes // 4, CTRL_BYTES + x_bytes)
+        self._seq = 0
+        rfd, wfd = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork with threads (see _serve)
+            pid = os.fork()
+        if pid == 0:  # the twin
+            try:
+                _serve(self._ctrl, self._x, self._y, weights, rfd, os.getppid())
+            finally:
+                os._exit(0)
+        os.close(rfd)
+        self._pid, self._wfd = pid, wfd
+        cpu_pool.contention.also_ours(pid)
+        log.info("CPU twin %d started over %d matrices", pid, len(weights))
+
+    def stop(self, kill: bool = False) -> None:
+        """End the twin (at once with ``kill``) and wait for it; the next ``submit`` forks a new one."""
+        if not self._pid:
+            return
+        pid, self._pid = self._pid, 0
+        try:
+            if kill:
+                os.kill(pid, signal.SIGKILL)
+            os.close(self._wfd)  # end of file: the twin leaves when it parks (within SPIN_S)
+            for _ in range(100):
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+                time.sleep(0.002)
+            else:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        except (ChildProcessError, ProcessLookupError, OSError):
+            pass
+        cpu_pool.contention.also_ours(pid, False)
+
+
+_twins: weakref.WeakSet[Twin] = weakref.WeakSet()
+
+
+def _end(state: dict) -> None:
+    """A collected ``Twin``'s process goes with it."""
+    pid = state.get("_pid")
+    if pid:
+        try:
+            os.close(state["_wfd"])
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
+
+
+def _forget_in_child() -> None:
+    """A process forked from this one (other than a twin) must not talk to this process's twin."""
+    for twin in list(_twins):
+        twin._pid, twin._stale = 0, True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _serve(ctrl, xbuf, ybuf, weights, rfd: int, ppid: int) -> None:
+    """The twin's loop: spin on ``GO`` for a job, compute its ranges, post ``DONE``; park on the pipe when
+    idle. Only NumPy calls on memory it was handed and ``os`` calls run here: nothing that could wait for a
+    lock another thread of the parent held at the fork."""
+    gc.disable()  # the parent's objects are never collected here: no page of theirs gets written
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's; the twin ends with it
+    os.closerange(3, rfd)
+    os.closerange(rfd + 1, 1 << 16)
+    last = 0
+    clock = time.monotonic
+    while True:
+        idle_until = clock() + SPIN_S
+        while ctrl[GO] == last:
+            if clock() > idle_until:
+                ctrl[STATE] = PARKED
+                if ctrl[GO] == last:
+                    if not os.read(rfd, 64) or os.getppid() != ppid:
+                        return  # the parent is gone
+                ctrl[STATE] = RUNNING
+                idle_until = clock() + SPIN_S
+        last = int(ctrl[GO])
+        w = weights[int(ctrl[WEIGHT])]
+        rows, k, step, n = int(ctrl[ROWS]), int(ctrl[K]), int(ctrl[STEP]), int(ctrl[NCHUNKS])
+        edges = [int(e) for e in ctrl[EDGES : EDGES + n + 1]]
+        x = xbuf[: rows * k].reshape(rows, k)
+        if isinstance(w, np.ndarray):
+            y = ybuf[: rows * (edges[-1] - edges[0])].reshape(-1, rows)
+            for a, c in zip(edges[:-1], edges[1:]):
+                for s in range(a, c, step):
+                    e = min(c, s + step)
+                    np.matmul(w[s:e], x.T, out=y[s - edges[0] : e - edges[0]])
+        else:
+            at = 0
+            for i in range(edges[0], edges[-1]):
+                part = w.run_chunk(i, x)
+                ybuf[at : at + part.size] = part.reshape(-1)
+                at += part.size
+        ctrl[SERVED] += 1
+        ctrl[DONE] = last

@@ -1,0 +1,232 @@
+"""The CPU twin (a forked helper process for few-row products): results bit-identical with or without it, and
+every way it can go wrong (killed, stopped, stale, parent gone) ends in a right result and no stray process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.backends import cpu_pool, cpu_twin, numpy_backend
+from engine.backends.numpy_backend import NumpyBackend
+
+pytestmark = pytest.mark.skipif(not cpu_twin.enabled(), reason="the twin runs on Linux x86-64 with 2+ CPUs only")
+REPO = Path(__file__).resolve().parents[3]
+rng = np.random.default_rng(7)
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture
+def B(monkeypatch):
+    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)  # the twin is used whatever the test load
+    backend = NumpyBackend()
+    yield backend
+    backend.twin.stop()
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def products(B, ws, x):
+    return [B.linear(x[:, : w.shape[1]], w) for w in ws]
+
+
+@pytest.mark.parametrize("rows", [1, 3, 12, 32])
+def test_results_are_bit_identical_with_and_without_the_twin(B, rows):
+    shapes = [(1536, 512), (512, 512), (4096, 512), (512, 2048), (9000, 512), (300, 200)]  # cut in halves, in 4
+    ws = [B.prepare_linear(r(*s)) for s in shapes]  # chunks (>= 8 MB) and, the last, whole on the caller
+    x = r(rows, 2048)
+    with_twin = products(B, ws, x)
+    served = B.twin.served()
+    assert served == 5 and alive(B.twin.pid)  # every product but the small one went half to the twin
+    B.twin.failed = True  # the caller alone, as on a platform without a twin
+    alone = products(B, ws, x)
+    for got, ref, w in zip(with_twin, alone, ws):
+        assert np.array_equal(got, ref)
+        exact = x[:, : w.shape[1]].astype(np.float64) @ w.astype(np.float64).T
+        np.testing.assert_allclose(got, exact, atol=2e-5 * max(1.0, np.abs(exact).max()), rtol=0)
+
+
+def test_a_killed_twin_costs_one_deadline_and_the_caller_goes_on_alone(B):
+    w = B.prepare_linear(r(2048, 512))
+    x = r(1, 512)
+    first = B.linear(x, w)
+    pid = B.twin.pid
+    os.kill(pid, signal.SIGKILL)
+    t0 = time.monotonic()
+    again = B.linear(x, w)
+    assert time.monotonic() - t0 < 1.0
+    assert np.array_equal(again, first)
+    assert B.twin.failed and B.twin.pid == 0 and not alive(pid)
+    assert np.array_equal(B.linear(x, w), first)  # and on
+
+
+def test_a_stopped_twin_is_killed_after_the_deadline(B):
+    w = B.prepare_linear(r(2048, 512))
+    x = r(2, 512)
+    first = B.linear(x, w)
+    pid = B.twin.pid
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    again = B.linear(x, w)
+    waited = time.monotonic() - t0
+    assert cpu_twin.DEADLINE_S <= waited < 1.0
+    assert np.array_equal(again, first)
+    assert B.twin.failed and not alive(pid)
+
+
+def test_a_new_matrix_retires_the_twin_and_the_next_product_forks_one_that_knows_it(B):
+    w1 = B.prepare_linear(r(1024, 512))
+    x = r(1, 512)
+    B.linear(x, w1)
+    old = B.twin.pid
+    w2 = B.prepare_linear(r(1024, 512))  # a second model's weights, say
+    y2 = B.linear(x, w2)
+    assert B.twin.pid not in (0, old) and not alive(old)
+    assert B.twin.served() == 1  # the new twin computed half of w2's product
+    np.testing.assert_allclose(y2, x.astype(np.float64) @ w2.astype(np.float64).T, atol=1e-4, rtol=0)
+
+
+def test_an_unknown_matrix_is_computed_by_the_caller(B):
+    w = B.prepare_linear(r(1024, 512))
+    x = r(1, 512)
+    B.linear(x, w)
+    served = B.twin.served()
+    loose = r(1024, 512)  # never prepared: the twin does not have it
+    np.testing.assert_allclose(B.linear(x, loose), x.astype(np.float64) @ loose.T, atol=1e-4, rtol=0)
+    assert B.twin.served() == served
+
+
+def test_the_twin_parks_when_idle_and_wakes_for_the_next_product(B):
+    w = B.prepare_linear(r(1024, 512))
+    x = r(1, 512)
+    first = B.linear(x, w)
+    time.sleep(20 * cpu_twin.SPIN_S)
+    assert B.twin._ctrl[cpu_twin.STATE] == cpu_twin.PARKED
+    assert np.array_equal(B.linear(x, w), first) and not B.twin.failed
+    assert B.twin.served() == 2
+
+
+def test_the_twin_counts_as_this_process_for_the_busy_check(B):
+    w = B.prepare_linear(r(1024, 512))
+    x = r(1, 512)
+    B.linear(x, w)
+    end = time.monotonic() + 0.3
+    while time.monotonic() < end:  # the twin spins between these products
+        B.linear(x, w)
+    ours = cpu_pool.contention._sample()[2]
+    t = os.times()
+    assert ours - (t.user + t.system + t.children_user + t.children_system) >= 0.05  # the twin's CPU time
+
+
+@pytest.mark.parametrize("how", ["exit", "kill"])
+def test_the_twin_ends_with_its_process(tmp_path, how):
+    script = (
+        "import os, sys, time\n"
+        "import numpy as np\n"
+        "from engine.backends import cpu_pool\n"
+        "from engine.backends.numpy_backend import NumpyBackend\n"
+        "cpu_pool.contention.busy = lambda: False\n"
+        "B = NumpyBackend()\n"
+        "w = B.prepare_linear(np.ones((1024, 512), np.float32))\n"
+        "B.linear(np.ones((1, 512), np.float32), w)\n"
+        "print(B.twin.pid, flush=True)\n"
+        "sys.stdin.readline()\n"  # the test looks at the twin, then says go (or kills this process)
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    pid = int(proc.stdout.readline())
+    assert alive(pid)
+    if how == "kill":
+        proc.kill()
+    else:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    proc.wait(30)
+    end = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.01)
+    assert not alive(pid)
+
+
+def test_a_model_gives_the_same_logits_with_and_without_the_twin(monkeypatch):
+    """Moonshine's decoder steps on the fixture, every matrix cut in halves and known to the twin."""
+    from engine import load_model
+
+    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
+    monkeypatch.setattr(numpy_backend, "TWIN_BYTES", 0)
+    m = load_model(REPO / "tests" / "fixtures" / "models" / "moon_tiny_like", backend="numpy")
+    B = m.B
+    audio = r(16000) * 0.1
+    enc, valid = m.encode(audio)
+
+    def steps():
+        xkv = m.cross_kv(m.memory(enc))
+        cache = m.new_self_cache(8)
+        out = [m.decode([m.cfg.decoder_start_token_id], 0, cache, xkv, valid)]
+        for i, tok in enumerate([5, 9, 11, 7]):
+            out.append(m.decode([tok], i + 1, cache, xkv, valid))
+        return out
+
+    B.twin.failed = False
+    before = B.twin.served()
+    with_twin = steps()
+    assert B.twin.served() > before
+    B.twin.failed = True
+    try:
+        alone = steps()
+    finally:
+        B.twin.failed = not cpu_twin.enabled()
+        B.twin.stop()
+    for a, b in zip(with_twin, alone):
+        assert np.array_equal(B.to_numpy(a), B.to_numpy(b))
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantized_products_go_half_to_the_twin_with_identical_results(B, bits):
+    ws = [B.prepare_linear(B.quantize(r(*s), 64, bits)) for s in [(4096, 512), (20000, 512), (512, 2048)]]
+    assert [len(w.bounds) - 1 for w in ws] == [2, 4 if bits == 8 else 2, 2 if bits == 8 else 1]  # from 8 MB: chunks
+    for rows in (1, 4):
+        x = r(rows, 2048)
+        before = B.twin.served()
+        with_twin = products(B, ws, x)
+        assert B.twin.served() - before == (3 if bits == 8 else 2)
+        B.twin.failed = True
+        alone = products(B, ws, x)
+        B.twin.failed = False
+        for a, b in zip(with_twin, alone):
+            assert np.array_equal(a, b)
+
+
+def test_matmulnbits_results_do_not_depend_on_the_row_cut(monkeypatch):
+    """Why the quantized cut may depend on the platform (whether a twin exists): every output column alike."""
+    from engine.backends import ort_kernels
+
+    B = NumpyBackend()
+    B.twin.failed = True
+    for bits in (8, 4):
+        q = B.quantize(r(1536, 512), 64, bits)
+        monkeypatch.setattr(ort_kernels, "SPLIT_BYTES", 1)
+        cut = B.prepare_linear(q)
+        monkeypatch.setattr(ort_kernels, "SPLIT_BYTES", 1 << 40)
+        monkeypatch.setattr(ort_kernels, "HALF_BYTES", 1 << 40)
+        whole = B.prepare_linear(q)
+        assert len(cut.bounds) == ort_kernels.CHUNKS + 1 and len(whole.bounds) == 2
+        for rows in (1, 3, 12):
+            x = r(rows, 512)
+            assert np.array_equal(cut(x), whole(x))
