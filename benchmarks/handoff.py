@@ -11,8 +11,8 @@ call unless said otherwise:
   the engine's mechanism: the helper blocks between products and the GIL passes between the threads);
 - ``process``: the second half on a forked helper process that spins on a shared counter between products
   (its own GIL; weights, activation and result in a shared mapping; parked while the other sides run, then one
-  untimed pass to wake both cores; Linux only; a prototype, not in the engine; its spinning counts as another
-  process's CPU time);
+  untimed pass to wake both cores; Linux only; the prototype of ``engine.backends.cpu_twin``; its spinning
+  counts as another process's CPU time);
 - ``openblas``: each product in one call on OpenBLAS's own pool of all CPUs (threads that spin between calls;
   OpenBLAS cuts some shapes along the inner dimension, so its sums can differ from one thread's in the last
   bits); run last in every round, 0.15 s before the next one, so that its spinning threads (~0.1 s after the

@@ -252,6 +252,9 @@ def _serve(ctrl, xbuf, ybuf, weights, rfd: int, ppid: int) -> None:
     idle. Only NumPy calls on memory it was handed and ``os`` calls run here: nothing that could wait for a
     lock another thread of the parent held at the fork."""
     gc.disable()  # the parent's objects are never collected here: no page of theirs gets written
+    for sig in signal.valid_signals():  # no handler of the parent's (Python code) may run here
+        if sig != signal.SIGINT and callable(signal.getsignal(sig)):
+            signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's; the twin ends with it
     os.closerange(3, rfd)
     os.closerange(rfd + 1, 1 << 16)

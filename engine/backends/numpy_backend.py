@@ -4,8 +4,9 @@ Products with 8-bit / 4-bit weights (``quantize``, or a quantized checkpoint) ru
 kernels (``ort_kernels``), which NumPy has no equivalent for; so do GELU, the norms and large SiLUs
 (``ort_ops``: one fused pass instead of NumPy's pass per operation), with NumPy formulas where ONNX Runtime is
 missing. Float32 products are OpenBLAS calls on one thread each, cut into parts in a way that depends only on
-the shapes and the CPU count (``cpu_pool`` may run the parts on a helper thread), so results never depend on
-the machine's load.
+the shapes and the CPU count, so results never depend on the machine's load: many-row products (encoders) run
+their parts on ``cpu_pool``'s helper thread, few-row ones (decoder steps) hand half of them to ``cpu_twin``'s
+helper process where the platform has one.
 Attention is in ``numpy_attention``, memory placement in ``heap``."""
 
 from __future__ import annotations

@@ -230,3 +230,31 @@ def test_matmulnbits_results_do_not_depend_on_the_row_cut(monkeypatch):
         for rows in (1, 3, 12):
             x = r(rows, 512)
             assert np.array_equal(cut(x), whole(x))
+
+
+def test_no_signal_handler_of_the_parent_runs_in_the_twin(tmp_path):
+    """A SIGTERM to the twin ends it; the parent's Python handler (which here writes a file) does not run there."""
+    mark = tmp_path / "handler-ran"
+    script = (
+        "import signal, sys\n"
+        "import numpy as np\n"
+        "from engine.backends import cpu_pool\n"
+        "from engine.backends.numpy_backend import NumpyBackend\n"
+        f"signal.signal(signal.SIGTERM, lambda *_: open({str(mark)!r}, 'w').close())\n"
+        "cpu_pool.contention.busy = lambda: False\n"
+        "B = NumpyBackend()\n"
+        "w = B.prepare_linear(np.ones((1024, 512), np.float32))\n"
+        "B.linear(np.ones((1, 512), np.float32), w)\n"
+        "print(B.twin.pid, flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    pid = int(proc.stdout.readline())
+    os.kill(pid, signal.SIGTERM)
+    end = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.01)
+    proc.communicate("go\n", timeout=30)
+    assert not alive(pid) and not mark.exists()
