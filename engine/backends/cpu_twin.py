@@ -69,7 +69,8 @@ class Twin:
 
     def __init__(self):
         self._ids: dict[int, tuple[int, weakref.ref]] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one product at a time goes to the twin
+        self._registry = threading.Lock()  # models may load on another thread than the one computing
         self._pid = self._known = self._seq = 0
         self._stale = False  # registered weights the twin does not know yet
         self.failed = not enabled()
@@ -83,8 +84,9 @@ class Twin:
         ``ort_kernels.NBitsLinear``)."""
         if self.failed or len(w.shape) != 2 or (isinstance(w, np.ndarray) and w.dtype != np.float32):
             return
-        self._ids[id(w)] = (len(self._ids), weakref.ref(w))
-        self._stale = True
+        with self._registry:
+            self._ids[id(w)] = (len(self._ids), weakref.ref(w))
+            self._stale = True
 
     def _index(self, w: np.ndarray) -> int | None:
         entry = self._ids.get(id(w))
@@ -107,7 +109,10 @@ class Twin:
             return None
         try:
             if self._stale:
-                self._start()
+                try:
+                    self._start()
+                except OSError as e:  # no memory or processes left for a fork: alone, as before
+                    self._fail(f"cannot start: {e}")
             i = self._index(w) if self._pid else None
             span = edges[-1] - edges[0] if isinstance(w, np.ndarray) else w.bounds[edges[-1]] - w.bounds[edges[0]]
             if i is None or rows * k > self._x.size or rows * span > self._y.size:
@@ -172,11 +177,10 @@ class Twin:
         """Fork a twin over the weights alive now (retiring a stale one)."""
         if self._pid:
             self.stop()
-        live = [(i, r()) for i, r in self._ids.values()]
-        live = [(i, w) for i, w in live if w is not None]
-        self._ids = {id(w): (j, weakref.ref(w)) for j, (_, w) in enumerate(live)}
-        weights = [w for _, w in live]
-        self._known, self._stale = len(weights), False
+        with self._registry:
+            weights = [w for w in (r() for _, r in self._ids.values()) if w is not None]
+            self._ids = {id(w): (j, weakref.ref(w)) for j, w in enumerate(weights)}
+            self._known, self._stale = len(weights), False
         if not weights:
             return
         max_k = max(w.shape[1] for w in weights)
@@ -188,9 +192,14 @@ class Twin:
         self._y = np.frombuffer(buf, np.float32, y_bytes // 4, CTRL_BYTES + x_bytes)
         self._seq = 0
         rfd, wfd = os.pipe()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork with threads (see _serve)
-            pid = os.fork()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # 3.12+: fork with threads (see _serve)
+                pid = os.fork()
+        except OSError:
+            os.close(rfd)
+            os.close(wfd)
+            raise
         if pid == 0:  # the twin
             try:
                 _serve(self._ctrl, self._x, self._y, weights, rfd, os.getppid())

@@ -258,3 +258,17 @@ def test_no_signal_handler_of_the_parent_runs_in_the_twin(tmp_path):
         time.sleep(0.01)
     proc.communicate("go\n", timeout=30)
     assert not alive(pid) and not mark.exists()
+
+
+def test_a_fork_that_fails_leaves_the_caller_computing_alone(B, monkeypatch):
+    def no_fork():
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(cpu_twin.os, "fork", no_fork)
+    w = B.prepare_linear(r(1024, 512))
+    x = r(1, 512)
+    fds = len(os.listdir("/proc/self/fd"))
+    y = B.linear(x, w)
+    np.testing.assert_allclose(y, x.astype(np.float64) @ w.astype(np.float64).T, atol=1e-4, rtol=0)
+    assert B.twin.failed and B.twin.pid == 0
+    assert len(os.listdir("/proc/self/fd")) == fds  # the pipe was closed again
