@@ -17,8 +17,9 @@ Contract:
   ``LIVECAP_CPU_TWIN`` not ``0``; elsewhere ``Twin.submit`` returns None and the caller computes alone.
 - The twin knows the weights registered before it forked; registering another (a new model) retires it
   and the next product forks a fresh one. A product over an unknown matrix is the caller's.
-- It never makes a product wait long: a half the twin has not finished after ``DEADLINE_S`` is computed by
-  the caller, the twin is killed and the backend goes on alone (logged once).
+- It never makes a product wait long: a half the twin has not finished ``DEADLINE_S`` (or four times what the
+  caller's own half took, for very large products) after the caller's is computed by the caller, the twin is
+  killed and the backend goes on alone (logged once).
 - It spins only while products come (``SPIN_S`` after the last one), then parks on a pipe; while other
   processes keep the CPU busy (``cpu_pool.contention``, which counts the twin's time as this process's),
   nothing is handed to it. It exits when this process exits or dies (end of file on the pipe).
@@ -47,7 +48,7 @@ from . import cpu_pool
 log = logging.getLogger(__name__)
 
 SPIN_S = 0.003  # the twin spins this long after its last job, then parks
-DEADLINE_S = 0.05  # a half not done by then is the caller's, and the twin is killed
+DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is the caller's; the twin is killed
 NUDGE_S = 0.0005  # a parked twin not yet awake is woken again this often (a wake-up may cross the park)
 MAX_ROWS = 32  # products of up to this many rows go to the twin
 MAX_CHUNKS = 64
@@ -130,21 +131,22 @@ class Twin:
         c[GO] = self._seq
         if c[STATE] == PARKED:
             self._wake()
-        return self._seq, xs
+        return self._seq, xs, time.monotonic()
 
     def collect(self, ticket) -> np.ndarray | None:
         """The twin's results (flat, in the order ``submit`` describes; valid until the next ``submit``), or
         None when it did not finish in time (it is then gone, and the caller computes that part itself)."""
-        seq = ticket[0]
+        seq, _, submitted = ticket
         c = self._ctrl
         try:
             if c[DONE] != seq:
                 start = time.monotonic()
+                limit = max(DEADLINE_S, 4 * (start - submitted))  # a half as large as the caller's took that long
                 nudge = start + NUDGE_S
                 while c[DONE] != seq:
                     now = time.monotonic()
-                    if now - start > DEADLINE_S:
-                        self._fail(f"no answer within {DEADLINE_S * 1000:.0f} ms")
+                    if now - start > limit:
+                        self._fail(f"no answer within {limit * 1000:.0f} ms")
                         return None
                     if now > nudge:
                         if c[STATE] == PARKED:

@@ -272,3 +272,15 @@ def test_a_fork_that_fails_leaves_the_caller_computing_alone(B, monkeypatch):
     np.testing.assert_allclose(y, x.astype(np.float64) @ w.astype(np.float64).T, atol=1e-4, rtol=0)
     assert B.twin.failed and B.twin.pid == 0
     assert len(os.listdir("/proc/self/fd")) == fds  # the pipe was closed again
+
+
+def test_a_product_longer_than_the_deadline_is_not_taken_for_a_hang(B, monkeypatch):
+    """The wait scales with the caller's own half: with a 0.1 ms deadline, 32-row products over 64 MB (a few ms a
+    side) still go half to the twin."""
+    monkeypatch.setattr(cpu_twin, "DEADLINE_S", 0.0001)
+    w = B.prepare_linear(r(8000, 2048))
+    x = r(32, 2048)
+    for _ in range(5):
+        y = B.linear(x, w)
+    assert not B.twin.failed and B.twin.served() == 5
+    np.testing.assert_allclose(y, x.astype(np.float64) @ w.astype(np.float64).T, atol=2e-3, rtol=0)
