@@ -14,8 +14,10 @@ It runs offscreen (``QT_QPA_PLATFORM=offscreen`` is set before Qt starts) and ch
    image-format plugin);
 6. the audio decoders: soundfile (libsndfile) writes and reads back FLAC, PyAV (FFmpeg) imports with an AAC
    decoder; ONNX Runtime's 8-bit kernels (the NumPy backend's quantized products) compute a small product
-   to the int8-activation error bound; and the download worker process starts (a frozen bundle runs itself
-   with ``engine.hub.WORKER_FLAG``) and answers a malformed job with its exit code;
+   to the int8-activation error bound; where the platform has one, the CPU twin (the NumPy backend's helper
+   process for decoder products) forks and computes half a product; and the download worker process starts
+   (a frozen bundle runs itself with ``engine.hub.WORKER_FLAG``) and answers a malformed job with its exit
+   code;
 7. the bundled model loads on the NumPy backend through the app's own engine worker (the main window's
    ``SessionController`` and its QThread, the path the GUI uses), the clip is replayed through it as a file
    input, and the committed token ids equal ``expected.json["tokens"]``: the greedy ids that the reference
@@ -120,11 +122,12 @@ def _run(folder: Path) -> str:
     with tempfile.TemporaryDirectory(prefix="livecap-selftest-") as tmp:
         decoders = _check_decoders(Path(tmp))
         kernels = _check_cpu_kernels()
+        twin = _check_cpu_twin()
         worker = _check_download_worker()
         engine = _check_window_and_engine(app, Path(tmp), model_dir, clip, expected)
     return (
         f"Qt {app.platformName()} main window drawn; {portaudio}; {vad}; {mlx}; {decoders}; {kernels}; "
-        f"{worker}; {engine}"
+        f"{twin}; {worker}; {engine}"
     )
 
 
@@ -315,6 +318,34 @@ def _check_cpu_kernels() -> str:
     import onnxruntime
 
     return f"ONNX Runtime {onnxruntime.__version__} 8-bit kernel computed"
+
+
+def _check_cpu_twin() -> str:
+    import numpy as np
+
+    from engine.backends import cpu_pool, cpu_twin
+
+    if not cpu_twin.enabled():
+        return "no CPU twin on this platform"
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((1024, 256)).astype(np.float32)
+    x = rng.standard_normal((1, 256)).astype(np.float32)
+    twin = cpu_twin.Twin()
+    twin.register(w)
+    busy = cpu_pool.contention.busy
+    cpu_pool.contention.busy = lambda: False  # the check runs whatever else keeps this machine busy
+    try:
+        ticket = twin.submit(w, x, [512, 1024], 1024)
+        theirs = None if ticket is None else twin.collect(ticket)
+        got = None if theirs is None else theirs[:512].copy()
+    finally:
+        cpu_pool.contention.busy = busy
+        twin.stop()
+    if got is None:
+        raise SelfTestError("the CPU helper process (cpu_twin) did not start or did not answer")
+    if not np.allclose(got, (w[512:].astype(np.float64) @ x[0].astype(np.float64)), atol=1e-3):
+        raise SelfTestError("the CPU helper process (cpu_twin) computed a wrong product")
+    return "CPU twin process computed"
 
 
 def _check_download_worker() -> str:

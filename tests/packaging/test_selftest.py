@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from app.main import build_parser
+from engine.backends import cpu_twin
 from tests.conftest import FIXTURES, golden
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,6 +68,7 @@ def test_passes_from_the_source_tree(tmp_path):
     assert "Silero VAD found speech" in lines[0]
     n = len(json.loads((SELFTEST / "expected.json").read_text())["tokens"])
     assert f"reproduced all {n} reference ids" in lines[0]
+    assert ("CPU twin process computed" if cpu_twin.enabled() else "no CPU twin on this platform") in lines[0]
     assert "Traceback" not in r.stderr
 
 
