@@ -233,6 +233,26 @@ class Twin:
         cpu_pool.contention.also_ours(pid, False)
 
 
+def run_parts(twin: Twin | None, ticket, jobs: list, half: int, place, threads: bool) -> None:
+    """Run ``jobs``, the independent parts of one product. With a ``ticket`` (``submit`` handed the parts from
+    ``half`` on to ``twin``): the first ``half`` here, then ``place(results)`` with the twin's (``collect``),
+    or, when it did not answer in time, its parts here too. Without: every part here, over ``cpu_pool``'s
+    threads when ``threads``."""
+    if ticket is not None:
+        for run in jobs[:half]:
+            run()
+        theirs = twin.collect(ticket)
+        if theirs is not None:
+            place(theirs)
+            return
+        jobs, threads = jobs[half:], False  # the twin did not answer in time: ours after all
+    if threads:
+        cpu_pool.run(jobs)
+    else:
+        for run in jobs:
+            run()
+
+
 _twins: weakref.WeakSet[Twin] = weakref.WeakSet()
 
 

@@ -247,21 +247,11 @@ class NumpyBackend(Backend):
 
             return run
 
+        def place(theirs):
+            out[edges[half] :] = theirs[: (n - edges[half]) * rows].reshape(-1, rows)
+
         jobs = [job(a, c) for a, c in zip(edges[:-1], edges[1:])]
-        if ticket is not None:
-            for run in jobs[:half]:
-                run()
-            theirs = self.twin.collect(ticket)
-            if theirs is None:
-                for run in jobs[half:]:  # the twin did not answer in time: ours after all
-                    run()
-            else:
-                out[edges[half] :] = theirs[: (n - edges[half]) * rows].reshape(-1, rows)
-        elif threads:
-            cpu_pool.run(jobs)
-        else:
-            for run in jobs:
-                run()
+        cpu_twin.run_parts(self.twin, ticket, jobs, half, place, threads)
         return np.ascontiguousarray(out.T)
 
     def embed(self, table, ids):

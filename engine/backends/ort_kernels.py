@@ -128,25 +128,14 @@ class _RowChunks:
 
             return run
 
-        jobs = [job(i) for i in range(chunks)]
-        if ticket is not None:
-            for run in jobs[:half]:
-                run()
-            theirs = self.twin.collect(ticket)
-            if theirs is None:  # the twin did not answer in time: ours after all
-                for run in jobs[half:]:
-                    run()
-            else:
-                at = 0
-                for i in range(half, chunks):
-                    a, c = self.bounds[i], self.bounds[i + 1]
-                    out[:, a:c] = theirs[at : at + rows * (c - a)].reshape(rows, c - a)
-                    at += rows * (c - a)
-        elif self._threads:
-            cpu_pool.run(jobs)
-        else:
-            for run in jobs:
-                run()
+        def place(theirs):
+            at = 0
+            for i in range(half, chunks):
+                a, c = self.bounds[i], self.bounds[i + 1]
+                out[:, a:c] = theirs[at : at + rows * (c - a)].reshape(rows, c - a)
+                at += rows * (c - a)
+
+        cpu_twin.run_parts(self.twin, ticket, [job(i) for i in range(chunks)], half, place, self._threads)
         return out
 
 
