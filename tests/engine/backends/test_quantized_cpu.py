@@ -65,6 +65,29 @@ def test_nbits_linear_keeps_the_biases():
     np.testing.assert_allclose(lin(x), ref, rtol=2e-3)
 
 
+@pytest.mark.parametrize("bits", [4, 8])
+def test_nbits_linear_keeps_a_bias_that_is_no_multiple_of_the_scale(bits):
+    """Biases from another quantizer (not MLX's nudged scales): the float rest is a real part of each weight,
+    here 0.4 of a step on every group; leaving it out fails this (ones are exact int8 activations)."""
+    q = quantize_affine(weights(64, 128) + np.float32(0.3), 64, bits)
+    biases = q.biases + np.float32(0.4) * q.scales
+    lin = ort_kernels.NBitsLinear(q.w, q.scales, biases, 64, bits)
+    assert lin.with_rest
+    x = np.ones((2, 128), np.float32)
+    deq = dequantize(QuantizedWeight(q.w, q.scales, biases, 64, bits)).astype(np.float64)
+    np.testing.assert_allclose(lin(x), x.astype(np.float64) @ deq.T, rtol=1e-5)
+
+
+def test_nbits_linear_leaves_out_the_rounding_rest_of_mlx_quantized_weights():
+    """MLX's quantizer makes each bias a whole multiple of its scale, so no float rest is computed; a bias
+    off that by 1/256 of a step keeps it (the rest is then weight, not rounding)."""
+    q = quantize_affine(weights(64, 128), 64, 8)
+    assert not ort_kernels.NBitsLinear(q.w, q.scales, q.biases, 64, 8).with_rest
+    off = q.biases.copy()
+    off[5, 1] += q.scales[5, 1] * np.float32(2.0**-8)
+    assert ort_kernels.NBitsLinear(q.w, q.scales, off, 64, 8).with_rest
+
+
 def test_unsupported_layouts_are_refused():
     assert not ort_kernels.supports(64, 6, 256) and not ort_kernels.supports(48, 4, 192)
     q = quantize_affine(weights(8, 96), 32, 4)
