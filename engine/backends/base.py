@@ -49,6 +49,11 @@ class Backend:
         """A zero-filled array."""
         raise NotImplementedError
 
+    def kv_zeros(self, shape: tuple[int, ...], dtype: str = "float32") -> Array:
+        """A zero-filled key/value buffer that many later attention calls read whole (a decoder's cross-attention
+        memory); a backend may place it where a helper process reads it too. Otherwise as ``zeros``."""
+        return self.zeros(shape, dtype)
+
     def compute_dtype(self, wanted: str) -> str:
         """The float dtype a model computes in here when ``wanted`` (asked for, or the checkpoint's) is
         asked: NumPy always computes in float32; MLX keeps ``wanted``."""

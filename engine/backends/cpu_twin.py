@@ -43,7 +43,8 @@ import weakref
 
 import numpy as np
 
-from . import cpu_pool
+from . import cpu_pool, numpy_attention
+from .shared_arena import SharedArena
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +53,11 @@ DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is
 NUDGE_S = 0.0005  # a parked twin not yet awake is woken again this often (a wake-up may cross the park)
 MAX_ROWS = 32  # products of up to this many rows go to the twin
 MAX_CHUNKS = 64
+ARENA_BYTES = 256 << 20  # shared memory for attention K/V (virtual: pages cost memory once written)
 GO, DONE, STATE, SERVED = 0, 8, 16, 24  # int64 slots of the control block (a cache line apart)
-WEIGHT, ROWS, K, STEP, NCHUNKS, EDGES = 32, 33, 34, 35, 36, 40
+WEIGHT, ROWS, K, STEP, NCHUNKS, KIND, EDGES = 32, 33, 34, 35, 36, 37, 40
+PRODUCT, ATTENTION = 0, 1  # KIND; an attention's fields sit where a product's edges do:
+H0, H1, TQ, D, TK, DV, SCALE, K_AT, V_AT = range(EDGES, EDGES + 9)  # then K's and V's shapes and strides
 RUNNING, PARKED = 0, 1
 CTRL_BYTES = 8 * (EDGES + 2 * MAX_CHUNKS + 8)
 
@@ -75,6 +79,12 @@ class Twin:
         self._pid = self._known = self._seq = 0
         self._stale = False  # registered weights the twin does not know yet
         self.failed = not enabled()
+        self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
+        if not self.failed:
+            try:
+                self.arena = SharedArena(ARENA_BYTES)
+            except (OSError, ValueError):  # no shared memory here: products only
+                pass
         _twins.add(self)
         weakref.finalize(self, _end, self.__dict__)
 
@@ -104,29 +114,63 @@ class Twin:
         sees it (compute your own part over that), or None when the caller must compute everything (no twin,
         busy machine, unknown matrix, twin in use)."""
         rows, k = x.shape
-        if self.failed or rows > MAX_ROWS or len(edges) > MAX_CHUNKS + 1 or cpu_pool.contention.busy():
+        if rows > MAX_ROWS or len(edges) > MAX_CHUNKS + 1 or not self._claim():
             return None
-        if not self._lock.acquire(blocking=False):
+        i = self._index(w)
+        span = edges[-1] - edges[0] if isinstance(w, np.ndarray) else w.bounds[edges[-1]] - w.bounds[edges[0]]
+        if i is None or rows * k > self._x.size or rows * span > self._y.size:
+            self._lock.release()
             return None
+        c = self._ctrl
+        xs = self._x[: rows * k].reshape(rows, k)
+        xs[...] = x
+        c[KIND], c[WEIGHT], c[ROWS], c[K], c[STEP], c[NCHUNKS] = PRODUCT, i, rows, k, step, len(edges) - 1
+        c[EDGES : EDGES + len(edges)] = edges
+        return self._go(xs)
+
+    def submit_attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, h0: int):
+        """Hand heads ``h0:`` of ``softmax(q k^T * scale) v`` (no mask) to the twin: ``q [H, Tq, d]``, ``k, v
+        [H, Tk, d]`` arrays in ``arena`` (views allowed). Returns a ticket for ``collect`` (the result: heads
+        ``h0:`` as ``[H - h0, Tq, dv]``, flat), or None when the caller must compute every head."""
+        arena = self.arena
+        if arena is None or q.shape[1] > MAX_ROWS:
+            return None
+        k_at, v_at = arena.locate(k), arena.locate(v)
+        h, tq, d = q.shape
+        if k_at is None or v_at is None or not self._claim():
+            return None
+        if (h - h0) * tq * d > self._x.size or (h - h0) * tq * v.shape[2] > self._y.size or not self._pid:
+            self._lock.release()
+            return None
+        c = self._ctrl
+        xs = self._x[: (h - h0) * tq * d].reshape(h - h0, tq, d)
+        xs[...] = q[h0:]
+        c[KIND], c[H0], c[H1], c[TQ], c[D], c[TK], c[DV] = ATTENTION, h0, h, tq, d, k.shape[1], v.shape[2]
+        c[SCALE : SCALE + 1].view(np.float64)[0] = scale
+        c[K_AT], c[V_AT] = k_at, v_at
+        c[V_AT + 1 : V_AT + 13] = [*k.shape, *k.strides, *v.shape, *v.strides]
+        return self._go(xs)
+
+    def _claim(self) -> bool:
+        """Take the twin for one job (forking it first where needed); False when the caller must go alone."""
+        if self.failed or cpu_pool.contention.busy() or not self._lock.acquire(blocking=False):
+            return False
         try:
             if self._stale:
                 try:
                     self._start()
                 except OSError as e:  # no memory or processes left for a fork: alone, as before
                     self._fail(f"cannot start: {e}")
-            i = self._index(w) if self._pid else None
-            span = edges[-1] - edges[0] if isinstance(w, np.ndarray) else w.bounds[edges[-1]] - w.bounds[edges[0]]
-            if i is None or rows * k > self._x.size or rows * span > self._y.size:
+            if not self._pid:
                 self._lock.release()
-                return None
+                return False
         except BaseException:
             self._lock.release()
             raise
+        return True
+
+    def _go(self, xs: np.ndarray):
         c = self._ctrl
-        xs = self._x[: rows * k].reshape(rows, k)
-        xs[...] = x
-        c[WEIGHT], c[ROWS], c[K], c[STEP], c[NCHUNKS] = i, rows, k, step, len(edges) - 1
-        c[EDGES : EDGES + len(edges)] = edges
         self._seq += 1
         c[GO] = self._seq
         if c[STATE] == PARKED:
@@ -204,7 +248,7 @@ class Twin:
             raise
         if pid == 0:  # the twin
             try:
-                _serve(self._ctrl, self._x, self._y, weights, rfd, os.getppid())
+                _serve(self._ctrl, self._x, self._y, weights, self.arena, rfd, os.getppid())
             finally:
                 os._exit(0)
         os.close(rfd)
@@ -278,7 +322,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _serve(ctrl, xbuf, ybuf, weights, rfd: int, ppid: int) -> None:
+def _serve(ctrl, xbuf, ybuf, weights, arena, rfd: int, ppid: int) -> None:
     """The twin's loop: spin on ``GO`` for a job, compute its ranges, post ``DONE``; park on the pipe when
     idle. Only NumPy calls on memory it was handed and ``os`` calls run here: nothing that could wait for a
     lock another thread of the parent held at the fork."""
@@ -302,6 +346,11 @@ def _serve(ctrl, xbuf, ybuf, weights, rfd: int, ppid: int) -> None:
                 ctrl[STATE] = RUNNING
                 idle_until = clock() + SPIN_S
         last = int(ctrl[GO])
+        if ctrl[KIND] == ATTENTION:
+            _attend(ctrl, xbuf, ybuf, arena)
+            ctrl[SERVED] += 1
+            ctrl[DONE] = last
+            continue
         w = weights[int(ctrl[WEIGHT])]
         rows, k, step, n = int(ctrl[ROWS]), int(ctrl[K]), int(ctrl[STEP]), int(ctrl[NCHUNKS])
         edges = [int(e) for e in ctrl[EDGES : EDGES + n + 1]]
@@ -320,3 +369,15 @@ def _serve(ctrl, xbuf, ybuf, weights, rfd: int, ppid: int) -> None:
                 at += part.size
         ctrl[SERVED] += 1
         ctrl[DONE] = last
+
+
+def _attend(ctrl, xbuf, ybuf, arena) -> None:
+    """The twin's part of an attention (``Twin.submit_attention``): the same per-head code as the caller's."""
+    h0, h1, tq, d, _, dv = (int(ctrl[i]) for i in (H0, H1, TQ, D, TK, DV))
+    scale = float(ctrl[SCALE : SCALE + 1].view(np.float64)[0])
+    ks, vs = [int(e) for e in ctrl[V_AT + 1 : V_AT + 7]], [int(e) for e in ctrl[V_AT + 7 : V_AT + 13]]
+    k = arena.view(int(ctrl[K_AT]), tuple(ks[:3]), tuple(ks[3:]))
+    v = arena.view(int(ctrl[V_AT]), tuple(vs[:3]), tuple(vs[3:]))
+    q = xbuf[: (h1 - h0) * tq * d].reshape(h1 - h0, tq, d)
+    out = ybuf[: (h1 - h0) * tq * dv].reshape(h1 - h0, tq, dv)
+    numpy_attention.dense(q, k[h0:h1], v[h0:h1], scale, None, out)

@@ -9,6 +9,10 @@ product), gathered with the mask. A block of 128 queries against 146 keys then d
 instead of 128 x 146, in ~12 NumPy calls for all blocks together. The masked keys a block gathers
 contribute exp(-inf) = 0, as in the full row. A row that sees no key at all takes the dense path (whose
 NaN the reference produces too). Heads are split over ``cpu_pool`` when the work is large.
+
+A decoder step over K/V in the twin's shared arena (``cpu_twin``: Moonshine's cross-attention memory) hands
+the second half of the heads to the twin process; every head is computed by the same code either way, so
+the result does not depend on it (tested bit for bit).
 """
 
 from __future__ import annotations
@@ -20,27 +24,40 @@ from . import cpu_pool
 SUB = 16  # queries per block of the windowed path
 WINDOWED_MIN = 64  # queries from which a mask is looked at for its band
 PAR_MACS = 1 << 22  # heads x queries x keys x head-dim from which heads are split over cpu_pool
+TWIN_BYTES = 256 << 10  # K/V from this size (in the twin's arena) are split by heads with the twin
 
 
-def attend(q, k, v, scale: float, mask=None) -> np.ndarray:
+def attend(q, k, v, scale: float, mask=None, twin=None) -> np.ndarray:
     """``softmax(q k^T * scale, mask) v`` for ``q [Hq, Tq, d]``, ``k, v [Hkv, Tk, d]`` (Hq a multiple of Hkv),
-    ``mask [Tq, Tk]`` boolean (True = may attend) or None; returns ``[Hq, Tq, d]`` float32."""
+    ``mask [Tq, Tk]`` boolean (True = may attend) or None; returns ``[Hq, Tq, d]`` float32. ``twin``: the
+    backend's ``cpu_twin.Twin``, which may take half of the heads (same result)."""
     hq, hkv = q.shape[0], k.shape[0]
     if hq != hkv:  # grouped-query: fold the query groups into the time axis, no K/V copies
         g, tq = hq // hkv, q.shape[1]
         m = None if mask is None else np.tile(mask, (g, 1))
-        out = attend(q.reshape(hkv, g * tq, q.shape[2]), k, v, scale, m)
+        out = attend(q.reshape(hkv, g * tq, q.shape[2]), k, v, scale, m, twin)
         return out.reshape(hq, tq, out.shape[-1])
     if mask is not None and q.shape[1] >= WINDOWED_MIN:
         band = _band(np.asarray(mask), SUB)
         if band is not None:
             return _windowed(q, k, v, scale, *band)
     out = np.empty((hq, q.shape[1], v.shape[2]), np.float32)
-    _dense(q, k, v, scale, mask, out)
+    if twin is not None and mask is None and hq >= 2 and k.nbytes + v.nbytes >= TWIN_BYTES:
+        h0 = hq // 2
+        ticket = twin.submit_attention(q, k, v, scale, h0)
+        if ticket is not None:
+            dense(q[:h0], k[:h0], v[:h0], scale, None, out[:h0])
+            theirs = twin.collect(ticket)
+            if theirs is None:  # no answer in time (the twin is gone): these heads here too
+                dense(q[h0:], k[h0:], v[h0:], scale, None, out[h0:])
+            else:
+                out[h0:] = theirs[: out[h0:].size].reshape(out[h0:].shape)
+            return out
+    dense(q, k, v, scale, mask, out)
     return out
 
 
-def _dense(q, k, v, scale: float, mask, out: np.ndarray) -> None:
+def dense(q, k, v, scale: float, mask, out: np.ndarray) -> None:
     """``out[:] = softmax(q k^T * scale, masked) v`` for one block of ``[H, T, d]`` heads, in place."""
     if k.shape[1] >= 64:  # K @ q^T: NumPy's stacked matmul against a transposed K view runs 2-3x slower
         qt = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32)

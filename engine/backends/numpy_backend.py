@@ -349,7 +349,11 @@ class NumpyBackend(Backend):
         return e
 
     def attention(self, q, k, v, scale, mask=None):
-        return numpy_attention.attend(q, k, v, scale, mask)
+        return numpy_attention.attend(q, k, v, scale, mask, self.twin)
+
+    def kv_zeros(self, shape, dtype="float32"):
+        a = self.twin.arena.zeros(tuple(shape)) if self.twin.arena is not None else None
+        return a if a is not None else self.zeros(shape, dtype)
 
     def prepare_conv(self, w):
         c_out, c_in, k = w.shape

@@ -337,8 +337,8 @@ class MoonshineModel:
             kv = B.linear(memory, layer.xkv).reshape(t, 2 * hkv, c.head_dim).transpose(1, 0, 2)
             out.append(
                 (
-                    B.write(B.zeros(shape, self.dtype), every, kv[:hkv]),
-                    B.write(B.zeros(shape, self.dtype), every, kv[hkv:]),
+                    B.write(B.kv_zeros(shape, self.dtype), every, kv[:hkv]),
+                    B.write(B.kv_zeros(shape, self.dtype), every, kv[hkv:]),
                 )
             )
         return out

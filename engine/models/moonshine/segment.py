@@ -35,7 +35,7 @@ class SegmentEncoder:
         max_frames = int(max_seconds * SAMPLE_RATE) // (4 * c.encoder.frame_len) + 8
         self.frame_cap = min(max_frames + model.lookahead, c.max_position_embeddings)
         shape, dt = (c.num_key_value_heads, self.frame_cap, c.head_dim), model.dtype
-        self.xkv = [(self.B.zeros(shape, dt), self.B.zeros(shape, dt)) for _ in model.dec_layers]
+        self.xkv = [(self.B.kv_zeros(shape, dt), self.B.kv_zeros(shape, dt)) for _ in model.dec_layers]
         self.encoded = 0
         self.start(0)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.backends import cpu_pool, cpu_twin, numpy_backend
+from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend
 from engine.backends.numpy_backend import NumpyBackend
 
 pytestmark = pytest.mark.skipif(not cpu_twin.enabled(), reason="the twin runs on Linux x86-64 with 2+ CPUs only")
@@ -170,6 +170,7 @@ def test_a_model_gives_the_same_logits_with_and_without_the_twin(monkeypatch):
 
     monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
     monkeypatch.setattr(numpy_backend, "TWIN_BYTES", 0)
+    monkeypatch.setattr(numpy_attention, "TWIN_BYTES", 0)  # and every cross-attention's heads halved
     m = load_model(REPO / "tests" / "fixtures" / "models" / "moon_tiny_like", backend="numpy")
     B = m.B
     audio = r(16000) * 0.1
@@ -195,6 +196,61 @@ def test_a_model_gives_the_same_logits_with_and_without_the_twin(monkeypatch):
         B.twin.stop()
     for a, b in zip(with_twin, alone):
         assert np.array_equal(B.to_numpy(a), B.to_numpy(b))
+
+
+def cross_kv(B, heads, frames, cap, d):
+    """K/V as a decoder's cross-attention memory: ``kv_zeros`` buffers of ``cap`` frames, ``frames`` written
+    (after the twin forked, as a live segment writes them), and the views a step reads."""
+    k, v = B.kv_zeros((heads, cap, d)), B.kv_zeros((heads, cap, d))
+    k[:, :frames], v[:, :frames] = r(heads, frames, d), r(heads, frames, d)
+    return k[:, :frames], v[:, :frames]
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_attention_over_shared_kv_goes_half_to_the_twin_with_identical_results(B, rows):
+    B.linear(r(1, 512), B.prepare_linear(r(1024, 512)))  # the twin forks over this product, before the K/V exist
+    pid = B.twin.pid
+    k, v = cross_kv(B, 8, 500, 760, 64)
+    assert B.twin.arena.locate(k) is not None
+    q = r(8, rows, 64)
+    before = B.twin.served()
+    with_twin = B.attention(q, k, v, 0.125)
+    assert B.twin.served() == before + 1 and B.twin.pid == pid
+    B.twin.failed = True
+    alone = B.attention(q, k, v, 0.125)
+    assert np.array_equal(with_twin, alone)
+    s = np.einsum("htd,hkd->htk", q.astype(np.float64), k.astype(np.float64)) * 0.125
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("htk,hkd->htd", p / p.sum(-1, keepdims=True), v.astype(np.float64))
+    np.testing.assert_allclose(with_twin, ref, atol=1e-5, rtol=0)
+
+
+def test_attention_over_private_memory_or_with_a_mask_is_the_callers(B):
+    B.linear(r(1, 512), B.prepare_linear(r(1024, 512)))
+    k, v = cross_kv(B, 8, 500, 500, 64)
+    q = r(8, 1, 64)
+    served = B.twin.served()
+    private = B.attention(q, k.copy(), v.copy(), 0.125)
+    mask = np.ones((1, 500), bool)
+    mask[0, 400:] = False
+    masked = B.attention(q, k, v, 0.125, mask)
+    assert B.twin.served() == served
+    assert np.array_equal(private, B.attention(q, k, v, 0.125))
+    np.testing.assert_allclose(masked, B.attention(q, k[:, :400], v[:, :400], 0.125), atol=1e-6, rtol=0)
+
+
+def test_a_stopped_twin_during_attention_is_killed_and_the_caller_computes_every_head(B):
+    B.linear(r(1, 512), B.prepare_linear(r(1024, 512)))
+    k, v = cross_kv(B, 8, 500, 500, 64)
+    q = r(8, 1, 64)
+    first = B.attention(q, k, v, 0.125)
+    pid = B.twin.pid
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    again = B.attention(q, k, v, 0.125)
+    assert cpu_twin.DEADLINE_S <= time.monotonic() - t0 < 1.0
+    assert np.array_equal(again, first)
+    assert B.twin.failed and not alive(pid)
 
 
 @pytest.mark.parametrize("bits", [8, 4])

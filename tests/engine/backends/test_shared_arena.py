@@ -1,0 +1,72 @@
+"""The shared arena of attention K/V (``cpu_twin``'s): zeros, blocks that come back zeroed, a full arena that
+falls back to ordinary memory, and a forked process that reads what the parent writes after the fork."""
+
+from __future__ import annotations
+
+import gc
+import os
+
+import numpy as np
+import pytest
+
+from engine.backends import cpu_twin
+from engine.backends.numpy_backend import NumpyBackend
+from engine.backends.shared_arena import PAGE, SharedArena
+
+
+def test_buffers_are_zero_and_a_released_block_comes_back_zeroed():
+    arena = SharedArena(64 * PAGE)
+    a = arena.zeros((8, 100, 64))
+    assert a.shape == (8, 100, 64) and a.dtype == np.float32 and not a.any()
+    view = a[:, :50]
+    assert arena.locate(view) == arena.locate(a) == 0 and arena.locate(a[1]) == 100 * 64 * 4
+    a[...] = 3.0
+    del a
+    gc.collect()
+    assert view.sum() == 8 * 50 * 64 * 3.0  # a view keeps its block
+    del view
+    gc.collect()
+    b = arena.zeros((8, 100, 64))
+    assert arena.locate(b) == 0 and not b.any()
+
+
+def test_a_full_arena_gives_none_and_the_backend_ordinary_memory():
+    arena = SharedArena(4 * PAGE)
+    keep = [arena.zeros((PAGE // 4,)) for _ in range(4)]
+    assert arena.zeros((1,)) is None
+    assert arena.locate(np.zeros(4, np.float32)) is None and arena.locate(keep[0].astype(np.float64)) is None
+    B = NumpyBackend()
+    B.twin.arena = arena
+    buf = B.kv_zeros((2, 3, 4))
+    assert buf.shape == (2, 3, 4) and not buf.any() and arena.locate(buf) is None
+    del keep[1]
+    gc.collect()
+    assert arena.locate(B.kv_zeros((PAGE // 4,))) == PAGE  # the freed block, whole pages
+
+
+def test_blocks_coalesce_so_a_large_buffer_fits_after_small_ones_go():
+    arena = SharedArena(8 * PAGE)
+    small = [arena.zeros((PAGE // 4,)) for _ in range(8)]
+    del small[2:6]
+    gc.collect()
+    assert arena.locate(arena.zeros((PAGE,))) == 2 * PAGE  # four freed pages in one block
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
+def test_a_forked_process_reads_what_the_parent_writes_after_the_fork():
+    arena = SharedArena(4 * PAGE)
+    a = arena.zeros((16,))
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.read(r, 1)
+        os._exit(0 if arena.view(arena.locate(a), (16,), (4,)).sum() == 16 * 7 else 1)
+    a[...] = 7.0
+    os.write(w, b"x")
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def test_without_a_twin_there_is_no_arena(monkeypatch):
+    monkeypatch.setenv("LIVECAP_CPU_TWIN", "0")
+    t = cpu_twin.Twin()
+    assert t.arena is None
