@@ -35,6 +35,8 @@ BITS = (4, 8)
 ACCURACY = {8: 4, 4: 4}  # MatMulNBits accuracy_level per bit width: 4 = int8 activations (the fast kernels)
 SPLIT_BYTES = 8 << 20  # a matrix this large is cut into row chunks that cpu_pool may run in parallel
 HALF_BYTES = 1 << 20  # a smaller one from this size into two chunks where a cpu_twin may run the second
+ALIGN = 64  # chunks start at multiples of this: MatMulNBits computes the last few columns of a range (its
+# width modulo the kernel's tile) another way, so a cut elsewhere changed those columns' last bits (tested)
 CHUNKS = 2 * cpu_pool.CPUS  # chunks of a split matrix (more than the threads, so that a late one is taken back)
 REST_ULPS = 2.0**-21  # a float rest within ~4 ulp of its group's largest value is rounding, not weight (NBitsLinear)
 SESSION_THREADS = 1  # ONNX Runtime's own threads per session (1: none, the calling thread computes)
@@ -92,18 +94,19 @@ class _RowChunks:
     ``a:b``. Matrices from ``SPLIT_BYTES`` are ``CHUNKS`` chunks (for ``cpu_pool``), from ``HALF_BYTES`` two
     where the platform has a ``cpu_twin`` (the second for the twin, set as ``twin``: one more session run
     costs ~10 us, 8 % of the Moonshine small 8-bit step when the caller computes both), smaller ones one.
-    ``MatMulNBits`` computes every output column alike whatever the cut (tested), so results do not depend
-    on the cut nor on who computes which chunk."""
+    Chunks start at multiples of ``ALIGN``: ``MatMulNBits`` then computes every output column alike whatever
+    the cut (tested), so results do not depend on the cut nor on who computes which chunk."""
 
     twin = None  # a cpu_twin.Twin that knows this product (set by the backend), or None
 
     def __init__(self, out_dim: int, in_dim: int, nbytes: int, make):
         self.shape, self.nbytes = (out_dim, in_dim), nbytes
         n = CHUNKS if nbytes >= SPLIT_BYTES and out_dim >= 8 * CHUNKS and cpu_pool.CPUS > 1 else 1
-        self._threads = n > 1
+        threads = n > 1
         if n == 1 and nbytes >= HALF_BYTES and out_dim >= 16 and cpu_twin.enabled():
             n = 2
-        self.bounds = [out_dim * i // n for i in range(n + 1)]
+        self.bounds = sorted({out_dim * i // n // ALIGN * ALIGN for i in range(n)} | {out_dim})  # none empty
+        self._threads = threads and len(self.bounds) > 2
         self._sessions = [_session(make(a, b)) for a, b in zip(self.bounds[:-1], self.bounds[1:])]
         self._runs = [runner(s) for s in self._sessions]
 

@@ -15,6 +15,7 @@ import pytest
 
 from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend
 from engine.backends.numpy_backend import NumpyBackend
+from engine.backends.quant import dequantize
 
 pytestmark = pytest.mark.skipif(not cpu_twin.enabled(), reason="the twin runs on Linux x86-64 with 2+ CPUs only")
 REPO = Path(__file__).resolve().parents[3]
@@ -275,17 +276,40 @@ def test_matmulnbits_results_do_not_depend_on_the_row_cut(monkeypatch):
 
     B = NumpyBackend()
     B.twin.failed = True
-    for bits in (8, 4):
-        q = B.quantize(r(1536, 512), 64, bits)
-        monkeypatch.setattr(ort_kernels, "SPLIT_BYTES", 1)
-        cut = B.prepare_linear(q)
-        monkeypatch.setattr(ort_kernels, "SPLIT_BYTES", 1 << 40)
-        monkeypatch.setattr(ort_kernels, "HALF_BYTES", 1 << 40)
-        whole = B.prepare_linear(q)
-        assert len(cut.bounds) == ort_kernels.CHUNKS + 1 and len(whole.bounds) == 2
-        for rows in (1, 3, 12):
-            x = r(rows, 512)
-            assert np.array_equal(cut(x), whole(x))
+    # 620 rows (Moonshine small's encoder): halves of 310 columns changed the last two of each (a kernel tile
+    # is wider), so chunks start at multiples of ALIGN; (620, 2480) in groups of 16 is its quantized fc2
+    for (out_dim, in_dim), group in (((1536, 512), 64), ((620, 2480), 16), ((620, 512), 64)):
+        for bits in (8, 4):
+            q = B.quantize(r(out_dim, in_dim), group, bits)
+            monkeypatch.setattr(ort_kernels, "SPLIT_BYTES", 1)
+            cut = B.prepare_linear(q)
+            monkeypatch.setattr(ort_kernels, "SPLIT_BYTES", 1 << 40)
+            monkeypatch.setattr(ort_kernels, "HALF_BYTES", 1)
+            monkeypatch.setattr(cpu_twin, "enabled", lambda: True)
+            halves = B.prepare_linear(q)
+            monkeypatch.setattr(ort_kernels, "HALF_BYTES", 1 << 40)
+            whole = B.prepare_linear(q)
+            assert len(cut.bounds) == ort_kernels.CHUNKS + 1 and len(halves.bounds) == 3 and len(whole.bounds) == 2
+            assert all(b % ort_kernels.ALIGN == 0 for b in cut.bounds[:-1] + halves.bounds[:-1])
+            for rows in (1, 3, 12, 200):
+                x = r(rows, in_dim)
+                assert np.array_equal(cut(x), whole(x)) and np.array_equal(halves(x), whole(x))
+
+
+def test_a_matrix_too_narrow_for_aligned_chunks_gets_no_empty_one(monkeypatch):
+    from engine.backends import ort_kernels
+
+    B = NumpyBackend()
+    B.twin.failed = True
+    monkeypatch.setattr(ort_kernels, "HALF_BYTES", 1)
+    monkeypatch.setattr(cpu_twin, "enabled", lambda: True)
+    q = B.quantize(r(48, 512), 64, 8)
+    lin = B.prepare_linear(q)  # two halves would both start at 0
+    assert lin.bounds == [0, 48]
+    x = r(2, 512)
+    deq = dequantize(q).astype(np.float64)
+    bound = 1.2 * np.abs(x).max(axis=1, keepdims=True) / 254 * np.abs(deq).sum(axis=1)[None, :] + 1e-5
+    assert (np.abs(lin(x) - x.astype(np.float64) @ deq.T) <= bound).all()
 
 
 def test_no_signal_handler_of_the_parent_runs_in_the_twin(tmp_path):
