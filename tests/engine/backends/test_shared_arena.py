@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -50,6 +51,28 @@ def test_blocks_coalesce_so_a_large_buffer_fits_after_small_ones_go():
     del small[2:6]
     gc.collect()
     assert arena.locate(arena.zeros((PAGE,))) == 2 * PAGE  # four freed pages in one block
+
+
+def test_an_array_collected_while_the_arena_is_locked_does_not_deadlock():
+    """The garbage collector may free an arena array inside ``zeros`` (which holds the lock): the release must
+    not wait for that lock; the block is free again at the next allocation."""
+    arena = SharedArena(4 * PAGE)
+    a = arena.zeros((PAGE // 4,))
+    a[...] = 5.0
+    cycle = [a]
+    cycle.append(cycle)  # only the cycle collector frees it
+    del a, cycle
+
+    def collect_under_the_lock():
+        with arena._lock:
+            gc.collect()
+
+    t = threading.Thread(target=collect_under_the_lock, daemon=True)
+    t.start()
+    t.join(5)
+    assert not t.is_alive()
+    b = arena.zeros((PAGE // 4,))
+    assert arena.locate(b) == 0 and not b.any()
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork")
