@@ -137,7 +137,7 @@ class Twin:
             return None
         k_at, v_at = arena.locate(k), arena.locate(v)
         h, tq, d = q.shape
-        if k_at is None or v_at is None or not self._claim():
+        if k_at is None or v_at is None or min(k.strides + v.strides) <= 0 or not self._claim():
             return None
         if (h - h0) * tq * d > self._x.size or (h - h0) * tq * v.shape[2] > self._y.size or not self._pid:
             self._lock.release()
