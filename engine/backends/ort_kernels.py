@@ -34,7 +34,7 @@ from . import onnx_proto as P
 BITS = (4, 8)
 ACCURACY = {8: 4, 4: 4}  # MatMulNBits accuracy_level per bit width: 4 = int8 activations (the fast kernels)
 SPLIT_BYTES = 8 << 20  # a matrix this large is cut into row chunks that cpu_pool may run in parallel
-HALF_BYTES = 1 << 20  # a smaller one from this size into two chunks where a cpu_twin may run the second
+HALF_BYTES = 512 << 10  # a smaller one from this size into two chunks where a cpu_twin may run the second
 ALIGN = 64  # chunks start at multiples of this: MatMulNBits computes the last few columns of a range (its
 # width modulo the kernel's tile) another way, so a cut elsewhere changed those columns' last bits (tested)
 CHUNKS = 2 * cpu_pool.CPUS  # chunks of a split matrix (more than the threads, so that a late one is taken back)

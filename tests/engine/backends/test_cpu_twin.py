@@ -256,8 +256,12 @@ def test_a_stopped_twin_during_attention_is_killed_and_the_caller_computes_every
 
 @pytest.mark.parametrize("bits", [8, 4])
 def test_quantized_products_go_half_to_the_twin_with_identical_results(B, bits):
-    ws = [B.prepare_linear(B.quantize(r(*s), 64, bits)) for s in [(4096, 512), (20000, 512), (512, 2048)]]
-    assert [len(w.bounds) - 1 for w in ws] == [2, 4 if bits == 8 else 2, 2 if bits == 8 else 1]  # from 8 MB: chunks
+    ws = [B.prepare_linear(B.quantize(r(*s), 64, bits)) for s in [(4096, 512), (20000, 512), (512, 1024)]]
+    assert [len(w.bounds) - 1 for w in ws] == [
+        2,
+        4 if bits == 8 else 2,
+        2 if bits == 8 else 1,
+    ]  # 8 MB: chunks; 512 KB: halves
     for rows in (1, 4):
         x = r(rows, 2048)
         before = B.twin.served()
