@@ -57,7 +57,7 @@ ARENA_BYTES = 256 << 20  # shared memory for attention K/V (virtual: pages cost 
 GO, DONE, STATE, SERVED = 0, 8, 16, 24  # int64 slots of the control block (a cache line apart)
 WEIGHT, ROWS, K, STEP, NCHUNKS, KIND, EDGES = 32, 33, 34, 35, 36, 37, 40
 PRODUCT, ATTENTION = 0, 1  # KIND; an attention's fields sit where a product's edges do:
-H0, H1, TQ, D, TK, DV, SCALE, K_AT, V_AT = range(EDGES, EDGES + 9)  # then K's and V's shapes and strides
+H0, TQ, SCALE, K_AT, V_AT, KV_LAYOUT = range(EDGES, EDGES + 6)  # K's, V's shapes and strides from KV_LAYOUT
 RUNNING, PARKED = 0, 1
 CTRL_BYTES = 8 * (EDGES + 2 * MAX_CHUNKS + 8)
 
@@ -139,16 +139,15 @@ class Twin:
         h, tq, d = q.shape
         if k_at is None or v_at is None or min(k.strides + v.strides) <= 0 or not self._claim():
             return None
-        if (h - h0) * tq * d > self._x.size or (h - h0) * tq * v.shape[2] > self._y.size or not self._pid:
+        if (h - h0) * tq * d > self._x.size or (h - h0) * tq * v.shape[2] > self._y.size:
             self._lock.release()
             return None
         c = self._ctrl
         xs = self._x[: (h - h0) * tq * d].reshape(h - h0, tq, d)
         xs[...] = q[h0:]
-        c[KIND], c[H0], c[H1], c[TQ], c[D], c[TK], c[DV] = ATTENTION, h0, h, tq, d, k.shape[1], v.shape[2]
+        c[KIND], c[H0], c[TQ], c[K_AT], c[V_AT] = ATTENTION, h0, tq, k_at, v_at
         c[SCALE : SCALE + 1].view(np.float64)[0] = scale
-        c[K_AT], c[V_AT] = k_at, v_at
-        c[V_AT + 1 : V_AT + 13] = [*k.shape, *k.strides, *v.shape, *v.strides]
+        c[KV_LAYOUT : KV_LAYOUT + 12] = [*k.shape, *k.strides, *v.shape, *v.strides]
         return self._go(xs)
 
     def _claim(self) -> bool:
@@ -373,11 +372,12 @@ def _serve(ctrl, xbuf, ybuf, weights, arena, rfd: int, ppid: int) -> None:
 
 def _attend(ctrl, xbuf, ybuf, arena) -> None:
     """The twin's part of an attention (``Twin.submit_attention``): the same per-head code as the caller's."""
-    h0, h1, tq, d, _, dv = (int(ctrl[i]) for i in (H0, H1, TQ, D, TK, DV))
+    h0, tq = int(ctrl[H0]), int(ctrl[TQ])
     scale = float(ctrl[SCALE : SCALE + 1].view(np.float64)[0])
-    ks, vs = [int(e) for e in ctrl[V_AT + 1 : V_AT + 7]], [int(e) for e in ctrl[V_AT + 7 : V_AT + 13]]
-    k = arena.view(int(ctrl[K_AT]), tuple(ks[:3]), tuple(ks[3:]))
-    v = arena.view(int(ctrl[V_AT]), tuple(vs[:3]), tuple(vs[3:]))
+    layout = [int(e) for e in ctrl[KV_LAYOUT : KV_LAYOUT + 12]]
+    k = arena.view(int(ctrl[K_AT]), tuple(layout[0:3]), tuple(layout[3:6]))
+    v = arena.view(int(ctrl[V_AT]), tuple(layout[6:9]), tuple(layout[9:12]))
+    h1, d, dv = k.shape[0], k.shape[2], v.shape[2]
     q = xbuf[: (h1 - h0) * tq * d].reshape(h1 - h0, tq, d)
     out = ybuf[: (h1 - h0) * tq * dv].reshape(h1 - h0, tq, dv)
     numpy_attention.dense(q, k[h0:h1], v[h0:h1], scale, None, out)
