@@ -189,12 +189,12 @@ def model_folder(variant: str) -> Path:
 
 
 class EngineRunner:
-    """Our engine (NumPy or MLX backend) through the model API."""
+    """Our engine (NumPy or MLX backend) through the model API (``quantize``: None, 8 or 4-bit weights)."""
 
-    def __init__(self, folder: Path, backend: str, audio, tokens: list[int]):
+    def __init__(self, folder: Path, backend: str, audio, tokens: list[int], quantize: int | None = None):
         from engine import load_model
 
-        self.m = load_model(folder, backend=backend)
+        self.m = load_model(folder, backend=backend, quantize=quantize)
         self.audio, self.tokens = audio, tokens
         enc, self.valid = self.m.encode(audio)
         self.m.B.eval(enc)

@@ -101,42 +101,6 @@ WEIGHT_BYTES = {"numpy": 4.0, "ort": 4.0, "numpy-q8": 1 + 5 / 64, "ort-int8": 1.
 # ---------------------------------------------------------------------------------------------------
 
 
-class EngineRunner:
-    """livecap's engine on the NumPy backend (``quantize`` None, 8 or 4)."""
-
-    def __init__(self, folder: Path, audio, tokens: list[int], quantize: int | None):
-        from engine import load_model
-
-        self.m = load_model(folder, backend="numpy", quantize=quantize)
-        self.audio, self.tokens = audio, tokens
-        self.enc, self.valid = self.m.encode(audio)
-
-    def encode(self) -> float:
-        t0 = time.perf_counter()
-        self.m.encode(self.audio)
-        return time.perf_counter() - t0
-
-    def decode(self, first_only: bool = False):
-        import numpy as np
-
-        m = self.m
-        t0 = time.perf_counter()
-        xkv = m.cross_kv(m.memory(self.enc))
-        cache = m.new_self_cache(len(self.tokens) + 1)
-        logits = m.decode([m.cfg.decoder_start_token_id], 0, cache, xkv, self.valid)
-        int(np.argmax(logits))
-        if first_only:
-            return logits
-        t1 = time.perf_counter()
-        for i, tok in enumerate(self.tokens):
-            int(np.argmax(m.decode([tok], i + 1, cache, xkv, self.valid)))
-        t2 = time.perf_counter()
-        return t1 - t0, (t2 - t1) / len(self.tokens)
-
-    def encoder_output(self):
-        return self.m.B.to_numpy(self.enc)
-
-
 class OrtRunner:
     """The exported transformers graphs on ONNX Runtime's CPU provider (``suffix`` "" or ".int8")."""
 
@@ -175,16 +139,22 @@ class OrtRunner:
         out = self.step_s.run_with_ort_values(["logits", *self.present_names], feed)
         return out[0].numpy()[0], list(out[1:])
 
-    def decode(self, first_only: bool = False):
-        np, ov = self.np, self.ort.OrtValue
-        t0 = time.perf_counter()
+    def _start(self):
+        """The cross K/V and the start token's step: ``(logits, past, cross)``."""
+        ov = self.ort.OrtValue
         cross = [ov.ortvalue_from_numpy(a) for a in self.kv_s.run(None, {"encoder_hidden_states": self.enc})]
-        empty = np.zeros((1, self.hkv, 0, self.hd), np.float32)
-        past = [ov.ortvalue_from_numpy(empty) for _ in self.kv_names]
-        logits, past = self._step(self.bos, past, cross)
+        empty = self.np.zeros((1, self.hkv, 0, self.hd), self.np.float32)
+        logits, past = self._step(self.bos, [ov.ortvalue_from_numpy(empty) for _ in self.kv_names], cross)
+        return logits, past, cross
+
+    def first_logits(self):
+        return self._start()[0]
+
+    def decode(self) -> tuple[float, float]:
+        np = self.np
+        t0 = time.perf_counter()
+        logits, past, cross = self._start()
         int(np.argmax(logits))
-        if first_only:
-            return logits
         t1 = time.perf_counter()
         for tok in self.tokens:
             logits, past = self._step(tok, past, cross)
@@ -307,7 +277,7 @@ def main(argv=None) -> int:
                 if side.startswith("numpy"):
                     q = None if side == "numpy" else int(side[-1])
                     try:
-                        runners[side] = EngineRunner(folder, audio, tokens, q)
+                        runners[side] = mo.EngineRunner(folder, "numpy", audio, tokens, q)
                     except Exception as e:  # noqa: BLE001 - an engine without quantized weights: skip that side
                         notes.append(f"- {variant}: {side} skipped ({e})")
                 else:
@@ -315,11 +285,11 @@ def main(argv=None) -> int:
                         onnx_dir(folder, n_samples), audio, tokens, cfg, args.threads, "" if side == "ort" else ".int8"
                     )
             ref = runners.get("ort") or next(iter(runners.values()))
-            ref_enc, ref_logits = ref.encoder_output(), ref.decode(first_only=True)
+            ref_enc, ref_logits = ref.encoder_output(), ref.first_logits()
             for side, r in runners.items():
                 if r is not ref:
                     d_enc = float(np.max(np.abs(r.encoder_output() - ref_enc)))
-                    lg = r.decode(first_only=True)
+                    lg = r.first_logits()
                     d_log = float(np.max(np.abs(lg - ref_logits)))
                     same = "equal" if np.argmax(lg) == np.argmax(ref_logits) else "differs"
                     notes.append(
