@@ -313,49 +313,66 @@ def model_folder(n_enc: int, n_dec: int) -> Path:
     return folder
 
 
+_AUDIO_ARGS = {
+    "sampling_rate": 16000,
+    "frame_rate": 12.5,
+    "num_mel_bins": ENC["mels"],
+    "hop_length": 160,
+    "window_size": 400,
+}
+
+
+def _encoder_args(n_enc: int) -> dict:
+    """The encoder fields that Mistral's ``params.json`` and mlx-audio's ``config.json`` share."""
+    return {
+        "dim": ENC["dim"],
+        "n_layers": n_enc,
+        "head_dim": ENC["head_dim"],
+        "hidden_dim": ENC["ffn"],
+        "n_heads": ENC["heads"],
+        "n_kv_heads": ENC["heads"],
+        "use_biases": True,
+        "rope_theta": 1e6,
+        "causal": True,
+        "norm_eps": 1e-5,
+        "sliding_window": ENC["window"],
+    }
+
+
+def _decoder_args(n_dec: int) -> dict:
+    """The decoder fields that Mistral's ``params.json`` (top level) and mlx-audio's ``config.json`` share."""
+    return {
+        "dim": DEC["dim"],
+        "n_layers": n_dec,
+        "head_dim": DEC["head_dim"],
+        "hidden_dim": DEC["ffn"],
+        "n_heads": DEC["heads"],
+        "n_kv_heads": DEC["kv_heads"],
+        "vocab_size": DEC["vocab"],
+        "norm_eps": 1e-5,
+        "rope_theta": 1e6,
+        "sliding_window": DEC["window"],
+        "tied_embeddings": True,
+        "ada_rms_norm_t_cond": True,
+        "ada_rms_norm_t_cond_dim": DEC["ada"],
+    }
+
+
 def mlx_config(n_enc: int, n_dec: int, bits: int) -> dict:
     """The mlx-audio ``config.json`` of a quantized conversion (mlx-community layout) at the real width."""
     return {
         "model_type": "voxtral_realtime",
         "encoder_args": {
+            **_encoder_args(n_enc),
             "audio_encoding_args": {
-                "sampling_rate": 16000,
-                "frame_rate": 12.5,
-                "num_mel_bins": ENC["mels"],
-                "hop_length": 160,
-                "window_size": 400,
+                **_AUDIO_ARGS,
                 "chunk_length_s": None,
                 "global_log_mel_max": 1.5,
                 "transcription_format": "streaming",
             },
-            "dim": ENC["dim"],
-            "n_layers": n_enc,
-            "head_dim": ENC["head_dim"],
-            "hidden_dim": ENC["ffn"],
-            "n_heads": ENC["heads"],
-            "n_kv_heads": ENC["heads"],
-            "use_biases": True,
-            "rope_theta": 1e6,
-            "causal": True,
-            "norm_eps": 1e-5,
-            "sliding_window": ENC["window"],
             "downsample_factor": DS,
         },
-        "decoder": {
-            "dim": DEC["dim"],
-            "n_layers": n_dec,
-            "head_dim": DEC["head_dim"],
-            "hidden_dim": DEC["ffn"],
-            "n_heads": DEC["heads"],
-            "n_kv_heads": DEC["kv_heads"],
-            "vocab_size": DEC["vocab"],
-            "norm_eps": 1e-5,
-            "rope_theta": 1e6,
-            "sliding_window": DEC["window"],
-            "tied_embeddings": True,
-            "ada_rms_norm_t_cond": True,
-            "ada_rms_norm_t_cond_dim": DEC["ada"],
-        },
+        "decoder": _decoder_args(n_dec),
         "quantization": {"group_size": 64, "bits": bits, "mode": "affine"},
     }
 
@@ -793,43 +810,12 @@ class TorchBench:
 def voxmlx_params(n_enc: int, n_dec: int) -> dict:
     """A Mistral ``params.json`` dict (notes section 1) with these layer counts."""
     return {
-        "dim": DEC["dim"],
-        "n_layers": n_dec,
-        "head_dim": DEC["head_dim"],
-        "hidden_dim": DEC["ffn"],
-        "n_heads": DEC["heads"],
-        "n_kv_heads": DEC["kv_heads"],
+        **_decoder_args(n_dec),
         "use_biases": False,
         "causal": True,
-        "rope_theta": 1e6,
-        "norm_eps": 1e-5,
-        "vocab_size": DEC["vocab"],
-        "tied_embeddings": True,
-        "sliding_window": DEC["window"],
-        "ada_rms_norm_t_cond": True,
-        "ada_rms_norm_t_cond_dim": DEC["ada"],
         "multimodal": {
             "whisper_model_args": {
-                "encoder_args": {
-                    "audio_encoding_args": {
-                        "sampling_rate": 16000,
-                        "frame_rate": 12.5,
-                        "num_mel_bins": ENC["mels"],
-                        "hop_length": 160,
-                        "window_size": 400,
-                    },
-                    "dim": ENC["dim"],
-                    "n_layers": n_enc,
-                    "head_dim": ENC["head_dim"],
-                    "hidden_dim": ENC["ffn"],
-                    "n_heads": ENC["heads"],
-                    "n_kv_heads": ENC["heads"],
-                    "use_biases": True,
-                    "rope_theta": 1e6,
-                    "causal": True,
-                    "norm_eps": 1e-5,
-                    "sliding_window": ENC["window"],
-                },
+                "encoder_args": {**_encoder_args(n_enc), "audio_encoding_args": dict(_AUDIO_ARGS)},
                 "downsample_args": {"downsample_factor": DS},
             }
         },
