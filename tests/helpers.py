@@ -1,5 +1,6 @@
 """Plain helpers shared by test modules (a test module never imports another one; tests/test_layout.py checks
-that): the repository root, livecap run as a child process, test signals, a Tekken tokenizer file."""
+that): the repository root, livecap and its transcription CLI run as child processes, test signals, a Tekken
+tokenizer file."""
 
 from __future__ import annotations
 
@@ -51,6 +52,13 @@ def run_livecap(
     if factory:
         cmd += ["--engine-factory", factory]
     return subprocess.run(cmd, cwd=REPO, env=livecap_env(tmp_path), capture_output=True, text=True, timeout=timeout)
+
+
+def run_engine_cli(*args, timeout: float = 120, **run_kwargs) -> subprocess.CompletedProcess:
+    """Run ``python -m engine.cli ARGS`` (each ``str()``-ed) from the repository root, in text mode;
+    ``run_kwargs`` go to ``subprocess.run`` (``capture_output``, ``stdout``, ``preexec_fn``, ...)."""
+    cmd = [sys.executable, "-m", "engine.cli", *map(str, args)]
+    return subprocess.run(cmd, cwd=REPO, text=True, timeout=timeout, **run_kwargs)
 
 
 def tone(freq: float, seconds: float, amp: float = 0.3, rate: int = RATE) -> np.ndarray:

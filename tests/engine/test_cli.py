@@ -14,6 +14,7 @@ import pytest
 
 from engine.cli import main
 from tests.conftest import FIXTURES, golden
+from tests.helpers import run_engine_cli
 
 MODEL = FIXTURES / "models" / "moon_small_like"
 SPEECH = FIXTURES / "audio" / "speech.wav"
@@ -48,12 +49,7 @@ def test_tokens_equal_reference_generate(capsys, backend, name, clip):
 
 
 def test_console_script_runs_without_traceback(tmp_path):
-    r = subprocess.run(
-        [sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = run_engine_cli(SPEECH, "--model", MODEL, "--no-vad", capture_output=True)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() and "Traceback" not in r.stderr
 
@@ -201,25 +197,9 @@ def test_output_write_is_atomic_when_the_disk_fills(tmp_path):
     """A write that fails part way keeps the old file whole and leaves no partial or temporary file."""
     out = tmp_path / "out.txt"
     out.write_text("the old transcript, which must survive\n")
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "engine.cli",
-            str(SPEECH),
-            "--model",
-            str(MODEL),
-            "--no-vad",
-            "--backend",
-            "numpy",
-            "--format",
-            "json",
-            "-o",
-            str(out),
-        ],
+    r = run_engine_cli(
+        *(SPEECH, "--model", MODEL, "--no-vad", "--backend", "numpy", "--format", "json", "-o", out),
         capture_output=True,
-        text=True,
-        timeout=120,
         preexec_fn=_limited_file_size(16),
     )
     assert r.returncode == 1, r.stderr
@@ -235,13 +215,7 @@ def test_chunk_ms_must_be_a_positive_number(capsys, value):
 
 def test_stdout_on_a_full_disk_is_a_write_error():
     with open("/dev/full", "w") as full:
-        r = subprocess.run(
-            [sys.executable, "-m", "engine.cli", str(SPEECH), "--model", str(MODEL), "--no-vad"],
-            stdout=full,
-            stderr=subprocess.PIPE,
-            text=True,
-            timeout=120,
-        )
+        r = run_engine_cli(SPEECH, "--model", MODEL, "--no-vad", stdout=full, stderr=subprocess.PIPE)
     assert r.returncode == 1
     assert r.stderr == "livecap-transcribe: Cannot write to standard output: no space left on device.\n"
 

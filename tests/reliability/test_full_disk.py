@@ -8,12 +8,12 @@ from __future__ import annotations
 import errno
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.reliability.conftest import FIXTURES, REPO
+from tests.helpers import run_engine_cli
+from tests.reliability.conftest import FIXTURES
 
 MODEL = FIXTURES / "models" / "moon_tiny_like"
 SPEECH = FIXTURES / "audio" / "speech.wav"
@@ -53,24 +53,8 @@ def contents(folder: Path) -> list[str]:
 
 
 def cli(*args, stdout=subprocess.PIPE) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "engine.cli",
-            str(SPEECH),
-            "--model",
-            str(MODEL),
-            "--no-vad",
-            "--backend",
-            "numpy",
-            *map(str, args),
-        ],
-        cwd=REPO,
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=120,
+    return run_engine_cli(
+        SPEECH, "--model", MODEL, "--no-vad", "--backend", "numpy", *args, stdout=stdout, stderr=subprocess.PIPE
     )
 
 
