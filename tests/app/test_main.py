@@ -26,20 +26,15 @@ def expected_lines(wav_path: Path):
     return fake_engine.transcribe(read_audio(wav_path))
 
 
+def replay(tmp_path, audio, save, *extra: str, model="fake", speed="6", **kwargs):
+    """``livecap --input AUDIO --model MODEL --speed SPEED --quit-at-end --save-transcript SAVE EXTRA``."""
+    args = ["--input", str(audio), "--model", str(model), "--speed", speed, "--quit-at-end"]
+    return run_livecap(tmp_path, *args, "--save-transcript", str(save), *extra, **kwargs)
+
+
 def test_replay_saves_txt_equal_to_committed_text(tmp_path, wav):
     out = tmp_path / "out.txt"
-    proc = run_livecap(
-        tmp_path,
-        "--input",
-        str(wav),
-        "--model",
-        "fake",
-        "--speed",
-        "6",
-        "--quit-at-end",
-        "--save-transcript",
-        str(out),
-    )
+    proc = replay(tmp_path, wav, out)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == ""  # a clean run prints nothing; Qt's own warnings go to the log file
     expected = expected_lines(wav)
@@ -52,18 +47,7 @@ def test_replay_saves_txt_equal_to_committed_text(tmp_path, wav):
 
 def test_replay_saves_srt_by_extension(tmp_path, wav):
     out = tmp_path / "out.srt"
-    proc = run_livecap(
-        tmp_path,
-        "--input",
-        str(wav),
-        "--model",
-        "fake",
-        "--speed",
-        "6",
-        "--quit-at-end",
-        "--save-transcript",
-        str(out),
-    )
+    proc = replay(tmp_path, wav, out)
     assert proc.returncode == 0, proc.stderr
     subs = list(srt.parse(out.read_text(encoding="utf-8")))
     assert " ".join(s.content for s in subs) == " ".join(line.text for line in expected_lines(wav))
@@ -81,18 +65,7 @@ def test_unattended_failures_exit_with_one_sentence(tmp_path, wav, case, code, m
     model = "broken-model" if case == "model" else "fake"
     audio = str(tmp_path / "missing.wav") if case == "audio" else str(wav)
     save = str(tmp_path / ("no-such-dir" if case == "save" else "") / "out.txt")
-    proc = run_livecap(
-        tmp_path,
-        "--input",
-        audio,
-        "--model",
-        model,
-        "--speed",
-        "8",
-        "--quit-at-end",
-        "--save-transcript",
-        save,
-    )
+    proc = replay(tmp_path, audio, save, model=model, speed="8")
     assert proc.returncode == code, proc.stderr
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -121,20 +94,7 @@ def test_replay_with_the_real_engine(tmp_path):
     events = session.feed(read_audio(audio)) + session.finish()
     expected = [line for event in events for line in event.committed]
     out = tmp_path / "real.txt"
-    env_cmd = [
-        "--input",
-        str(audio),
-        "--model",
-        str(model),
-        "--backend",
-        "numpy",
-        "--speed",
-        "10",
-        "--quit-at-end",
-        "--save-transcript",
-        str(out),
-    ]
-    proc = run_livecap(tmp_path, *env_cmd, factory=None)
+    proc = replay(tmp_path, audio, out, "--backend", "numpy", model=model, speed="10", factory=None)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text(encoding="utf-8") == format_txt(expected)
 
@@ -157,19 +117,7 @@ def test_bad_save_path_is_refused_before_the_replay(tmp_path, wav, save, code, m
     (tmp_path / "folder.txt").mkdir()
     (tmp_path / "file").write_text("x")
     os.link(wav, tmp_path / "speech.txt")  # the recording under a transcript's name: must not be overwritten
-    proc = run_livecap(
-        tmp_path,
-        "--input",
-        str(wav),
-        "--model",
-        "fake",
-        "--speed",
-        "0.5",
-        "--quit-at-end",
-        "--save-transcript",
-        str(tmp_path / save),
-        timeout=20,
-    )
+    proc = replay(tmp_path, wav, tmp_path / save, speed="0.5", timeout=20)
     assert proc.returncode == code, proc.stderr
     assert message in proc.stderr and "Traceback" not in proc.stderr
     assert not (tmp_path / "data" / "livecap" / "sessions").exists()  # no session was started
@@ -214,19 +162,7 @@ def test_failed_final_write_keeps_the_session_for_recovery(tmp_path, wav):
     out = tmp_path / "out.txt"
     factory = tmp_path / "spoiler.py"
     factory.write_text(SPOILER.format(save=str(out)))
-    proc = run_livecap(
-        tmp_path,
-        "--input",
-        str(wav),
-        "--model",
-        "fake",
-        "--speed",
-        "6",
-        "--quit-at-end",
-        "--save-transcript",
-        str(out),
-        factory=f"{factory}:load_model",
-    )
+    proc = replay(tmp_path, wav, out, factory=f"{factory}:load_model")
     assert proc.returncode == 1, proc.stderr
     assert "Cannot write the transcript to" in proc.stderr and "offered for recovery" in proc.stderr
     from tests.reliability.recovery import recovered_lines
