@@ -160,6 +160,19 @@ class Backend:
         y = x @ w.T
         return y if b is None else y + b
 
+    def prepare_gated_mlp(self, up_gate: Array, up_gate_b: Array | None, down: Array, down_b: Array | None) -> tuple:
+        """The forms ``gated_mlp`` computes with, from weights ``prepare_linear`` returned: ``(up_gate, up_gate_b,
+        down, down_b)``, unchanged here; a backend may fuse the block into one object (then passed as both
+        matrices, with None for the biases it holds)."""
+        return up_gate, up_gate_b, down, down_b
+
+    def gated_mlp(self, x: Array, up_gate: Array, up_gate_b: Array | None, down: Array, down_b: Array | None) -> Array:
+        """``linear(silu(g) * u, down, down_b)`` where ``u`` and ``g`` are the first and second halves of
+        ``linear(x, up_gate, up_gate_b)``'s features, with the forms ``prepare_gated_mlp`` returned."""
+        u = self.linear(x, up_gate, up_gate_b)
+        f = u.shape[-1] // 2
+        return self.linear(self.silu(u[..., f:]) * u[..., :f], down, down_b)
+
     def layer_norm(self, x: Array, weight: Array | None, bias: Array | None, eps: float) -> Array:
         """LayerNorm over the last axis, statistics in float32, result in ``x``'s dtype."""
         xp = self.xp

@@ -1,10 +1,11 @@
 """NumPy backend: float32 everywhere, BLAS matmuls; the fast path on CPUs and the exactness reference.
 
 Products with 8-bit / 4-bit weights (``quantize``, or a quantized checkpoint) run on ONNX Runtime's CPU
-kernels (``ort_kernels``), which NumPy has no equivalent for; so do GELU, the norms and large SiLUs
-(``ort_ops``: one fused pass instead of NumPy's pass per operation), with NumPy formulas where ONNX Runtime is
-missing. Float32 products are OpenBLAS calls on one thread each, cut into parts in a way that depends only on
-the shapes and the CPU count, so results never depend on the machine's load: many-row products (encoders) run
+kernels (``ort_kernels``; a gated MLP of such weights as one fused graph per half, ``prepare_gated_mlp``),
+which NumPy has no equivalent for; so do GELU, the norms and large SiLUs (``ort_ops``: one fused pass instead
+of NumPy's pass per operation), with NumPy formulas where ONNX Runtime is missing.
+Float32 products are OpenBLAS calls on one thread each, cut into parts in a way that depends only on the
+shapes and the CPU count, so results never depend on the machine's load: many-row products (encoders) run
 their parts on ``cpu_pool``'s helper thread, few-row ones (decoder steps) hand half of them to ``cpu_twin``'s
 helper process where the platform has one.
 Attention is in ``numpy_attention``, memory placement in ``heap``."""
@@ -129,6 +130,25 @@ class NumpyBackend(Backend):
                 k.twin = self.twin
             return k
         return self._place(w)
+
+    def prepare_gated_mlp(self, up_gate, up_gate_b, down, down_b):
+        if not (
+            isinstance(up_gate, ort_kernels.NBitsLinear)
+            and isinstance(down, ort_kernels.NBitsLinear)
+            and not (up_gate.with_rest or down.with_rest)
+            and ort_kernels.gated_halves(up_gate.q, down.q)
+        ):
+            return up_gate, up_gate_b, down, down_b
+        mlp = ort_kernels.GatedMlp(up_gate.q, up_gate_b, down.q, down_b)
+        if cpu_twin.enabled():
+            self.twin.register(mlp)
+            mlp.twin = self.twin
+        return mlp, None, mlp, None
+
+    def gated_mlp(self, x, up_gate, up_gate_b, down, down_b):
+        if isinstance(up_gate, ort_kernels.GatedMlp):
+            return up_gate(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], up_gate.shape[0])
+        return super().gated_mlp(x, up_gate, up_gate_b, down, down_b)
 
     def _place(self, w) -> np.ndarray:
         """A float32 weight matrix in the arena, known to the twin when products over it are cut in halves."""

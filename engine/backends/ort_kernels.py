@@ -19,6 +19,9 @@ same graph as
 ``(x summed over each group) @ rest^T``, an exact rewrite of ``sum_k x_k (q_k s + b)`` with integer zero
 points ``z`` nearest ``-b / s`` and ``rest = b + z s`` (so the integer part stays centred, see ``NBitsLinear``).
 MLX's own quantizer makes ``b`` a whole multiple of ``s``; the rest is then float rounding and is left out.
+
+A gated MLP block (up and gate products, SiLU, the down product) runs as two graphs over halves of its middle
+width (``GatedMlp``): a decoder step's MLP is then one session run per half, the second for a ``cpu_twin``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 
 from . import cpu_pool, cpu_twin
 from . import onnx_proto as P
+from .quant import QuantizedWeight
 
 BITS = (4, 8)
 ACCURACY = {8: 4, 4: 4}  # MatMulNBits accuracy_level per bit width: 4 = int8 activations (the fast kernels)
@@ -144,12 +148,66 @@ class _RowChunks:
         return out
 
 
+def _affine_blocks(q, rows: slice = slice(None), groups: slice = slice(None)):
+    """``MatMulNBits`` inputs for rows ``rows`` and column groups ``groups`` of a ``QuantizedWeight`` ``q``
+    (NumPy arrays): ``(blob [n, g, group bytes], scales [n, g], zero points as the kernel packs them, rest [n, g],
+    whether the rest is more than rounding)``.
+
+    ``q s + b = (q - z) s + (b + z s)`` with the integer ``z`` nearest ``-b / s``: ``MatMulNBits`` sees centred
+    values (its int8 activations then err as little as for a symmetric code) and the float rest is at most
+    ``s / 2``. MLX's quantizer nudges each scale so that the bias is an integer multiple of it: the rest is
+    then only float rounding (under half an ulp of the group's largest value, below what dequantizing rounds
+    itself), and leaving it out saves a third of a small product's time (~12 us of ~35, four more nodes)."""
+    bits, gs = q.bits, q.group_size
+    in_dim = q.shape[1]
+    w = np.ascontiguousarray(np.asarray(q.w)[rows], dtype="<u4").view(np.uint8)
+    blob = w.reshape(w.shape[0], in_dim // gs, gs * bits // 8)[:, groups]
+    s = np.ascontiguousarray(np.asarray(q.scales, dtype=np.float32)[rows][:, groups])
+    b = np.asarray(q.biases, dtype=np.float32)[rows][:, groups]
+    z = np.clip(np.rint(-b / s), 0, (1 << bits) - 1).astype(np.uint8)
+    rest = b + z.astype(np.float32) * s
+    with_rest = bool(np.any(np.abs(rest) > REST_ULPS * (np.abs(b) + ((1 << bits) - 1) * np.abs(s))))
+    if bits == 4:
+        z = np.concatenate([z, np.zeros((z.shape[0], z.shape[1] % 2), np.uint8)], axis=1)
+        z = z[:, 0::2] | (z[:, 1::2] << 4)  # low nibble first, each row padded to whole bytes
+    return np.ascontiguousarray(blob), s, z, rest, with_rest
+
+
+def _matmul_nbits(x: str, y: str, tag: str, blob, s, z, group_size: int, bits: int) -> tuple[list, list]:
+    """The ``MatMulNBits`` node ``y = x @ W^T`` over ``_affine_blocks`` parts, and its initializers (named
+    after ``tag``)."""
+    n, groups = s.shape
+    node = P.node(
+        "MatMulNBits",
+        [x, tag + "B", tag + "S", tag + "Z"],
+        [y],
+        domain="com.microsoft",
+        K=groups * group_size,
+        N=n,
+        bits=bits,
+        block_size=group_size,
+        accuracy_level=ACCURACY[bits],
+    )
+    return [node], [P.tensor(tag + "B", blob), P.tensor(tag + "S", s.reshape(-1)), P.tensor(tag + "Z", z.reshape(-1))]
+
+
+def _model(nodes: list, inits: list, in_dim: int, out_dim: int) -> bytes:
+    return P.model(
+        nodes,
+        inits,
+        [P.value_info("x", ["rows", in_dim])],
+        [P.value_info("y", ["rows", out_dim])],
+        {"": 17, "com.microsoft": 1},
+    )
+
+
 class NBitsLinear(_RowChunks):
     """``x @ W.T`` for an affine-quantized ``W [out, in]`` (4 or 8 bits) on ONNX Runtime's CPU kernels.
 
     Built from the packed words, scales and biases of an MLX-layout matrix (NumPy arrays); the sessions hold
-    their own packed copy, so the arrays may be dropped afterwards. Call it with a float32 ``[rows, in]``
-    array; it returns ``[rows, out]`` float32.
+    their own packed copy, so the arrays may be dropped afterwards. Call it with a float32 ``[rows, in]`` array; it
+    returns ``[rows, out]`` float32. Biases that are no whole multiple of their scale (another quantizer than
+    MLX's) keep the float rest in the same graph, ``(x summed over each group) @ rest^T`` (``with_rest``).
     """
 
     def __init__(self, w: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_size: int, bits: int):
@@ -157,40 +215,13 @@ class NBitsLinear(_RowChunks):
         in_dim = w.shape[1] * 32 // bits
         if not supports(group_size, bits, in_dim):
             raise ValueError(f"MatMulNBits cannot run {bits}-bit weights in groups of {group_size} over {in_dim}.")
-        groups = in_dim // group_size
         self.group_size, self.bits = group_size, bits
-        blob = np.ascontiguousarray(w, dtype="<u4").view(np.uint8).reshape(out_dim, groups, group_size * bits // 8)
-        s = np.asarray(scales, dtype=np.float32)
-        b = np.asarray(biases, dtype=np.float32)
-        # q s + b = (q - z) s + (b + z s) with the integer z nearest -b / s: MatMulNBits sees centred values
-        # (its int8 activations then err as little as for a symmetric code) and the float rest is at most s / 2
-        z = np.clip(np.rint(-b / s), 0, (1 << bits) - 1).astype(np.uint8)
-        rest = b + z.astype(np.float32) * s  # [out, groups]
-        # MLX's quantizer nudges each scale so that the bias is an integer multiple of it: the rest is then only
-        # float rounding (under half an ulp of the group's largest value, below what dequantizing rounds
-        # itself), and dropping it saves a third of a small product's time (~12 us of ~35, four more nodes)
-        full = (1 << bits) - 1
-        with_rest = bool(np.any(np.abs(rest) > REST_ULPS * (np.abs(b) + full * np.abs(s))))
-        if bits == 4:
-            z = np.concatenate([z, np.zeros((out_dim, groups % 2), np.uint8)], axis=1)
-            z = z[:, 0::2] | (z[:, 1::2] << 4)  # low nibble first, each row padded to whole bytes
+        blob, s, z, rest, with_rest = _affine_blocks(QuantizedWeight(w, scales, biases, group_size, bits))
+        groups = in_dim // group_size
 
         def make(a: int, c: int) -> bytes:
-            n = c - a
-            nodes = [
-                P.node(
-                    "MatMulNBits",
-                    ["x", "B", "S", "Z"],
-                    ["y0" if with_rest else "y"],
-                    domain="com.microsoft",
-                    K=in_dim,
-                    N=n,
-                    bits=bits,
-                    block_size=group_size,
-                    accuracy_level=ACCURACY[bits],
-                )
-            ]
-            inits = [P.tensor("B", blob[a:c]), P.tensor("S", s[a:c].reshape(-1)), P.tensor("Z", z[a:c].reshape(-1))]
+            y = "y0" if with_rest else "y"
+            nodes, inits = _matmul_nbits("x", y, "", blob[a:c], s[a:c], z[a:c], group_size, bits)
             if with_rest:
                 nodes += [
                     P.node("Reshape", ["x", "gshape"], ["xg"]),
@@ -203,13 +234,87 @@ class NBitsLinear(_RowChunks):
                     P.tensor("gshape", np.array([-1, groups, group_size], np.int64)),
                     P.tensor("gaxis", np.array([2], np.int64)),
                 ]
-            return P.model(
-                nodes,
-                inits,
-                [P.value_info("x", ["rows", in_dim])],
-                [P.value_info("y", ["rows", n])],
-                {"": 17, "com.microsoft": 1},
-            )
+            return _model(nodes, inits, in_dim, c - a)
 
         self.with_rest = with_rest
         super().__init__(out_dim, in_dim, blob.nbytes + s.nbytes + (rest.nbytes if with_rest else 0), make)
+
+
+def gated_halves(up_gate, down) -> bool:
+    """Whether ``GatedMlp`` can run this pair of ``QuantizedWeight``s: 4/8-bit matrices on these kernels with
+    at least two groups of ``down`` across the middle width."""
+    f = down.shape[1]
+    return (
+        up_gate.bits == down.bits
+        and up_gate.shape == (2 * f, down.shape[0])
+        and supports(up_gate.group_size, up_gate.bits, up_gate.shape[1])
+        and supports(down.group_size, down.bits, f)
+        and f >= 2 * down.group_size
+    )
+
+
+class GatedMlp:
+    """A gated MLP ``down(silu(gate) * up) + down_b`` with ``up | gate = x @ up_gate^T + up_gate_b`` (the first
+    and second halves of its features), for 4/8-bit weights, as two ONNX Runtime graphs over halves of the
+    middle width (cut at the whole group of ``down`` nearest the middle): half ``i`` takes its channels' rows
+    of the up and of the gate matrix and their column groups of ``down``, and returns its share of the
+    output; the caller adds the shares (``down_b`` comes with the first). One session run per half instead of
+    two products, the activation and the bias adds in between (~16 us of ~65 per Moonshine small 8-bit MLP),
+    and the second half is one job for a ``cpu_twin``. Biases that are no multiple of their scale (another
+    quantizer than MLX's) are refused: ``NBitsLinear`` keeps their float rest.
+
+    Results do not depend on the twin: the halves are the same whoever computes them, and added in the same
+    order. They differ from the unfused products in the last bits (``down``'s sum is cut in two).
+    ``run_chunk``, ``bounds`` and ``shape`` are what ``cpu_twin`` asks of a product it runs."""
+
+    twin = None  # a cpu_twin.Twin that knows this MLP (set by the backend), or None
+
+    def __init__(self, up_gate, up_gate_b, down, down_b):
+        if not gated_halves(up_gate, down):
+            raise ValueError("These matrices cannot run as a fused gated MLP.")
+        d_out, f = down.shape
+        d_in, gs = up_gate.shape[1], down.group_size
+        cut = f // gs // 2 * gs
+        self.bits, self.group_size = down.bits, down.group_size
+        self.shape, self.bounds = (d_out, d_in), [0, d_out, 2 * d_out]
+        ub = np.zeros(2 * f, np.float32) if up_gate_b is None else np.asarray(up_gate_b, np.float32)
+        db = np.zeros(d_out, np.float32) if down_b is None else np.asarray(down_b, np.float32)
+        self._runs, self.nbytes = [], 0
+        for i, (a, c) in enumerate(((0, cut), (cut, f))):
+            rows = np.r_[a:c, f + a : f + c]  # up rows, then the gate rows of the same channels
+            b1, s1, z1, _, rest1 = _affine_blocks(up_gate, rows)
+            b2, s2, z2, _, rest2 = _affine_blocks(down, slice(None), slice(a // gs, c // gs))
+            if rest1 or rest2:
+                raise ValueError("These matrices cannot run as a fused gated MLP.")
+            n1, i1 = _matmul_nbits("x", "u0", "up", b1, s1, z1, up_gate.group_size, self.bits)
+            n2, i2 = _matmul_nbits("m", "y0" if i == 0 else "y", "down", b2, s2, z2, self.group_size, self.bits)
+            nodes = n1 + [
+                P.node("Add", ["u0", "ub"], ["u"]),
+                P.node("Split", ["u", "halves"], ["up", "gate"], axis=1),
+                P.node("Sigmoid", ["gate"], ["sg"]),
+                P.node("Mul", ["gate", "sg"], ["act"]),
+                P.node("Mul", ["act", "up"], ["m"]),
+                *n2,
+            ]
+            inits = i1 + i2 + [P.tensor("ub", ub[rows]), P.tensor("halves", np.array([c - a, c - a], np.int64))]
+            if i == 0:
+                nodes.append(P.node("Add", ["y0", "db"], ["y"]))
+                inits.append(P.tensor("db", db))
+            self._runs.append(runner(_session(_model(nodes, inits, d_in, d_out))))
+            self.nbytes += b1.nbytes + s1.nbytes + b2.nbytes + s2.nbytes
+
+    def run_chunk(self, i: int, x: np.ndarray) -> np.ndarray:
+        """Half ``i``'s share of the output, ``[rows, out]`` float32, for ``x [rows, in]``."""
+        return self._runs[i](["y"], {"x": x})[0]
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        ticket = self.twin.submit(self, x, [1, 2]) if self.twin is not None else None
+        if ticket is None:
+            return self._runs[0](["y"], {"x": x})[0] + self._runs[1](["y"], {"x": x})[0]
+        y = self._runs[0](["y"], {"x": ticket[1]})[0]
+        theirs = self.twin.collect(ticket)
+        if theirs is None:  # no answer in time (the twin is gone): this half here too
+            return y + self._runs[1](["y"], {"x": x})[0]
+        return y + theirs[: y.size].reshape(y.shape)

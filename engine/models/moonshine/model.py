@@ -286,11 +286,10 @@ class MoonshineModel:
 
     def _dec_out_fn(self, W, x, attn):
         """Residual after cross-attention ``attn [Hq, n, hd]``, then the gated SiLU MLP block."""
-        B, f = self.B, self.cfg.intermediate_size
+        B = self.B
         x = x + B.linear(attn.transpose(1, 0, 2).reshape(x.shape[0], -1), W["xo"])
         h = B.astype(B.layer_norm(x, W["ln_final"], None, 1e-5), self.dtype)
-        u = B.linear(h, W["fc1"], W["fc1_b"])
-        return x + B.linear(B.silu(u[:, f:]) * u[:, :f], W["fc2"], W["fc2_b"])
+        return x + B.gated_mlp(h, W["fc1"], W["fc1_b"], W["fc2"], W["fc2_b"])  # fc1: up rows, then gate rows
 
     # ---- encoder ------------------------------------------------------------------------------
     def encode(self, audio: np.ndarray):

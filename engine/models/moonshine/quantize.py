@@ -25,5 +25,11 @@ def targets(model) -> list[tuple[str, object, str]]:
 
 
 def quantize_model(model, bits: int, weights_file: Path | None = None) -> bool:
-    """Quantize ``model``'s matrices in place; True when a cached copy was used."""
-    return quantize_targets(model.B, targets(model), bits, weights_file, tag="moonshine")
+    """Quantize ``model``'s matrices in place; True when a cached copy was used. The decoder's gated MLPs then
+    take the backend's fused form where it has one (``Backend.prepare_gated_mlp``)."""
+    hit = quantize_targets(model.B, targets(model), bits, weights_file, tag="moonshine")
+    for layer in model.dec_layers:
+        layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b = model.B.prepare_gated_mlp(
+            layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b
+        )
+    return hit

@@ -368,3 +368,20 @@ def test_a_product_longer_than_the_deadline_is_not_taken_for_a_hang(B, monkeypat
         y = B.linear(x, w)
     assert not B.twin.failed and B.twin.served() == 5
     np.testing.assert_allclose(y, x.astype(np.float64) @ w.astype(np.float64).T, atol=2e-3, rtol=0)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_a_fused_gated_mlp_goes_half_to_the_twin_with_identical_results(B, bits):
+    f, d = 2048, 512  # Moonshine small's decoder MLP
+    up_gate, down = B.prepare_linear(B.quantize(r(2 * f, d), 64, bits)), B.prepare_linear(B.quantize(r(d, f), 64, bits))
+    mlp = B.prepare_gated_mlp(up_gate, r(2 * f), down, r(d))
+    assert type(mlp[0]).__name__ == "GatedMlp"
+    for rows in (1, 5):
+        x = r(rows, d)
+        before = B.twin.served()
+        with_twin = B.gated_mlp(x, *mlp)
+        assert B.twin.served() - before == 1
+        B.twin.failed = True
+        alone = B.gated_mlp(x, *mlp)
+        B.twin.failed = False
+        assert np.array_equal(with_twin, alone)

@@ -120,3 +120,77 @@ def test_quantized_weight_round_trip_is_close():
         assert isinstance(q, QuantizedWeight)
         err = np.abs(dequantize(q) - w).max(axis=1) / (np.abs(w).max(axis=1) + 1e-12)
         assert err.max() < tol
+
+
+def plain(out_dim: int, in_dim: int) -> np.ndarray:
+    """Weights without constant groups (whose biases MLX's quantizer cannot make a multiple of the scale)."""
+    return (rng.standard_normal((out_dim, in_dim)) * 0.05).astype(np.float32)
+
+
+def gated_reference(x, up_gate, b1, down, b2) -> np.ndarray:
+    """``down(silu(gate) * up) + b2`` over the dequantized matrices, in float64."""
+    u = x.astype(np.float64) @ dequantize(up_gate).astype(np.float64).T + b1
+    f = u.shape[1] // 2
+    m = u[:, :f] / (1.0 + np.exp(-u[:, f:])) * u[:, f:]
+    return m @ dequantize(down).astype(np.float64).T + b2
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("f,group", [(256, 64), (160, 32)])  # 160 / 32: five groups, cut 64 | 96
+@pytest.mark.parametrize("rows", [1, 3, 40])
+def test_gated_mlp_computes_the_dequantized_block(bits, f, group, rows):
+    """Up rows first, then the gate rows: swapping them, a wrong half of the biases or of ``down``'s columns
+    fails. The error allowed is that of int8 activations in both products (relative to the output's scale)."""
+    d = 128
+    up_gate, down = quantize_affine(plain(2 * f, d), 64, bits), quantize_affine(plain(d, f), group, bits)
+    b1, b2 = rng.standard_normal(2 * f).astype(np.float32), rng.standard_normal(d).astype(np.float32)
+    mlp = ort_kernels.GatedMlp(up_gate, b1, down, b2)
+    x = rng.standard_normal((rows, d)).astype(np.float32)
+    got, ref = mlp(x), gated_reference(x, up_gate, b1, down, b2)
+    assert got.shape == (rows, d) and got.dtype == np.float32
+    assert np.abs(got - ref).max() <= (0.03 if bits == 8 else 0.1) * np.abs(ref).max()
+    assert mlp.bounds == [0, d, 2 * d] and mlp.bits == bits
+    halves = [mlp.run_chunk(i, x) for i in (0, 1)]
+    assert np.array_equal(got, halves[0] + halves[1])  # what a twin adds back is the same
+
+
+def test_gated_mlp_refuses_what_it_cannot_run():
+    f, d = 128, 64
+    up_gate, down = quantize_affine(plain(2 * f, d), 64, 8), quantize_affine(plain(d, f), 64, 8)
+    assert ort_kernels.gated_halves(up_gate, down)
+    assert not ort_kernels.gated_halves(quantize_affine(plain(2 * f, d), 64, 4), down)  # mixed widths
+    assert not ort_kernels.gated_halves(quantize_affine(plain(d, d), 64, 8), quantize_affine(plain(d, 64), 64, 8))
+    off = QuantizedWeight(down.w, down.scales, down.biases + 0.4 * down.scales, 64, 8)  # a float rest
+    with pytest.raises(ValueError, match="fused gated MLP"):
+        ort_kernels.GatedMlp(up_gate, None, off, None)
+
+
+def test_the_numpy_backend_fuses_only_mlx_quantized_pairs():
+    from engine.backends.numpy_backend import NumpyBackend
+
+    B = NumpyBackend()
+    B.twin.failed = True
+    f, d = 256, 128
+    w1, w2 = plain(2 * f, d), plain(d, f)
+    b1, b2 = rng.standard_normal(2 * f).astype(np.float32), rng.standard_normal(d).astype(np.float32)
+    x = rng.standard_normal((2, d)).astype(np.float32)
+    fl = B.prepare_gated_mlp(B.prepare_linear(w1), b1, B.prepare_linear(w2), b2)
+    assert fl[0] is not fl[2]  # float32 stays as it is: the reference path
+    exact = B.gated_mlp(x, *fl)
+    q1, q2 = B.quantize(w1, 64, 8), B.quantize(w2, 64, 8)
+    fused = B.prepare_gated_mlp(B.prepare_linear(q1), b1, B.prepare_linear(q2), b2)
+    assert isinstance(fused[0], ort_kernels.GatedMlp) and fused[0] is fused[2] and fused[1] is None
+    parts = [B.prepare_linear(q1), b1, B.prepare_linear(q2), b2]
+    got, unfused = B.gated_mlp(x, *fused), Backend_gated_mlp(B, x, *parts)
+    assert np.abs(got - unfused).max() <= 1e-5 * np.abs(unfused).max()  # the same block, summed in two parts
+    assert np.abs(got - exact).max() <= 0.03 * np.abs(exact).max()
+    off = QuantizedWeight(q2.w, q2.scales, q2.biases + 0.4 * q2.scales, 64, 8)  # another quantizer's biases
+    kept = B.prepare_gated_mlp(B.prepare_linear(q1), b1, B.prepare_linear(off), b2)
+    assert isinstance(kept[0], ort_kernels.NBitsLinear) and kept[2].with_rest
+
+
+def Backend_gated_mlp(B, x, *w):
+    """The generic op (two products, SiLU and the gate) on this backend's products."""
+    from engine.backends.base import Backend
+
+    return Backend.gated_mlp(B, x, *w)
