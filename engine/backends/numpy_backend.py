@@ -136,8 +136,8 @@ class NumpyBackend(Backend):
             isinstance(up_gate, ort_kernels.NBitsLinear)
             and isinstance(down, ort_kernels.NBitsLinear)
             and not (up_gate.with_rest or down.with_rest)
-            and getattr(up_gate, "q", None) is not None
-            and getattr(down, "q", None) is not None
+            and up_gate.q is not None
+            and down.q is not None
             and ort_kernels.gated_halves(up_gate.q, down.q)
         ):
             return up_gate, up_gate_b, down, down_b

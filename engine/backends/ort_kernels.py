@@ -148,7 +148,7 @@ class _RowChunks:
         return out
 
 
-def _affine_blocks(q, rows: slice = slice(None), groups: slice = slice(None)):
+def _affine_blocks(q, rows: slice | np.ndarray = slice(None), groups: slice = slice(None)):
     """``MatMulNBits`` inputs for rows ``rows`` and column groups ``groups`` of a ``QuantizedWeight`` ``q``
     (NumPy arrays): ``(blob [n, g, group bytes], scales [n, g], zero points as the kernel packs them, rest [n, g],
     whether the rest is more than rounding)``.
@@ -209,6 +209,8 @@ class NBitsLinear(_RowChunks):
     returns ``[rows, out]`` float32. Biases that are no whole multiple of their scale (another quantizer than
     MLX's) keep the float rest in the same graph, ``(x summed over each group) @ rest^T`` (``with_rest``).
     """
+
+    q = None  # the QuantizedWeight it was built from (set by the backend: row lookups, fusing a gated MLP)
 
     def __init__(self, w: np.ndarray, scales: np.ndarray, biases: np.ndarray, group_size: int, bits: int):
         out_dim = w.shape[0]
@@ -311,10 +313,18 @@ class GatedMlp:
         """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""
         x = np.ascontiguousarray(x, dtype=np.float32)
         ticket = self.twin.submit(self, x, [1, 2]) if self.twin is not None else None
-        if ticket is None:
-            return self._runs[0](["y"], {"x": x})[0] + self._runs[1](["y"], {"x": x})[0]
-        y = self._runs[0](["y"], {"x": ticket[1]})[0]
-        theirs = self.twin.collect(ticket)
-        if theirs is None:  # no answer in time (the twin is gone): this half here too
-            return y + self._runs[1](["y"], {"x": x})[0]
-        return y + theirs[: y.size].reshape(y.shape)
+        if ticket is not None:
+            x = ticket[1]
+        shares: list = [None, None]
+
+        def job(i):
+            def run():
+                shares[i] = self._runs[i](["y"], {"x": x})[0]
+
+            return run
+
+        def place(theirs):
+            shares[1] = theirs[: x.shape[0] * self.shape[0]].reshape(x.shape[0], self.shape[0])
+
+        cpu_twin.run_parts(self.twin, ticket, [job(0), job(1)], 1, place, threads=False)
+        return shares[0] + shares[1]
