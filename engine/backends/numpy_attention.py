@@ -8,7 +8,10 @@ every key its rows may see (the same ``W`` for every block, so that all blocks g
 product), gathered with the mask. A block of 128 queries against 146 keys then does 4 x 32 x ~50 scores
 instead of 128 x 146, in ~12 NumPy calls for all blocks together. The masked keys a block gathers
 contribute exp(-inf) = 0, as in the full row. A row that sees no key at all takes the dense path (whose
-NaN the reference produces too). Heads are split over ``cpu_pool`` when the work is large.
+NaN the reference produces too). Heads are split over ``cpu_pool`` when the work is large. The band of a mask
+is remembered for the next few calls with an equal mask (an encoder's layers share theirs), and the windowed
+softmax runs on ONNX Runtime's kernel when the backend passes it (one pass over the short rows, where NumPy's
+reductions along a 34-wide axis cost more than the two products: 0.31 of ~0.8 ms for a Moonshine small layer).
 
 A decoder step over K/V in the twin's shared arena (``cpu_twin``: Moonshine's cross-attention memory) hands
 the second half of the heads to the twin process; every head is computed by the same code either way, so
@@ -27,20 +30,21 @@ PAR_MACS = 1 << 22  # heads x queries x keys x head-dim from which heads are spl
 TWIN_BYTES = 256 << 10  # K/V from this size (in the twin's arena) are split by heads with the twin
 
 
-def attend(q, k, v, scale: float, mask=None, twin=None) -> np.ndarray:
+def attend(q, k, v, scale: float, mask=None, twin=None, softmax=None) -> np.ndarray:
     """``softmax(q k^T * scale, mask) v`` for ``q [Hq, Tq, d]``, ``k, v [Hkv, Tk, d]`` (Hq a multiple of Hkv),
     ``mask [Tq, Tk]`` boolean (True = may attend) or None; returns ``[Hq, Tq, d]`` float32. ``twin``: the
-    backend's ``cpu_twin.Twin``, which may take half of the heads (same result)."""
+    backend's ``cpu_twin.Twin``, which may take half of the heads (same result). ``softmax``: a row-wise
+    softmax over a float32 ``[rows, cols]`` array (``ort_ops``) for the windowed path, or None for NumPy's."""
     hq, hkv = q.shape[0], k.shape[0]
     if hq != hkv:  # grouped-query: fold the query groups into the time axis, no K/V copies
         g, tq = hq // hkv, q.shape[1]
         m = None if mask is None else np.tile(mask, (g, 1))
-        out = attend(q.reshape(hkv, g * tq, q.shape[2]), k, v, scale, m, twin)
+        out = attend(q.reshape(hkv, g * tq, q.shape[2]), k, v, scale, m, twin, softmax)
         return out.reshape(hq, tq, out.shape[-1])
     if mask is not None and q.shape[1] >= WINDOWED_MIN:
-        band = _band(np.asarray(mask), SUB)
+        band = _known_band(np.asarray(mask))
         if band is not None:
-            return _windowed(q, k, v, scale, *band)
+            return _windowed(q, k, v, scale, *band, softmax)
     out = np.empty((hq, q.shape[1], v.shape[2]), np.float32)
     if twin is not None and mask is None and hq >= 2 and k.nbytes + v.nbytes >= TWIN_BYTES:
         h0 = hq // 2
@@ -99,7 +103,24 @@ def _band(mask: np.ndarray, sub: int):
     return idx, seen
 
 
-def _windowed(q, k, v, scale: float, idx: np.ndarray, seen: np.ndarray) -> np.ndarray:
+_bands: dict = {}  # (shape, packed mask bits) -> _band(mask, SUB), the last BANDS_KEPT masks
+BANDS_KEPT = 8
+
+
+def _known_band(mask: np.ndarray):
+    """``_band(mask, SUB)``, from ``_bands`` when an equal mask came recently (packing and hashing a 500 x 520
+    mask costs ~1/5 of finding its band)."""
+    key = (mask.shape, np.packbits(mask).tobytes())
+    band = _bands.pop(key, False)
+    if band is False:
+        band = _band(mask, SUB)
+        while len(_bands) >= BANDS_KEPT:
+            del _bands[next(iter(_bands))]
+    _bands[key] = band  # most recent last
+    return band
+
+
+def _windowed(q, k, v, scale: float, idx: np.ndarray, seen: np.ndarray, softmax=None) -> np.ndarray:
     h, tq, d = q.shape
     nb, sub, w = seen.shape
     out = np.empty((h, nb * sub, v.shape[2]), np.float32)
@@ -111,7 +132,10 @@ def _windowed(q, k, v, scale: float, idx: np.ndarray, seen: np.ndarray) -> np.nd
             np.multiply(q[a:b], np.float32(scale), out=qb[:, :tq])
             s = np.matmul(qb.reshape(b - a, nb, sub, d), k[a:b][:, idx].swapaxes(-1, -2))  # [h, nb, SUB, W]
             np.copyto(s, np.float32(-np.inf), where=hidden)
-            _softmax_(s)
+            if softmax is None:
+                _softmax_(s)
+            else:
+                s = softmax(s.reshape(-1, w)).reshape(s.shape)
             np.matmul(s, v[a:b][:, idx], out=out[a:b].reshape(b - a, nb, sub, v.shape[2]))
 
         return run

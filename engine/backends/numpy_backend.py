@@ -112,6 +112,7 @@ class NumpyBackend(Backend):
         self.twin = cpu_twin.Twin()  # a forked helper process for few-row products (where the platform allows)
         self.kernels = ort_kernels.available() if kernels is None else kernels
         self._ones_cache: dict[int, np.ndarray] = {}
+        self._softmax = False  # ONNX Runtime's row softmax (or None), looked up at the first masked attention
 
     def prepare_linear(self, w):
         if isinstance(w, QuantizedWeight):
@@ -201,7 +202,8 @@ class NumpyBackend(Backend):
         x2 = x.reshape(rows, -1)
         n = w.shape[0]
         if rows > 32:  # compute-bound: whole products, split by rows of w when large
-            y = self._cols_split(x2, w)
+            y = self._cols_split(x2, w, b).reshape(*x.shape[:-1], n)
+            return y
         else:
             block = _block_bytes(rows)
             step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
@@ -217,18 +219,30 @@ class NumpyBackend(Backend):
         return y
 
     @staticmethod
-    def _cols_split(x, w):
-        """``x @ w.T`` for many rows of ``x``: one whole OpenBLAS product per range of ``w``'s rows (one range per
-        CPU, cpu_pool) when the work is ``SPLIT_MACS`` or more, each writing its columns of the result in place.
-        Each thread packs only its part of ``w``: 1.8-1.95x one thread on the encoder's products, against
-        1.6-1.75x for ranges of ``x``'s rows (benchmarks/RESULTS.md)."""
+    def _cols_split(x, w, b=None):
+        """``x @ w.T (+ b)`` for many rows of ``x``: one whole OpenBLAS product per range of ``w``'s rows (one range
+        per CPU, cpu_pool) when the work is ``SPLIT_MACS`` or more, each writing its columns of the result in place
+        and adding their bias there. Each thread packs only its part of ``w``: 1.8-1.95x one thread on the
+        encoder's products, against 1.6-1.75x for ranges of ``x``'s rows (benchmarks/RESULTS.md)."""
         rows, n = x.shape[0], w.shape[0]
         parts = cpu_pool.CPUS if rows * w.size >= SPLIT_MACS and n >= 8 * cpu_pool.CPUS else 1
         if parts == 1:
-            return x @ w.T
+            y = x @ w.T
+            if b is not None:
+                y += b
+            return y
         out = np.empty((rows, n), np.float32)
         edges = [n * i // parts for i in range(parts + 1)]
-        cpu_pool.run([lambda a=a, c=c: np.matmul(x, w[a:c].T, out=out[:, a:c]) for a, c in zip(edges[:-1], edges[1:])])
+
+        def part(a: int, c: int):
+            def run():
+                np.matmul(x, w[a:c].T, out=out[:, a:c])
+                if b is not None:
+                    out[:, a:c] += b[a:c]
+
+            return run
+
+        cpu_pool.run([part(a, c) for a, c in zip(edges[:-1], edges[1:])])
         return out
 
     @staticmethod
@@ -371,7 +385,12 @@ class NumpyBackend(Backend):
         return e
 
     def attention(self, q, k, v, scale, mask=None):
-        return numpy_attention.attend(q, k, v, scale, mask, self.twin)
+        softmax = None
+        if mask is not None:  # only the windowed path (a mask over many queries) uses it
+            if self._softmax is False:
+                self._softmax = self._op("softmax")
+            softmax = self._softmax
+        return numpy_attention.attend(q, k, v, scale, mask, self.twin, softmax)
 
     def kv_zeros(self, shape, dtype="float32"):
         a = self.twin.arena.zeros(tuple(shape)) if self.twin.arena is not None else None
@@ -399,8 +418,7 @@ class NumpyBackend(Backend):
             span = stride * (t1 - t0 - 1) + 1
             cols = np.concatenate([x[t0 * stride + j : t0 * stride + j + span : stride] for j in range(k)], axis=1)
             np.matmul(cols, w.T, out=out)
+            if b is not None:
+                out += b
 
-        y = self._rows_split(np.arange(t_out), product, c_out, t_out * w.size)
-        if b is not None:
-            y += b
-        return y
+        return self._rows_split(np.arange(t_out), product, c_out, t_out * w.size)

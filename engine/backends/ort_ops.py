@@ -79,6 +79,8 @@ def _build(key: tuple) -> RowOp | None:
         nodes, inputs = [P.node("Gelu", ["x"], ["y"], domain="com.microsoft")], [x]
     elif op == "silu":  # QuickGelu is x * sigmoid(alpha x)
         nodes, inputs = [P.node("QuickGelu", ["x"], ["y"], domain="com.microsoft", alpha=1.0)], [x]
+    elif op == "softmax":
+        nodes, inputs = [P.node("Softmax", ["x"], ["y"], axis=-1)], [x]
     elif op == "layer_norm":
         eps, with_bias = args
         ins = ["x", "p0", "p1"] if with_bias else ["x", "p0"]
@@ -102,7 +104,7 @@ def _build(key: tuple) -> RowOp | None:
 
 
 def get(op: str, *args) -> RowOp | None:
-    """The shared session for ``op`` ("gelu", "silu", ("layer_norm", eps, with_bias), ("rms_norm", eps)),
+    """The shared session for ``op`` ("gelu", "silu", "softmax", ("layer_norm", eps, with_bias), ("rms_norm", eps)),
     or None when ONNX Runtime is missing or cannot build it."""
     key = (op, *args)
     with _lock:

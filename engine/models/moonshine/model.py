@@ -25,7 +25,7 @@ from .config import MoonshineConfig
 from .live import LiveSession
 from .session import WholeSession
 
-ENC_BLOCK = 128  # queries per block in the windowed offline encoder
+ENC_BLOCK = 512  # queries per block in the windowed offline encoder (bounds the masks at ~0.3 MB)
 
 
 @dataclass
@@ -303,17 +303,21 @@ class MoonshineModel:
         T = x.shape[0]
         scale = self.cfg.encoder.head_dim**-0.5
         pos = np.arange(T)
+        masks = {}  # (block, window) -> (key range, mask): the layers with the same window share them
         for layer in self.enc_layers:
             q, k, v = self.enc_in(layer, x)
             L, R = layer.window
             outs = []
             for a in range(0, T, ENC_BLOCK):
-                b = min(T, a + ENC_BLOCK)
-                ka, kb = max(0, a - L + 1), min(T, b + max(R, 1) - 1)
-                m = window_mask(pos[a:b], pos[ka:kb], L, R)
-                if valid is not None and not valid.all():
-                    m = m & valid[None, ka:kb]
-                outs.append(B.attention(q[:, a:b], k[:, ka:kb], v[:, ka:kb], scale, B.asarray(m)))
+                if (a, L, R) not in masks:
+                    b = min(T, a + ENC_BLOCK)
+                    ka, kb = max(0, a - L + 1), min(T, b + max(R, 1) - 1)
+                    m = window_mask(pos[a:b], pos[ka:kb], L, R)
+                    if valid is not None and not valid.all():
+                        m = m & valid[None, ka:kb]
+                    masks[a, L, R] = (b, ka, kb, B.asarray(m))
+                b, ka, kb, m = masks[a, L, R]
+                outs.append(B.attention(q[:, a:b], k[:, ka:kb], v[:, ka:kb], scale, m))
             attn = outs[0] if len(outs) == 1 else B.concat(outs, axis=1)
             x = self.enc_out(layer, x, attn)
         return B.layer_norm(x, self.enc_final, None, 1e-5)

@@ -137,6 +137,30 @@ def test_windowed_attention_over_key_bands(B, caller_only, t, left, right, hkv):
     assert np.array_equal(shared, alone)
 
 
+def test_windowed_attention_without_onnx_runtime_softmax(caller_only):
+    B = NumpyBackend(kernels=False)  # NumPy's softmax over the gathered bands
+    q, k, v = r(4, 150, 16), r(4, 150, 16), r(4, 150, 16)
+    pos = np.arange(150)
+    mask = window_mask(pos, pos, 16, 4)
+    shared, alone = caller_only(lambda: B.attention(q, k, v, 0.25, mask))
+    close(shared, attn_ref(q, k, v, 0.25, mask), 1e-5)
+    assert np.array_equal(shared, alone)
+
+
+def test_bands_are_remembered_by_mask_content():
+    pos = np.arange(200)
+    mask = window_mask(pos, pos, 16, 4)
+    first = numpy_attention._known_band(mask)
+    assert numpy_attention._known_band(mask.copy()) is first  # an equal mask: the same band, not found again
+    mask[:, -3:] = False  # the same array, changed (the last frames invalid): its own band
+    band = numpy_attention._known_band(mask)
+    expect = numpy_attention._band(mask, numpy_attention.SUB)
+    assert band is not first and np.array_equal(band[0], expect[0]) and np.array_equal(band[1], expect[1])
+    for left in range(2, 2 + numpy_attention.BANDS_KEPT + 2):  # only the last few are kept
+        numpy_attention._known_band(window_mask(pos, pos, left, 4))
+    assert len(numpy_attention._bands) == numpy_attention.BANDS_KEPT
+
+
 def test_a_row_that_sees_nothing_takes_the_dense_path(B):
     t = 100
     q, k, v = r(2, t, 8), r(2, t, 8), r(2, t, 8)

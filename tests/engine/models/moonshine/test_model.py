@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from engine.models.moonshine import model as model_module
 from engine.models.moonshine.decoding import greedy, token_cap
 from tests.conftest import CLIPS, MOON_MODELS, golden
 
@@ -33,6 +34,18 @@ def test_encoder_memory_logits_and_greedy_ids(backend, name, clip, fixture_model
     assert token_cap(len(g["audio"])) == int(g["max_new_tokens"])
     ids = greedy(m, xkv, int(g["max_new_tokens"]))
     assert ids == g["greedy"].tolist()
+
+
+@pytest.mark.parametrize("name", MOON_MODELS)
+def test_encoder_in_query_blocks(name, fixture_model, rel_err, monkeypatch):
+    """Long segments run the encoder's attention in blocks of ``ENC_BLOCK`` queries (each with its keys and mask);
+    the fixtures' clips fit in one, so blocks of 48 (uneven, the last one short) stand in for them here."""
+    g = golden(name, "speech")
+    m = fixture_model(name, "numpy")
+    monkeypatch.setattr(model_module, "ENC_BLOCK", 48)
+    enc, _ = m.encode(g["audio"])
+    assert g["encoder"].shape[0] > 3 * 48
+    assert rel_err(m.B.to_numpy(enc), g["encoder"]) < 1e-4
 
 
 @pytest.mark.parametrize("name", MOON_MODELS)
