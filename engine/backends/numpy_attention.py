@@ -20,6 +20,8 @@ the result does not depend on it (tested bit for bit).
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from . import cpu_pool
@@ -104,6 +106,7 @@ def _band(mask: np.ndarray, sub: int):
 
 
 _bands: dict = {}  # (shape, packed mask bits) -> _band(mask, SUB), the last BANDS_KEPT masks
+_bands_lock = threading.Lock()  # two models may encode on two threads
 BANDS_KEPT = 8
 
 
@@ -111,12 +114,14 @@ def _known_band(mask: np.ndarray):
     """``_band(mask, SUB)``, from ``_bands`` when an equal mask came recently (packing and hashing a 500 x 520
     mask costs ~1/5 of finding its band)."""
     key = (mask.shape, np.packbits(mask).tobytes())
-    band = _bands.pop(key, False)
+    with _bands_lock:
+        band = _bands.pop(key, False)
     if band is False:
         band = _band(mask, SUB)
-        while len(_bands) >= BANDS_KEPT:
+    with _bands_lock:
+        _bands[key] = band  # most recent last
+        while len(_bands) > BANDS_KEPT:
             del _bands[next(iter(_bands))]
-    _bands[key] = band  # most recent last
     return band
 
 

@@ -112,7 +112,6 @@ class NumpyBackend(Backend):
         self.twin = cpu_twin.Twin()  # a forked helper process for few-row products (where the platform allows)
         self.kernels = ort_kernels.available() if kernels is None else kernels
         self._ones_cache: dict[int, np.ndarray] = {}
-        self._softmax = False  # ONNX Runtime's row softmax (or None), looked up at the first masked attention
 
     def prepare_linear(self, w):
         if isinstance(w, QuantizedWeight):
@@ -201,18 +200,16 @@ class NumpyBackend(Backend):
         rows = x.size // x.shape[-1]
         x2 = x.reshape(rows, -1)
         n = w.shape[0]
-        if rows > 32:  # compute-bound: whole products, split by rows of w when large
-            y = self._cols_split(x2, w, b).reshape(*x.shape[:-1], n)
-            return y
+        if rows > 32:  # compute-bound: whole products, split by rows of w when large (bias added per part)
+            return self._cols_split(x2, w, b).reshape(*x.shape[:-1], n)
+        block = _block_bytes(rows)
+        step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
+        chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
+        halves = chunks == 1 and w.nbytes >= TWIN_BYTES and n >= 16  # for the twin only: no helper thread
+        if step >= n and not halves and chunks == 1:
+            y = np.ascontiguousarray((w @ x2.T).T)  # few rows: W @ x^T runs ~2x faster than x @ W^T
         else:
-            block = _block_bytes(rows)
-            step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
-            chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
-            halves = chunks == 1 and w.nbytes >= TWIN_BYTES and n >= 16  # for the twin only: no helper thread
-            if step >= n and not halves and chunks == 1:
-                y = np.ascontiguousarray((w @ x2.T).T)  # few rows: W @ x^T runs ~2x faster than x @ W^T
-            else:
-                y = self._linear_split(x2, w, step, 2 if halves else chunks, threads=not halves)
+            y = self._linear_split(x2, w, step, 2 if halves else chunks, threads=not halves)
         y = y.reshape(*x.shape[:-1], n)
         if b is not None:
             y += b  # y is a new array (also where it is a transposed view of one)
@@ -385,11 +382,7 @@ class NumpyBackend(Backend):
         return e
 
     def attention(self, q, k, v, scale, mask=None):
-        softmax = None
-        if mask is not None:  # only the windowed path (a mask over many queries) uses it
-            if self._softmax is False:
-                self._softmax = self._op("softmax")
-            softmax = self._softmax
+        softmax = self._op("softmax") if mask is not None else None  # for the windowed path (masked) only
         return numpy_attention.attend(q, k, v, scale, mask, self.twin, softmax)
 
     def kv_zeros(self, shape, dtype="float32"):
