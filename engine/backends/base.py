@@ -160,18 +160,63 @@ class Backend:
         y = x @ w.T
         return y if b is None else y + b
 
-    def prepare_gated_mlp(self, up_gate: Array, up_gate_b: Array | None, down: Array, down_b: Array | None) -> tuple:
+    def prepare_gated_mlp(
+        self,
+        up_gate: Array,
+        up_gate_b: Array | None,
+        down: Array,
+        down_b: Array | None,
+        norm: Array | None = None,
+        eps: float = 1e-5,
+    ) -> tuple:
         """The forms ``gated_mlp`` computes with, from weights ``prepare_linear`` returned: ``(up_gate, up_gate_b,
         down, down_b)``, unchanged here; a backend may fuse the block into one object (then passed as both
-        matrices, with None for the biases it holds)."""
+        matrices, with None for the biases it holds), and with it the norm ``gated_mlp`` will be called with."""
         return up_gate, up_gate_b, down, down_b
 
-    def gated_mlp(self, x: Array, up_gate: Array, up_gate_b: Array | None, down: Array, down_b: Array | None) -> Array:
+    def prepare_norm_linear(self, norm: Array, eps: float, w: Array) -> Array:
+        """The form ``norm_linear`` computes with, from a weight ``prepare_linear`` returned: ``w`` here; a backend
+        may fuse the norm into the product (the result is then for ``norm_linear`` with this ``norm`` only)."""
+        return w
+
+    def norm_linear(self, x: Array, norm: Array, eps: float, w: Array, dtype: str) -> Array:
+        """``linear(astype(layer_norm(x, norm, None, eps), dtype), w)``, ``w`` from ``prepare_norm_linear``: a
+        pre-norm projection."""
+        return self.linear(self.astype(self.layer_norm(x, norm, None, eps), dtype), w)
+
+    def gated_mlp(
+        self,
+        x: Array,
+        up_gate: Array,
+        up_gate_b: Array | None,
+        down: Array,
+        down_b: Array | None,
+        norm: Array | None = None,
+        eps: float = 1e-5,
+        dtype: str = "float32",
+    ) -> Array:
         """``linear(silu(g) * u, down, down_b)`` where ``u`` and ``g`` are the first and second halves of
-        ``linear(x, up_gate, up_gate_b)``'s features, with the forms ``prepare_gated_mlp`` returned."""
+        ``linear(x, up_gate, up_gate_b)``'s features, with the forms ``prepare_gated_mlp`` returned. With ``norm``,
+        ``x`` is first ``astype(layer_norm(x, norm, None, eps), dtype)``."""
+        if norm is not None:
+            x = self.astype(self.layer_norm(x, norm, None, eps), dtype)
         u = self.linear(x, up_gate, up_gate_b)
         f = u.shape[-1] // 2
         return self.linear(self.silu(u[..., f:]) * u[..., :f], down, down_b)
+
+    def prepare_residual_norm_linear(self, w_res: Array, norm: Array, eps: float, w_out: Array) -> tuple:
+        """The forms ``residual_norm_linear`` computes with, from weights ``prepare_linear`` returned: ``(w_res,
+        w_out)``, unchanged here; a backend may fuse the three steps into one object (then returned twice)."""
+        return w_res, w_out
+
+    def residual_norm_linear(
+        self, x: Array, a: Array, w_res: Array, norm: Array, eps: float, w_out: Array, dtype: str
+    ) -> tuple[Array, Array]:
+        """``(y, linear(astype(layer_norm(y, norm, None, eps), dtype), w_out))`` with ``y = x + linear(a, w_res)``:
+        a residual projection, then the normed input of the next projection (the forms from
+        ``prepare_residual_norm_linear``)."""
+        y = x + self.linear(a, w_res)
+        return y, self.linear(self.astype(self.layer_norm(y, norm, None, eps), dtype), w_out)
 
     def layer_norm(self, x: Array, weight: Array | None, bias: Array | None, eps: float) -> Array:
         """LayerNorm over the last axis, statistics in float32, result in ``x``'s dtype."""

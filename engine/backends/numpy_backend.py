@@ -98,6 +98,13 @@ def _gelu_block(v: np.ndarray, out: np.ndarray) -> None:
     np.multiply(out, 0.5, out=out)
 
 
+def _check_norm(fused, norm, eps: float) -> None:
+    """A fused graph's norm must be the one its op is called with (else it would compute another norm)."""
+    same = fused.norm is norm or (fused.norm is not None and norm is not None and np.array_equal(fused.norm, norm))
+    if not same or (norm is not None and fused.eps != eps):
+        raise ValueError("This block was fused with another norm than the one it is called with.")
+
+
 class NumpyBackend(Backend):
     """The op set on NumPy; computes in float32 whatever the checkpoint dtype."""
 
@@ -117,21 +124,41 @@ class NumpyBackend(Backend):
         if isinstance(w, QuantizedWeight):
             if not (self.kernels and ort_kernels.supports(w.group_size, w.bits, w.shape[1])):
                 return self.arena.place(dequantize(w))  # computed in float32 (dequantized once, at load)
-            k = ort_kernels.NBitsLinear(
-                np.asarray(w.w),
-                np.asarray(w.scales, dtype=np.float32),
-                np.asarray(w.biases, dtype=np.float32),
-                w.group_size,
-                w.bits,
-            )
-            k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
-            if len(k.bounds) > 2:
-                self.twin.register(k)
-                k.twin = self.twin
-            return k
+            return self._nbits(w)
         return self._place(w)
 
-    def prepare_gated_mlp(self, up_gate, up_gate_b, down, down_b):
+    def _nbits(self, w: QuantizedWeight, norm=None, eps: float = 1e-5) -> ort_kernels.NBitsLinear:
+        k = ort_kernels.NBitsLinear(
+            np.asarray(w.w),
+            np.asarray(w.scales, dtype=np.float32),
+            np.asarray(w.biases, dtype=np.float32),
+            w.group_size,
+            w.bits,
+            norm,
+            eps,
+        )
+        k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
+        if len(k.bounds) > 2:
+            self.twin.register(k)
+            k.twin = self.twin
+        return k
+
+    def prepare_norm_linear(self, norm, eps, w):
+        if isinstance(w, ort_kernels.NBitsLinear) and w.norm is None and w.q is not None and self._ln_op(eps):
+            return self._nbits(w.q, np.asarray(norm, np.float32), eps)
+        return w
+
+    def norm_linear(self, x, norm, eps, w, dtype):
+        if isinstance(w, ort_kernels.NBitsLinear) and w.norm is not None:
+            _check_norm(w, norm, eps)
+            return w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
+        return super().norm_linear(x, norm, eps, w, dtype)
+
+    def _ln_op(self, eps: float):
+        """Whether ONNX Runtime runs a layer norm with ``eps`` here (fused graphs use its kernel)."""
+        return self._op("layer_norm", float(eps), False) is not None
+
+    def prepare_gated_mlp(self, up_gate, up_gate_b, down, down_b, norm=None, eps=1e-5):
         if not (
             isinstance(up_gate, ort_kernels.NBitsLinear)
             and isinstance(down, ort_kernels.NBitsLinear)
@@ -141,16 +168,34 @@ class NumpyBackend(Backend):
             and ort_kernels.gated_halves(up_gate.q, down.q)
         ):
             return up_gate, up_gate_b, down, down_b
-        mlp = ort_kernels.GatedMlp(up_gate.q, up_gate_b, down.q, down_b)
+        if norm is not None and not self._ln_op(eps):
+            norm = None  # no ONNX Runtime layer norm: gated_mlp applies it before the fused block
+        mlp = ort_kernels.GatedMlp(up_gate.q, up_gate_b, down.q, down_b, norm, eps)
         if cpu_twin.enabled():
             self.twin.register(mlp)
             mlp.twin = self.twin
         return mlp, None, mlp, None
 
-    def gated_mlp(self, x, up_gate, up_gate_b, down, down_b):
+    def gated_mlp(self, x, up_gate, up_gate_b, down, down_b, norm=None, eps=1e-5, dtype="float32"):
         if isinstance(up_gate, ort_kernels.GatedMlp):
+            if up_gate.norm is None and norm is not None:  # fused without it: the norm first, as the generic op
+                x, norm = self.astype(self.layer_norm(x, norm, None, eps), dtype), None
+            _check_norm(up_gate, norm, eps)
             return up_gate(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], up_gate.shape[0])
-        return super().gated_mlp(x, up_gate, up_gate_b, down, down_b)
+        return super().gated_mlp(x, up_gate, up_gate_b, down, down_b, norm, eps, dtype)
+
+    def prepare_residual_norm_linear(self, w_res, norm, eps, w_out):
+        if ort_kernels.fusable(w_res) and ort_kernels.fusable(w_out) and self._op("layer_norm", float(eps), False):
+            fused = ort_kernels.ResidualNormLinear(w_res, norm, eps, w_out)
+            return fused, fused
+        return w_res, w_out
+
+    def residual_norm_linear(self, x, a, w_res, norm, eps, w_out, dtype):
+        if not isinstance(w_res, ort_kernels.ResidualNormLinear):
+            return super().residual_norm_linear(x, a, w_res, norm, eps, w_out, dtype)
+        lead = x.shape[:-1]
+        y, out = w_res(x.reshape(-1, x.shape[-1]), a.reshape(-1, a.shape[-1]))
+        return y.reshape(*lead, -1), out.reshape(*lead, -1)
 
     def _place(self, w) -> np.ndarray:
         """A float32 weight matrix in the arena, known to the twin when products over it are cut in halves."""
@@ -193,6 +238,8 @@ class NumpyBackend(Backend):
 
     def linear(self, x, w, b=None):
         if isinstance(w, ort_kernels.NBitsLinear):
+            if w.norm is not None:
+                raise ValueError("This product was fused with a norm: compute it with norm_linear.")
             y = w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
             if b is not None:
                 y += b  # y is a new array

@@ -271,8 +271,8 @@ class MoonshineModel:
         """Decoder layer input ``x [n, D]`` -> normed -> RoPE-rotated q, k and v heads for self-attention."""
         B, c = self.B, self.cfg
         hq, hkv = c.num_attention_heads, c.num_key_value_heads
-        h = B.astype(B.layer_norm(x, W["ln_in"], None, 1e-5), self.dtype)
-        qkv = B.linear(h, W["qkv"]).reshape(x.shape[0], hq + 2 * hkv, c.head_dim).transpose(1, 0, 2)
+        qkv = B.norm_linear(x, W["ln_in"], 1e-5, W["qkv"], self.dtype)
+        qkv = qkv.reshape(x.shape[0], hq + 2 * hkv, c.head_dim).transpose(1, 0, 2)
         qk = B.rope(qkv[: hq + hkv], cos, sin, True)  # q and k heads rotated in one call
         return qk[:hq], qk[hq:], qkv[hq + hkv :]
 
@@ -280,16 +280,16 @@ class MoonshineModel:
         """Residual after self-attention ``attn [Hq, n, hd]``, then the normed cross-attention queries."""
         B, c = self.B, self.cfg
         n = x.shape[0]
-        x = x + B.linear(attn.transpose(1, 0, 2).reshape(n, -1), W["o"])
-        h = B.astype(B.layer_norm(x, W["ln_post"], None, 1e-5), self.dtype)
-        return x, B.linear(h, W["xq"]).reshape(n, c.num_attention_heads, c.head_dim).transpose(1, 0, 2)
+        a = attn.transpose(1, 0, 2).reshape(n, -1)
+        x, q = B.residual_norm_linear(x, a, W["o"], W["ln_post"], 1e-5, W["xq"], self.dtype)
+        return x, q.reshape(n, c.num_attention_heads, c.head_dim).transpose(1, 0, 2)
 
     def _dec_out_fn(self, W, x, attn):
         """Residual after cross-attention ``attn [Hq, n, hd]``, then the gated SiLU MLP block."""
         B = self.B
         x = x + B.linear(attn.transpose(1, 0, 2).reshape(x.shape[0], -1), W["xo"])
-        h = B.astype(B.layer_norm(x, W["ln_final"], None, 1e-5), self.dtype)
-        return x + B.gated_mlp(h, W["fc1"], W["fc1_b"], W["fc2"], W["fc2_b"])  # fc1: up rows, then gate rows
+        mlp = W["fc1"], W["fc1_b"], W["fc2"], W["fc2_b"]  # fc1: up rows, then gate rows
+        return x + B.gated_mlp(x, *mlp, norm=W["ln_final"], eps=1e-5, dtype=self.dtype)
 
     # ---- encoder ------------------------------------------------------------------------------
     def encode(self, audio: np.ndarray):

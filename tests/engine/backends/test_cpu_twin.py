@@ -385,3 +385,22 @@ def test_a_fused_gated_mlp_goes_half_to_the_twin_with_identical_results(B, bits)
         alone = B.gated_mlp(x, *mlp)
         B.twin.failed = False
         assert np.array_equal(with_twin, alone)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_products_and_mlps_fused_with_their_norm_go_half_to_the_twin_with_identical_results(B, bits):
+    """Each chunk's graph computes the layer norm itself: the twin's half is the same as the caller's would be."""
+    d, f = 512, 2048
+    norm = r(d)
+    qkv = B.prepare_norm_linear(norm, 1e-5, B.prepare_linear(B.quantize(r(3072, d), 64, bits)))
+    up_gate, down = B.prepare_linear(B.quantize(r(2 * f, d), 64, bits)), B.prepare_linear(B.quantize(r(d, f), 64, bits))
+    mlp = B.prepare_gated_mlp(up_gate, r(2 * f), down, r(d), norm, 1e-5)
+    assert len(qkv.bounds) == 3 and qkv.norm is norm and mlp[0].norm is norm  # two chunks, the norm in both
+    x = r(1, d)
+    before = B.twin.served()
+    with_twin = B.norm_linear(x, norm, 1e-5, qkv, "float32"), B.gated_mlp(x, *mlp, norm=norm)
+    assert B.twin.served() - before == 2
+    B.twin.failed = True
+    alone = B.norm_linear(x, norm, 1e-5, qkv, "float32"), B.gated_mlp(x, *mlp, norm=norm)
+    B.twin.failed = False
+    assert all(np.array_equal(a, b) for a, b in zip(with_twin, alone))

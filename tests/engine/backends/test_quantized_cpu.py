@@ -194,3 +194,82 @@ def Backend_gated_mlp(B, x, *w):
     from engine.backends.base import Backend
 
     return Backend.gated_mlp(B, x, *w)
+
+
+def fusing_backend():
+    from engine.backends.numpy_backend import NumpyBackend
+
+    B = NumpyBackend()
+    B.twin.failed = True
+    return B
+
+
+def Backend_op(name: str):
+    """The generic op on this backend's products and norms (what a fused graph must reproduce)."""
+    from engine.backends.base import Backend
+
+    return getattr(Backend, name)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_residual_norm_linear_fused_equals_the_separate_ops_bit_for_bit(bits, rows):
+    """Output projection, residual, layer norm and the next projection as one graph: the same kernels, so the
+    same bits as the products, the add and ``ort_ops``' norm one after another (a wrong input, epsilon or
+    order fails)."""
+    B = fusing_backend()
+    d = 128
+    w_res, w_out = (
+        B.prepare_linear(quantize_affine(plain(d, 2 * d), 64, bits)),
+        B.prepare_linear(quantize_affine(plain(96, d), 64, bits)),
+    )
+    norm = (1 + rng.standard_normal(d) * 0.1).astype(np.float32)
+    fused = B.prepare_residual_norm_linear(w_res, norm, 1e-5, w_out)
+    assert isinstance(fused[0], ort_kernels.ResidualNormLinear) and fused[0] is fused[1]
+    x, a = rng.standard_normal((rows, d)).astype(np.float32), rng.standard_normal((rows, 2 * d)).astype(np.float32)
+    y, out = B.residual_norm_linear(x, a, fused[0], norm, 1e-5, fused[1], "float32")
+    y_ref, out_ref = Backend_op("residual_norm_linear")(B, x, a, w_res, norm, 1e-5, w_out, "float32")
+    assert y.shape == (rows, d) and out.shape == (rows, 96)
+    assert np.array_equal(y, y_ref) and np.array_equal(out, out_ref)
+
+
+def test_only_single_session_products_without_a_float_rest_are_fused():
+    B = fusing_backend()
+    d = 128
+    norm = np.ones(d, np.float32)
+    q = quantize_affine(plain(d, d), 64, 8)
+    off = QuantizedWeight(q.w, q.scales, q.biases + 0.4 * q.scales, 64, 8)  # another quantizer's biases
+    f32 = B.prepare_linear(plain(d, d))
+    for w_res, w_out in ((f32, f32), (B.prepare_linear(q), B.prepare_linear(off)), (B.prepare_linear(q), f32)):
+        kept = B.prepare_residual_norm_linear(w_res, norm, 1e-5, w_out)
+        assert kept == (w_res, w_out)
+    assert B.prepare_norm_linear(norm, 1e-5, f32) is f32  # the float32 reference path stays as it is
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_a_norm_fused_into_a_product_or_a_gated_mlp_gives_the_same_bits(bits):
+    B = fusing_backend()
+    d, f = 128, 256
+    norm = (1 + rng.standard_normal(d) * 0.1).astype(np.float32)
+    x = rng.standard_normal((2, d)).astype(np.float32) * 3 + 1
+    w = B.prepare_linear(quantize_affine(plain(192, d), 64, bits))
+    fused = B.prepare_norm_linear(norm, 1e-5, w)
+    assert fused is not w and fused.norm is norm
+    ref = Backend_op("norm_linear")(B, x, norm, 1e-5, w, "float32")
+    assert np.array_equal(B.norm_linear(x, norm, 1e-5, fused, "float32"), ref)
+    with pytest.raises(ValueError, match="norm_linear"):
+        B.linear(x, fused)  # a plain product over it would silently norm its input
+    with pytest.raises(ValueError, match="another norm"):
+        B.norm_linear(x, norm * 2, 1e-5, fused, "float32")
+    up_gate, down = quantize_affine(plain(2 * f, d), 64, bits), quantize_affine(plain(d, f), 64, bits)
+    b1, b2 = rng.standard_normal(2 * f).astype(np.float32), rng.standard_normal(d).astype(np.float32)
+    parts = (B.prepare_linear(up_gate), b1, B.prepare_linear(down), b2)
+    with_norm = B.prepare_gated_mlp(*parts, norm, 1e-5)
+    without = B.prepare_gated_mlp(*parts)
+    assert with_norm[0].norm is norm and without[0].norm is None
+    got = B.gated_mlp(x, *with_norm, norm=norm, eps=1e-5)
+    assert np.array_equal(got, B.gated_mlp(x, *without, norm=norm, eps=1e-5))  # the norm as a separate op first
+    h = B.layer_norm(x, norm, None, 1e-5)
+    assert np.array_equal(got, B.gated_mlp(h, *without))
+    with pytest.raises(ValueError, match="another norm"):
+        B.gated_mlp(x, *with_norm)

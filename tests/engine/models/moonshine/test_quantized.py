@@ -106,3 +106,34 @@ def test_cli_quantized_tokens(capsys):
 def test_numpy_refuses_6_bits():
     with pytest.raises(UsageError, match="8 or 4 bits"):
         load_model(FIXTURES / "models" / "moon_tiny_like", backend="numpy", quantize=6)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_fused_decoder_blocks_give_the_unfused_logits_bit_for_bit(bits, monkeypatch):
+    """The 8/4-bit decoder with each norm inside the product after it and the output projection, norm and
+    cross-attention query as one graph, against the same model built from separate ops."""
+    from engine.backends import ort_kernels
+    from engine.backends.base import Backend
+    from engine.backends.numpy_backend import NumpyBackend
+
+    g = golden("moon_tiny_like", CLIPS[0])
+    fused = load_model(FIXTURES / "models" / "moon_tiny_like", backend="numpy", quantize=bits)
+    layer = fused.dec_layers[0]
+    assert isinstance(layer.o, ort_kernels.ResidualNormLinear) and layer.xq is layer.o
+    assert layer.qkv.norm is layer.ln_in and layer.fc1.norm is layer.ln_final
+    gated = NumpyBackend.prepare_gated_mlp
+    monkeypatch.setattr(NumpyBackend, "prepare_residual_norm_linear", Backend.prepare_residual_norm_linear)
+    monkeypatch.setattr(NumpyBackend, "prepare_norm_linear", Backend.prepare_norm_linear)
+    monkeypatch.setattr(NumpyBackend, "prepare_gated_mlp", lambda B, a, b, c, d, norm=None, eps=0: gated(B, a, b, c, d))
+    plain = load_model(FIXTURES / "models" / "moon_tiny_like", backend="numpy", quantize=bits)
+    assert plain.dec_layers[0].qkv.norm is None and plain.dec_layers[0].fc1.norm is None
+    ids = g["decoder_input_ids"].tolist()
+    a, b = forced(fused, g), forced(plain, g)
+    assert a.shape == (len(ids), fused.cfg.vocab_size) and np.array_equal(a, b)
+    enc, valid = fused.encode(g["audio"])
+    steps = []
+    for m in (fused, plain):
+        xkv = m.cross_kv(m.memory(enc))
+        cache = m.new_self_cache(4)
+        steps.append([m.decode([t], i, cache, xkv, valid) for i, t in enumerate(ids[:4])])
+    assert all(np.array_equal(x, y) for x, y in zip(*steps))
