@@ -1,7 +1,8 @@
 """NumPy backend: float32 everywhere, BLAS matmuls; the fast path on CPUs and the exactness reference.
 
 Products with 8-bit / 4-bit weights (``quantize``, or a quantized checkpoint) run on ONNX Runtime's CPU
-kernels (``ort_kernels``; a gated MLP of such weights as one fused graph per half, ``prepare_gated_mlp``),
+kernels (``ort_kernels``; a gated MLP of such weights as one fused graph per half, ``prepare_gated_mlp``, and a
+layer norm inside the graph of the product after it, ``prepare_norm_linear``, ``prepare_residual_norm_linear``),
 which NumPy has no equivalent for; so do GELU, the norms and large SiLUs (``ort_ops``: one fused pass instead
 of NumPy's pass per operation), with NumPy formulas where ONNX Runtime is missing.
 Float32 products are OpenBLAS calls on one thread each, cut into parts in a way that depends only on the
@@ -154,7 +155,7 @@ class NumpyBackend(Backend):
             return w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
         return super().norm_linear(x, norm, eps, w, dtype)
 
-    def _ln_op(self, eps: float):
+    def _ln_op(self, eps: float) -> bool:
         """Whether ONNX Runtime runs a layer norm with ``eps`` here (fused graphs use its kernel)."""
         return self._op("layer_norm", float(eps), False) is not None
 
@@ -185,7 +186,7 @@ class NumpyBackend(Backend):
         return super().gated_mlp(x, up_gate, up_gate_b, down, down_b, norm, eps, dtype)
 
     def prepare_residual_norm_linear(self, w_res, norm, eps, w_out):
-        if ort_kernels.fusable(w_res) and ort_kernels.fusable(w_out) and self._op("layer_norm", float(eps), False):
+        if ort_kernels.fusable(w_res) and ort_kernels.fusable(w_out) and self._ln_op(eps):
             fused = ort_kernels.ResidualNormLinear(w_res, norm, eps, w_out)
             return fused, fused
         return w_res, w_out
@@ -193,6 +194,7 @@ class NumpyBackend(Backend):
     def residual_norm_linear(self, x, a, w_res, norm, eps, w_out, dtype):
         if not isinstance(w_res, ort_kernels.ResidualNormLinear):
             return super().residual_norm_linear(x, a, w_res, norm, eps, w_out, dtype)
+        _check_norm(w_res, norm, eps)
         lead = x.shape[:-1]
         y, out = w_res(x.reshape(-1, x.shape[-1]), a.reshape(-1, a.shape[-1]))
         return y.reshape(*lead, -1), out.reshape(*lead, -1)
