@@ -182,7 +182,11 @@ class Backend:
     def norm_linear(self, x: Array, norm: Array, eps: float, w: Array, dtype: str) -> Array:
         """``linear(astype(layer_norm(x, norm, None, eps), dtype), w)``, ``w`` from ``prepare_norm_linear``: a
         pre-norm projection."""
-        return self.linear(self.astype(self.layer_norm(x, norm, None, eps), dtype), w)
+        return self.linear(self._normed(x, norm, eps, dtype), w)
+
+    def _normed(self, x: Array, norm: Array, eps: float, dtype: str) -> Array:
+        """``astype(layer_norm(x, norm, None, eps), dtype)``: the input of a pre-norm product or block."""
+        return self.astype(self.layer_norm(x, norm, None, eps), dtype)
 
     def gated_mlp(
         self,
@@ -199,7 +203,7 @@ class Backend:
         ``linear(x, up_gate, up_gate_b)``'s features, with the forms ``prepare_gated_mlp`` returned. With ``norm``,
         ``x`` is first ``astype(layer_norm(x, norm, None, eps), dtype)``."""
         if norm is not None:
-            x = self.astype(self.layer_norm(x, norm, None, eps), dtype)
+            x = self._normed(x, norm, eps, dtype)
         u = self.linear(x, up_gate, up_gate_b)
         f = u.shape[-1] // 2
         return self.linear(self.silu(u[..., f:]) * u[..., :f], down, down_b)
@@ -216,7 +220,7 @@ class Backend:
         a residual projection, then the normed input of the next projection (the forms from
         ``prepare_residual_norm_linear``)."""
         y = x + self.linear(a, w_res)
-        return y, self.linear(self.astype(self.layer_norm(y, norm, None, eps), dtype), w_out)
+        return y, self.norm_linear(y, norm, eps, w_out, dtype)
 
     def layer_norm(self, x: Array, weight: Array | None, bias: Array | None, eps: float) -> Array:
         """LayerNorm over the last axis, statistics in float32, result in ``x``'s dtype."""

@@ -180,7 +180,7 @@ class NumpyBackend(Backend):
     def gated_mlp(self, x, up_gate, up_gate_b, down, down_b, norm=None, eps=1e-5, dtype="float32"):
         if isinstance(up_gate, ort_kernels.GatedMlp):
             if up_gate.norm is None and norm is not None:  # fused without it: the norm first, as the generic op
-                x, norm = self.astype(self.layer_norm(x, norm, None, eps), dtype), None
+                x, norm = self._normed(x, norm, eps, dtype), None
             _check_norm(up_gate, norm, eps)
             return up_gate(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], up_gate.shape[0])
         return super().gated_mlp(x, up_gate, up_gate_b, down, down_b, norm, eps, dtype)

@@ -194,9 +194,11 @@ def _matmul_nbits(x: str, y: str, tag: str, blob, s, z, group_size: int, bits: i
     return [node], [P.tensor(tag + "B", blob), P.tensor(tag + "S", s.reshape(-1)), P.tensor(tag + "Z", z.reshape(-1))]
 
 
-def _norm_node(x: str, y: str, eps: float) -> bytes:
-    """``y = layer_norm(x)`` with the initializer ``norm`` as weight and no bias, the node ``ort_ops`` runs."""
-    return P.node("LayerNormalization", [x, "norm"], [y], axis=-1, epsilon=float(eps))
+def _norm(x: str, y: str, norm: np.ndarray, eps: float) -> tuple[bytes, bytes]:
+    """The node ``y = layer_norm(x)`` with weight ``norm`` and no bias (the node ``ort_ops`` runs), and the
+    initializer ``norm`` it reads."""
+    node = P.node("LayerNormalization", [x, "norm"], [y], axis=-1, epsilon=float(eps))
+    return node, P.tensor("norm", np.asarray(norm, np.float32))
 
 
 def _model(nodes: list, inits: list, in_dim: int, out_dim: int) -> bytes:
@@ -247,8 +249,9 @@ class NBitsLinear(_RowChunks):
             y = "y0" if with_rest else "y"
             nodes, inits = _matmul_nbits(x, y, "", blob[a:c], s[a:c], z[a:c], group_size, bits)
             if norm is not None:
-                nodes.insert(0, _norm_node("x", "xn", eps))
-                inits.append(P.tensor("norm", np.asarray(norm, np.float32)))
+                node, weight = _norm("x", "xn", norm, eps)
+                nodes.insert(0, node)
+                inits.append(weight)
             if with_rest:
                 nodes += [
                     P.node("Reshape", [x, "gshape"], ["xg"]),
@@ -331,8 +334,9 @@ class GatedMlp:
                 nodes.append(P.node("Add", ["y0", "db"], ["y"]))
                 inits.append(P.tensor("db", db))
             if norm is not None:
-                nodes.insert(0, _norm_node("x", "xn", eps))
-                inits.append(P.tensor("norm", np.asarray(norm, np.float32)))
+                node, weight = _norm("x", "xn", norm, eps)
+                nodes.insert(0, node)
+                inits.append(weight)
             self._runs.append(runner(_session(_model(nodes, inits, d_in, d_out))))
             self.nbytes += b1.nbytes + s1.nbytes + b2.nbytes + s2.nbytes
 
@@ -377,17 +381,15 @@ class ResidualNormLinear:
     def __init__(self, w_res: NBitsLinear, norm: np.ndarray, eps: float, w_out: NBitsLinear):
         if not (fusable(w_res) and fusable(w_out) and w_res.shape[0] == w_out.shape[1] == norm.shape[0]):
             raise ValueError("These matrices cannot run as one fused graph.")
-        nodes, inits = [], [P.tensor("norm", np.asarray(norm, np.float32))]
-        for tag, x, y, w in (("res", "a", "r", w_res), ("out", "h", "out", w_out)):
+
+        def product(x: str, y: str, tag: str, w: NBitsLinear) -> tuple[list, list]:
             blob, s, z, _, _ = _affine_blocks(w.q)
-            n, i = _matmul_nbits(x, y, tag, blob, s, z, w.group_size, w.bits)
-            nodes += n
-            inits += i
-            if tag == "res":
-                nodes += [
-                    P.node("Add", ["x", "r"], ["y"]),
-                    _norm_node("y", "h", eps),
-                ]
+            return _matmul_nbits(x, y, tag, blob, s, z, w.group_size, w.bits)
+
+        (res, res_w), (out, out_w) = product("a", "r", "res", w_res), product("h", "out", "out", w_out)
+        norm_node, norm_w = _norm("y", "h", norm, eps)
+        nodes = res + [P.node("Add", ["x", "r"], ["y"]), norm_node] + out
+        inits = res_w + out_w + [norm_w]
         d = w_res.shape[0]
         model = P.model(
             nodes,
@@ -396,7 +398,7 @@ class ResidualNormLinear:
             [P.value_info("y", ["rows", d]), P.value_info("out", ["rows", w_out.shape[0]])],
             {"": 17, "com.microsoft": 1},
         )
-        self.norm, self.eps, self.shape = norm, eps, w_out.shape
+        self.norm, self.eps = norm, eps
         self._run = runner(_session(model))
 
     def __call__(self, x: np.ndarray, a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
