@@ -152,7 +152,9 @@ class Backend:
 
     def quantize(self, w: Array, group_size: int, bits: int) -> QuantizedWeight:
         """The affine quantization of float matrix ``w [out, in]`` (MLX layout and rounding), computed now
-        (not lazily), so that ``w`` can be freed; give it to ``prepare_linear`` to compute with."""
+        (not lazily), so that ``w`` can be freed; give it to ``prepare_linear`` to compute with. A width that is
+        no multiple of ``group_size`` is a ValueError, or padded to whole groups where the backend computes
+        with such matrices (``QuantizedWeight.cols``); every backend's ``prepare_linear`` takes padded ones."""
         raise BackendError(f"Quantizing weights is not supported on the {self.name} backend.")
 
     def linear(self, x: Array, w: Array, b: Array | None = None) -> Array:

@@ -94,9 +94,10 @@ class MlxBackend(Backend):
     def embed(self, table, ids):
         idx = ids if isinstance(ids, mx.array) else mx.array(np.asarray(ids, dtype=np.int32))
         if isinstance(table, QuantizedWeight):
-            return mx.dequantize(
+            rows = mx.dequantize(
                 table.w[idx], table.scales[idx], table.biases[idx], group_size=table.group_size, bits=table.bits
             )
+            return rows[..., : table.shape[1]] if table.padded else rows
         return table[idx]
 
     def quantize(self, w, group_size, bits):
@@ -142,6 +143,8 @@ class MlxBackend(Backend):
             dt = x.dtype
             if self.cpu_quantized_f32 and dt != mx.float32:
                 x = x.astype(mx.float32)
+            if w.padded:  # a cached copy NumPy's quantizer padded to whole groups: zero columns meet the padding
+                x = mx.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, w.packed_cols - w.cols)])
             y = mx.quantized_matmul(x, w.w, w.scales, w.biases, transpose=True, group_size=w.group_size, bits=w.bits)
             y = y if b is None else y + b
             return y if y.dtype == dt else y.astype(dt)

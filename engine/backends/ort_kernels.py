@@ -162,7 +162,7 @@ def _affine_blocks(q, rows: slice | np.ndarray = slice(None), groups: slice = sl
     then only float rounding (under half an ulp of the group's largest value, below what dequantizing rounds
     itself), and leaving it out saves a third of a small product's time (~12 us of ~35, four more nodes)."""
     bits, gs = q.bits, q.group_size
-    in_dim = q.shape[1]
+    in_dim = q.packed_cols
     w = np.ascontiguousarray(np.asarray(q.w)[rows], dtype="<u4").view(np.uint8)
     blob = w.reshape(w.shape[0], in_dim // gs, gs * bits // 8)[:, groups]
     s = np.ascontiguousarray(np.asarray(q.scales, dtype=np.float32)[rows][:, groups])
@@ -176,16 +176,18 @@ def _affine_blocks(q, rows: slice | np.ndarray = slice(None), groups: slice = sl
     return np.ascontiguousarray(blob), s, z, rest, with_rest
 
 
-def _matmul_nbits(x: str, y: str, tag: str, blob, s, z, group_size: int, bits: int) -> tuple[list, list]:
+def _matmul_nbits(x: str, y: str, tag: str, blob, s, z, group_size: int, bits: int, k: int = 0) -> tuple[list, list]:
     """The ``MatMulNBits`` node ``y = x @ W^T`` over ``_affine_blocks`` parts, and its initializers (named
-    after ``tag``)."""
+    after ``tag``). ``k``: the width of ``x`` when the blocks are padded past it (``QuantizedWeight.cols``):
+    the kernel reads only the first ``k`` values of the last block, exactly as if ``x`` were padded with zeros
+    (tested)."""
     n, groups = s.shape
     node = P.node(
         "MatMulNBits",
         [x, tag + "B", tag + "S", tag + "Z"],
         [y],
         domain="com.microsoft",
-        K=groups * group_size,
+        K=k or groups * group_size,
         N=n,
         bits=bits,
         block_size=group_size,
@@ -231,23 +233,27 @@ class NBitsLinear(_RowChunks):
         bits: int,
         norm: np.ndarray | None = None,
         eps: float = 1e-5,
+        cols: int = 0,
     ):
         """``norm``: a layer norm weight (no bias) applied to ``x`` first, in every chunk's graph: the product of
-        ``layer_norm(x, norm, eps)`` (a pre-norm projection in one session run per chunk)."""
+        ``layer_norm(x, norm, eps)`` (a pre-norm projection in one session run per chunk). ``cols``: the real
+        width when the packed one is padded (``QuantizedWeight.cols``); ``x`` then has ``cols`` columns."""
         out_dim = w.shape[0]
-        in_dim = w.shape[1] * 32 // bits
-        if not supports(group_size, bits, in_dim):
-            raise ValueError(f"MatMulNBits cannot run {bits}-bit weights in groups of {group_size} over {in_dim}.")
+        packed = w.shape[1] * 32 // bits
+        if not supports(group_size, bits, packed):
+            raise ValueError(f"MatMulNBits cannot run {bits}-bit weights in groups of {group_size} over {packed}.")
         self.group_size, self.bits = group_size, bits
-        blob, s, z, rest, with_rest = _affine_blocks(QuantizedWeight(w, scales, biases, group_size, bits))
-        groups = in_dim // group_size
+        blob, s, z, rest, with_rest = _affine_blocks(QuantizedWeight(w, scales, biases, group_size, bits, cols))
+        groups, in_dim = packed // group_size, cols or packed
+        if with_rest and in_dim != packed:
+            raise ValueError("Padded weights with a float rest do not run on MatMulNBits.")
 
         x = "x" if norm is None else "xn"
         self.norm, self.eps = norm, eps
 
         def make(a: int, c: int) -> bytes:
             y = "y0" if with_rest else "y"
-            nodes, inits = _matmul_nbits(x, y, "", blob[a:c], s[a:c], z[a:c], group_size, bits)
+            nodes, inits = _matmul_nbits(x, y, "", blob[a:c], s[a:c], z[a:c], group_size, bits, in_dim)
             if norm is not None:
                 node, weight = _norm("x", "xn", norm, eps)
                 nodes.insert(0, node)
@@ -275,7 +281,8 @@ def gated_halves(up_gate, down) -> bool:
     at least two groups of ``down`` across the middle width."""
     f = down.shape[1]
     return (
-        up_gate.bits == down.bits
+        not (up_gate.padded or down.padded)
+        and up_gate.bits == down.bits
         and up_gate.shape == (2 * f, down.shape[0])
         and supports(up_gate.group_size, up_gate.bits, up_gate.shape[1])
         and supports(down.group_size, down.bits, f)
@@ -367,7 +374,7 @@ class GatedMlp:
 
 def fusable(w) -> bool:
     """Whether ``NBitsLinear`` ``w`` runs as one session with no float rest (so it can join a larger graph)."""
-    return isinstance(w, NBitsLinear) and len(w.bounds) == 2 and not w.with_rest and w.q is not None
+    return isinstance(w, NBitsLinear) and len(w.bounds) == 2 and not w.with_rest and w.q is not None and not w.q.padded
 
 
 class ResidualNormLinear:

@@ -26,10 +26,10 @@ class LayerPiece:
         sig, leaves = [], []
         for f, w in W.items():
             if isinstance(w, QuantizedWeight):
-                sig.append((f, w.group_size, w.bits))
+                sig.append((f, w.group_size, w.bits, w.cols))
                 leaves += [w.w, w.scales, w.biases]
             else:
-                sig.append((f, None if w is None else 0, None))
+                sig.append((f, None if w is None else 0, None, 0))
                 leaves += [] if w is None else [w]
         sig = tuple(sig)
         run = self.compiled.get(sig)
@@ -40,11 +40,11 @@ class LayerPiece:
 
 def _unflatten(sig, leaves) -> dict:
     W, i = {}, 0
-    for f, group, bits in sig:
+    for f, group, bits, cols in sig:
         if group is None:
             W[f] = None
         elif bits is None:
             W[f], i = leaves[i], i + 1
         else:
-            W[f], i = QuantizedWeight(leaves[i], leaves[i + 1], leaves[i + 2], group, bits), i + 3
+            W[f], i = QuantizedWeight(leaves[i], leaves[i + 1], leaves[i + 2], group, bits, cols), i + 3
     return W

@@ -3,7 +3,10 @@
 A ``QuantizedWeight`` is what mlx-community checkpoints store and what ``Backend.quantize`` returns: an
 ``[out, in]`` matrix cut into groups of ``group_size`` columns, each value ``q`` (``bits`` wide) standing for
 ``q * scale + bias`` of its group; the values are packed least significant bit first into uint32 words, a
-continuous little-endian bit stream along each row (so 3, 5 and 6-bit values may straddle words).
+continuous little-endian bit stream along each row (so 3, 5 and 6-bit values may straddle words). A matrix
+whose width is no multiple of the group (Moonshine small's encoder: 620 and 2480 columns) may be padded with
+zero columns to whole groups (``quantize_affine(pad=True)``, NumPy's quantizer); ``cols`` then keeps the real
+width, which is what ``shape`` reports and what a product multiplies (MLX checkpoints are never padded).
 
 Models never look inside: they load it (``load_affine``), hand it to ``Backend.prepare_linear`` and call
 ``Backend.linear``; each backend chooses the form it computes with (MLX: packed, ``mx.quantized_matmul``;
@@ -27,18 +30,30 @@ _ROWS_PER_BLOCK = 256  # rows unpacked at a time (bounds the temporaries for lar
 
 @dataclass
 class QuantizedWeight:
-    """An affine-quantized ``[out, in]`` matrix: packed ``w`` (uint32 ``[out, in * bits / 32]``), per-group
-    ``scales`` and ``biases`` (``[out, in / group_size]``), as backend or NumPy arrays."""
+    """An affine-quantized ``[out, in]`` matrix: packed ``w`` (uint32 ``[out, packed * bits / 32]``), per-group
+    ``scales`` and ``biases`` (``[out, packed / group_size]``), as backend or NumPy arrays; ``cols``: the real
+    width ``in`` when the packed width is padded past it with zero columns (0: not padded)."""
 
     w: Any
     scales: Any
     biases: Any
     group_size: int
     bits: int
+    cols: int = 0
+
+    @property
+    def packed_cols(self) -> int:
+        """The stored width, whole groups (``in`` plus any padding)."""
+        return self.w.shape[1] * 32 // self.bits
 
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.w.shape[0], self.w.shape[1] * 32 // self.bits)
+        """``(out, in)``: the matrix it stands for (without the padding)."""
+        return (self.w.shape[0], self.cols or self.packed_cols)
+
+    @property
+    def padded(self) -> bool:
+        return 0 < self.cols < self.packed_cols
 
 
 def load_affine(B, store, base: str, shape: tuple[int, int]) -> QuantizedWeight:
@@ -67,8 +82,9 @@ def unpack(w: np.ndarray, bits: int, n: int) -> np.ndarray:
 
 def dequantize(q: QuantizedWeight) -> np.ndarray:
     """The float32 ``[out, in]`` matrix ``q`` stands for, ``value * scale + bias`` in float32 (bit-identical
-    to ``mx.dequantize`` with float32 scales and biases). ``q`` holds NumPy arrays."""
-    out_dim, in_dim = q.shape
+    to ``mx.dequantize`` with float32 scales and biases, whose padding columns it leaves out). ``q`` holds
+    NumPy arrays."""
+    out_dim, in_dim = q.w.shape[0], q.packed_cols
     scales = np.asarray(q.scales, dtype=np.float32)
     biases = np.asarray(q.biases, dtype=np.float32)
     groups = in_dim // q.group_size
@@ -79,16 +95,21 @@ def dequantize(q: QuantizedWeight) -> np.ndarray:
         vals *= scales[a:b, :, None]
         vals += biases[a:b, :, None]
         full[a:b] = vals.reshape(b - a, in_dim)
-    return full
+    return np.ascontiguousarray(full[:, : q.shape[1]]) if q.padded else full
 
 
-def quantize_affine(w: np.ndarray, group_size: int, bits: int) -> QuantizedWeight:
+def quantize_affine(w: np.ndarray, group_size: int, bits: int, pad: bool = False) -> QuantizedWeight:
     """MLX's affine quantization of float32 ``w [out, in]`` (``in`` a multiple of ``group_size``; bits 2, 4 or 8),
     in NumPy: bit-identical to ``mlx.core.quantize`` on float32 input (the same float32 operations in the same
     order: range over the group, the scale nudged so that the edge of larger magnitude is exact, round half to
-    even), so a cached copy reads the same on either backend. NumPy has no such routine."""
+    even), so a cached copy reads the same on either backend. NumPy has no such routine. ``pad``: a width that
+    is no multiple of the group is first padded with zero columns to whole groups (``cols`` keeps it), which is
+    exactly ``mlx.core.quantize`` of the padded matrix; else it is a ValueError."""
     w = np.asarray(w, dtype=np.float32)
-    out_dim, in_dim = w.shape
+    out_dim, cols = w.shape
+    if pad and cols % group_size:
+        w = np.concatenate([w, np.zeros((out_dim, -cols % group_size), np.float32)], axis=1)
+    in_dim = w.shape[1]
     if in_dim % group_size or 32 % bits:
         raise ValueError(f"Cannot quantize {in_dim} columns in groups of {group_size} at {bits} bits.")
     groups, per_word = in_dim // group_size, 32 // bits
@@ -112,4 +133,4 @@ def quantize_affine(w: np.ndarray, group_size: int, bits: int) -> QuantizedWeigh
         q = q.reshape(q.shape[0], -1, per_word) << shifts
         packed[a : a + _ROWS_PER_BLOCK] = np.bitwise_or.reduce(q, axis=-1)
         scales[a : a + _ROWS_PER_BLOCK], biases[a : a + _ROWS_PER_BLOCK] = scale, bias
-    return QuantizedWeight(packed, scales, biases, group_size, bits)
+    return QuantizedWeight(packed, scales, biases, group_size, bits, cols if cols < in_dim else 0)

@@ -1,12 +1,14 @@
 """Quantization on load, for every family: affine 4/6/8-bit matrices (``Backend.quantize``, MLX layout),
 cached as a safetensors file next to nothing the user owns (platformdirs user cache, keyed by the
-checkpoint file's path, size and mtime, the bit width, the group size and the family's list of matrices),
-so the next start loads the converted matrices directly instead of converting again.
+checkpoint file's path, size and mtime, the bit width, the group size, the layout version and the family's
+list of matrices), so the next start loads the converted matrices directly instead of converting again.
 
 A family names its matrices as ``(canonical name, owner object, attribute)`` targets; each target's float
-matrix is replaced by ``Backend.prepare_linear`` of its quantized form, in groups of 64 columns, or 32 or 16
-where 64 does not divide the width and the backend takes them (MLX: 32; NumPy's kernels: both); a matrix no
-group fits stays in float.
+matrix is replaced by ``Backend.prepare_linear`` of its quantized form, in groups of 64 columns. Where 64 does
+not divide the width, the backend chooses (``Backend.quantize``): NumPy pads the last group with zero columns
+when that costs little or nothing else fits (``QuantizedWeight.cols``, saved as ``<name>.cols``: Moonshine
+small's 620 and 2480-wide encoder matrices), else it and MLX take groups of 32 or 16; a matrix no group fits
+stays in float. The copy is shared by the backends: each computes with what the other wrote.
 """
 
 from __future__ import annotations
@@ -25,12 +27,17 @@ GROUP = 64
 GROUPS = (GROUP, 32, 16)
 
 
-def cache_path(weights_file: Path, bits: int, tag: str = "") -> Path:
+LAYOUT = 2  # 2: padded widths (QuantizedWeight.cols), which a version 1 reader would take for wider matrices
+
+
+def cache_path(weights_file: Path, bits: int, tag: str = "", layout: int = LAYOUT) -> Path:
     """Where the quantized copy of ``weights_file`` at ``bits`` lives (``tag`` tells target lists apart)."""
     from platformdirs import user_cache_dir
 
     st = weights_file.stat()
     key = f"{weights_file.resolve()}|{st.st_size}|{st.st_mtime_ns}|{bits}|{GROUP}|{tag}"
+    if layout > 1:
+        key += f"|{layout}"
     digest = hashlib.sha1(key.encode()).hexdigest()
     return Path(user_cache_dir("livecap")) / "quantized" / f"{digest[:20]}.safetensors"
 
@@ -44,24 +51,24 @@ def quantize_targets(
     B, targets: list[tuple[str, object, str]], bits: int, weights_file: Path | None = None, tag: str = ""
 ) -> bool:
     """Quantize the float matrices ``targets`` in place on backend ``B``; True when a cached copy was used."""
-    targets = [
-        t
-        for t in targets
-        if not isinstance(getattr(t[1], t[2]), QuantizedWeight)
-        and any(getattr(t[1], t[2]).shape[-1] % g == 0 for g in GROUPS)
-    ]
+    targets = [t for t in targets if not isinstance(getattr(t[1], t[2]), QuantizedWeight)]
     path = cache_path(weights_file, bits, tag) if weights_file is not None else None
     if path is not None and path.is_file():
         try:
             store = TensorStore(read_header(path), path.name)
             if all(f"{n}.scales" in store or f"{n}.float" in store for n, _, _ in targets):
                 loaded = []
-                for n, _, _ in targets:
+                for n, owner, attr in targets:
                     if f"{n}.float" in store:
                         loaded.append(None)
                         continue
                     w, s, b = (B.load(store, f"{n}.{k}") for k in ("weight", "scales", "biases"))
-                    loaded.append(QuantizedWeight(w, s, b, _group(bits, w, s), bits))
+                    q = QuantizedWeight(w, s, b, _group(bits, w, s), bits)
+                    if f"{n}.cols" in store:  # padded to whole groups
+                        q.cols = int(store.raw(f"{n}.cols")[0])
+                    if q.shape != tuple(getattr(owner, attr).shape):
+                        raise ValueError(f"The cached {n} does not fit its matrix.")
+                    loaded.append(q)
                 for (_, owner, attr), q in zip(targets, loaded):
                     if q is not None:
                         setattr(owner, attr, B.prepare_linear(q))
@@ -72,7 +79,7 @@ def quantize_targets(
     for n, owner, attr in targets:
         w = getattr(owner, attr)
         q = None
-        for g in (g for g in GROUPS if w.shape[-1] % g == 0):
+        for g in GROUPS:  # NumPy pads the first; MLX refuses widths a group does not divide
             try:
                 q = B.quantize(w, g, bits)
                 setattr(owner, attr, B.prepare_linear(q))
@@ -83,12 +90,15 @@ def quantize_targets(
             saved[f"{n}.float"] = np.zeros(1, np.float32)  # stays float (recorded so the cache is complete)
         else:
             saved.update({f"{n}.weight": q.w, f"{n}.scales": q.scales, f"{n}.biases": q.biases})
+            if q.padded:
+                saved[f"{n}.cols"] = np.array([q.cols], np.int64)
     if path is not None and saved:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp.safetensors")
             B.save_tensors(tmp, saved)
             os.replace(tmp, path)
+            cache_path(weights_file, bits, tag, layout=1).unlink(missing_ok=True)  # the copy this one replaces
         except (OSError, LivecapError):
             pass  # no cache is only slower
     return False
