@@ -35,7 +35,7 @@ for p in (ROOT, HERE):
 import _common  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "models"
-AUDIO = ROOT.parent.parent / "shared" / "audio"
+AUDIO = ROOT.parent / "shared" / "audio"  # the checkout sits beside shared/
 
 
 def clips(seconds: float) -> dict[str, object]:
