@@ -53,6 +53,7 @@ class QuantizedWeight:
 
     @property
     def padded(self) -> bool:
+        """Whether the stored width runs past the real one (a product must feed the padding zeros)."""
         return 0 < self.cols < self.packed_cols
 
 

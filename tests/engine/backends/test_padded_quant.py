@@ -159,3 +159,23 @@ def test_padded_matrices_are_cached_and_read_back_the_same(tmp_path, monkeypatch
     store_targets = [("m.620", third, "w600")]
     assert not Q.quantize_targets(B, store_targets, 8, ckpt, tag="t")
     assert third.w600.shape == (96, 600)
+
+
+def test_mlx_reads_a_cached_copy_numpy_padded(tmp_path, monkeypatch):
+    pytest.importorskip("mlx.core")
+    from engine.backends import get_backend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ckpt = tmp_path / "model.safetensors"
+    ckpt.write_bytes(b"weights")
+    npy, mlx = NumpyBackend(), get_backend("mlx")
+    first, targets = model_like([620])
+    w = first.w620.copy()
+    assert not Q.quantize_targets(npy, targets, 8, ckpt, tag="t")
+    second = SimpleNamespace(w620=w)
+    assert Q.quantize_targets(mlx, [("m.620", second, "w620")], 8, ckpt, tag="t")
+    assert second.w620.padded and second.w620.shape == (96, 620)
+    x = rng.standard_normal((2, 620)).astype(np.float32)
+    ref = x @ dequantize(first.w620.q).T
+    got = mlx.to_numpy(mlx.linear(mlx.asarray(x), second.w620))
+    np.testing.assert_allclose(got, ref, atol=1e-4 * np.abs(ref).max())
