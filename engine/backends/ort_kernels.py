@@ -101,6 +101,8 @@ class _RowChunks:
     ``a:b``. Matrices from ``SPLIT_BYTES`` are ``CHUNKS`` chunks (for ``cpu_pool``), from ``HALF_BYTES`` two
     where the platform has a ``cpu_twin`` (the second for the twin, set as ``twin``: one more session run
     costs ~10 us, 8 % of the Moonshine small 8-bit step when the caller computes both), smaller ones one.
+    Products of more rows than the twin takes (an encoder over a whole segment: compute-bound) run their
+    chunks over ``cpu_pool``'s threads.
     Chunks start at multiples of ``ALIGN``: ``MatMulNBits`` then computes every output column alike whatever
     the cut (tested), so results do not depend on the cut nor on who computes which chunk."""
 
@@ -147,7 +149,8 @@ class _RowChunks:
                 out[:, a:c] = theirs[at : at + rows * (c - a)].reshape(rows, c - a)
                 at += rows * (c - a)
 
-        cpu_twin.run_parts(self.twin, ticket, [job(i) for i in range(chunks)], half, place, self._threads)
+        threads = self._threads or rows > cpu_twin.MAX_ROWS
+        cpu_twin.run_parts(self.twin, ticket, [job(i) for i in range(chunks)], half, place, threads)
         return out
 
 

@@ -179,3 +179,23 @@ def test_mlx_reads_a_cached_copy_numpy_padded(tmp_path, monkeypatch):
     ref = x @ dequantize(first.w620.q).T
     got = mlx.to_numpy(mlx.linear(mlx.asarray(x), second.w620))
     np.testing.assert_allclose(got, ref, atol=1e-4 * np.abs(ref).max())
+
+
+def test_many_row_products_give_the_same_bits_on_one_thread_or_two(monkeypatch):
+    """An encoder over a whole segment (more rows than the twin takes) runs the chunks over cpu_pool."""
+    from engine.backends import cpu_pool
+
+    B = NumpyBackend()
+    w = B.prepare_linear(B.quantize(plain(1024, 620), 64, 8))
+    assert len(w.bounds) == 3  # two chunks
+    x = rng.standard_normal((200, 620)).astype(np.float32)
+    ran: list = []
+    real = cpu_pool.run
+    monkeypatch.setattr(cpu_pool, "run", lambda jobs: (ran.append(len(jobs)), real(jobs)))
+    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
+    shared = B.linear(x, w)
+    assert ran == [2]
+    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: True)
+    np.testing.assert_array_equal(B.linear(x, w), shared)
+    ref = x @ dequantize(w.q).T
+    np.testing.assert_allclose(shared, ref, atol=0.02 * np.abs(ref).max())
