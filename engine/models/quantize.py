@@ -87,7 +87,7 @@ def quantize_targets(
             except (ValueError, RuntimeError, LivecapError):
                 q = None  # this group size is not supported here: try the next
         if q is None:
-            saved[f"{n}.float"] = np.zeros(1, np.float32)  # stays float (recorded so the cache is complete)
+            saved[f"{n}.float"] = B.asarray(np.zeros(1, np.float32))  # stays float (so the cache is complete)
         else:
             saved.update({f"{n}.weight": q.w, f"{n}.scales": q.scales, f"{n}.biases": q.biases})
             if q.padded:
@@ -99,6 +99,6 @@ def quantize_targets(
             B.save_tensors(tmp, saved)
             os.replace(tmp, path)
             cache_path(weights_file, bits, tag, layout=1).unlink(missing_ok=True)  # the copy this one replaces
-        except (OSError, LivecapError):
+        except (OSError, RuntimeError, LivecapError):
             pass  # no cache is only slower
     return False

@@ -199,3 +199,21 @@ def test_many_row_products_give_the_same_bits_on_one_thread_or_two(monkeypatch):
     np.testing.assert_array_equal(B.linear(x, w), shared)
     ref = x @ dequantize(w.q).T
     np.testing.assert_allclose(shared, ref, atol=0.02 * np.abs(ref).max())
+
+
+def test_mlx_keeps_a_width_no_group_divides_in_float(tmp_path, monkeypatch):
+    """MLX cannot pad: a 620-wide matrix stays float there (and the cached copy says so)."""
+    pytest.importorskip("mlx.core")
+    from engine.backends import get_backend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ckpt = tmp_path / "model.safetensors"
+    ckpt.write_bytes(b"weights")
+    mlx = get_backend("mlx")
+    owner = SimpleNamespace(w620=mlx.asarray(plain(96, 620)), w640=mlx.asarray(plain(96, 640)))
+    targets = [("m.620", owner, "w620"), ("m.640", owner, "w640")]
+    assert not Q.quantize_targets(mlx, targets, 8, ckpt, tag="t")
+    assert not hasattr(owner.w620, "bits") and owner.w640.bits == 8
+    again = SimpleNamespace(w620=mlx.asarray(plain(96, 620)), w640=mlx.asarray(plain(96, 640)))
+    assert Q.quantize_targets(mlx, [("m.620", again, "w620"), ("m.640", again, "w640")], 8, ckpt, tag="t")
+    assert not hasattr(again.w620, "bits") and again.w640.bits == 8
