@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import struct
+from dataclasses import replace
 
 import numpy as np
 
@@ -352,13 +353,8 @@ class NumpyBackend(Backend):
         if isinstance(table, ort_kernels.NBitsLinear):
             q, rows = table.q, np.asarray(ids, dtype=np.int64).reshape(-1)
             return dequantize(
-                QuantizedWeight(
-                    np.asarray(q.w)[rows],
-                    np.asarray(q.scales)[rows],
-                    np.asarray(q.biases)[rows],
-                    q.group_size,
-                    q.bits,
-                    q.cols,
+                replace(
+                    q, w=np.asarray(q.w)[rows], scales=np.asarray(q.scales)[rows], biases=np.asarray(q.biases)[rows]
                 )
             )
         return super().embed(table, ids)

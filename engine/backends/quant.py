@@ -89,14 +89,15 @@ def dequantize(q: QuantizedWeight) -> np.ndarray:
     scales = np.asarray(q.scales, dtype=np.float32)
     biases = np.asarray(q.biases, dtype=np.float32)
     groups = in_dim // q.group_size
-    full = np.empty((out_dim, in_dim), np.float32)
+    cols = q.shape[1]
+    full = np.empty((out_dim, cols), np.float32)
     for a in range(0, out_dim, _ROWS_PER_BLOCK):
         b = min(out_dim, a + _ROWS_PER_BLOCK)
         vals = unpack(np.asarray(q.w[a:b]), q.bits, in_dim).astype(np.float32).reshape(b - a, groups, q.group_size)
         vals *= scales[a:b, :, None]
         vals += biases[a:b, :, None]
-        full[a:b] = vals.reshape(b - a, in_dim)
-    return np.ascontiguousarray(full[:, : q.shape[1]]) if q.padded else full
+        full[a:b] = vals.reshape(b - a, in_dim)[:, :cols]
+    return full
 
 
 def quantize_affine(w: np.ndarray, group_size: int, bits: int, pad: bool = False) -> QuantizedWeight:
