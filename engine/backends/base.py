@@ -210,6 +210,35 @@ class Backend:
         f = u.shape[-1] // 2
         return self.linear(self.silu(u[..., f:]) * u[..., :f], down, down_b)
 
+    def prepare_attention_block(
+        self,
+        w_in: Array,
+        w_out: Array,
+        heads: int,
+        kv_heads: int,
+        head_dim: int,
+        scale: float,
+        interleaved: bool | None = None,
+    ):
+        """A fused form of an attention block for ``self_attention_block`` (``interleaved`` not None: ``w_in``
+        stacks the q, k and v rows, RoPE of that kind) or ``cross_attention_block`` (``w_in``: the q rows), with
+        ``w_out`` the output projection; or None where this backend computes the block as separate ops (the
+        default; the caller then uses those). A form may reuse the matrices' memory: after a form is returned,
+        ``w_in`` and ``w_out`` must not be used as they were."""
+        return None
+
+    def self_attention_block(self, h: Array, block, k: Array, v: Array, start: int, cos: Array, sin: Array):
+        """``(y, k, v)``: ``y [n, out]`` the output projection of a causal self-attention for ``h [n, in]`` at
+        positions ``start..`` (queries, keys and values from ``h``, q and k rotated by ``cos, sin [n, F]``),
+        after writing the new keys and values into the caches ``k, v [Hkv, capacity, hd]`` at those positions;
+        ``k, v`` updated (in place where the library allows). ``block`` from ``prepare_attention_block``."""
+        raise NotImplementedError("This backend has no fused attention blocks (prepare_attention_block said so).")
+
+    def cross_attention_block(self, h: Array, block, k: Array, v: Array, mask: Array | None = None) -> Array:
+        """``y [n, out]``: the output projection of an attention of the queries from ``h [n, in]`` over ``k, v
+        [Hkv, T, hd]`` (``mask [n, T]`` boolean, True = may attend). ``block`` from ``prepare_attention_block``."""
+        raise NotImplementedError("This backend has no fused attention blocks (prepare_attention_block said so).")
+
     def prepare_residual_norm_linear(self, w_res: Array, norm: Array, eps: float, w_out: Array) -> tuple:
         """The forms ``residual_norm_linear`` computes with, from weights ``prepare_linear`` returned: ``(w_res,
         w_out)``, unchanged here; a backend may fuse the three steps into one object (then returned twice)."""

@@ -56,7 +56,7 @@ MAX_CHUNKS = 64
 ARENA_BYTES = 256 << 20  # shared memory for attention K/V (virtual: pages cost memory once written)
 GO, DONE, STATE, SERVED = 0, 8, 16, 24  # int64 slots of the control block (a cache line apart)
 WEIGHT, ROWS, K, STEP, NCHUNKS, KIND, EDGES = 32, 33, 34, 35, 36, 37, 40
-PRODUCT, ATTENTION = 0, 1  # KIND; an attention's fields sit where a product's edges do:
+PRODUCT, ATTENTION, BLOCK = 0, 1, 2  # KIND; an attention's fields sit where a product's edges do:
 H0, TQ, SCALE, K_AT, V_AT, KV_LAYOUT = range(EDGES, EDGES + 6)  # K's, V's shapes and strides from KV_LAYOUT
 RUNNING, PARKED = 0, 1
 CTRL_BYTES = 8 * (EDGES + 2 * MAX_CHUNKS + 8)
@@ -80,6 +80,7 @@ class Twin:
         self._stale = False  # registered weights the twin does not know yet
         self.failed = not enabled()
         self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
+        self._layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # submit_block's, per block
         if not self.failed:
             try:
                 self.arena = SharedArena(ARENA_BYTES)
@@ -149,6 +150,52 @@ class Twin:
         c[SCALE : SCALE + 1].view(np.float64)[0] = scale
         c[KV_LAYOUT : KV_LAYOUT + 12] = [*k.shape, *k.strides, *v.shape, *v.strides]
         return self._go(xs)
+
+    def submit_block(self, block, inputs: list[np.ndarray], arrays: list[np.ndarray], ints: list[int]):
+        """Hand ``block.run_half(1, inputs, arrays, ints)`` to the twin (a registered block, as
+        ``numpy_blocks.SplitAttention``): ``inputs`` float32 arrays copied to it (it sees them flat),
+        ``arrays`` 3-D float32 arrays in ``arena`` that it reads and may write, ``ints`` its parameters.
+        Returns a ticket for ``collect`` (the result: ``[rows of inputs[0], block.shape[0]]``, flat), or None
+        when the caller must compute that half too."""
+        layout = self._layout(block, arrays)
+        if layout is None or len(ints) > 16 or not self._claim():
+            return None
+        i = self._index(block)
+        sizes = [a.size for a in inputs]
+        if i is None or sum(sizes) > self._x.size or block.shape[0] * inputs[0].shape[0] > self._y.size:
+            self._lock.release()
+            return None
+        c, x, pos = self._ctrl, self._x, 0
+        for a, n in zip(inputs, sizes):
+            x[pos : pos + n] = a.reshape(-1)
+            pos += n
+        head = [len(inputs), *sizes]
+        c[KIND], c[WEIGHT] = BLOCK, i
+        at = EDGES + len(head)
+        c[EDGES:at] = head
+        c[at : at + len(layout)] = layout
+        at += len(layout)
+        c[at : at + 1 + len(ints)] = [len(ints), *ints]
+        return self._go(None)
+
+    def _layout(self, block, arrays: list[np.ndarray]):
+        """The control fields that tell the twin where ``arrays`` lie in the arena (remembered per block for
+        the arrays it had last: a decoder layer's caches and cross K/V stay the same step after step), or
+        None when one of them is not in the arena."""
+        last = self._layouts.get(block)
+        if last is not None and len(last[0]) == len(arrays) and all(a is b for a, b in zip(last[0], arrays)):
+            return last[1]
+        if self.arena is None or len(arrays) > 4:
+            return None
+        fields = [len(arrays)]
+        for a in arrays:
+            at = self.arena.locate(a)
+            if at is None or a.ndim != 3 or min(a.strides) <= 0:
+                return None
+            fields += [at, *a.shape, *a.strides]
+        layout = np.array(fields, np.int64)
+        self._layouts[block] = (tuple(arrays), layout)
+        return layout
 
     def _claim(self) -> bool:
         """Take the twin for one job (forking it first where needed); False when the caller must go alone."""
@@ -350,6 +397,11 @@ def _serve(ctrl, xbuf, ybuf, weights, arena, rfd: int, ppid: int) -> None:
             ctrl[SERVED] += 1
             ctrl[DONE] = last
             continue
+        if ctrl[KIND] == BLOCK:
+            _block(ctrl, xbuf, ybuf, arena, weights[int(ctrl[WEIGHT])])
+            ctrl[SERVED] += 1
+            ctrl[DONE] = last
+            continue
         w = weights[int(ctrl[WEIGHT])]
         rows, k, step, n = int(ctrl[ROWS]), int(ctrl[K]), int(ctrl[STEP]), int(ctrl[NCHUNKS])
         edges = [int(e) for e in ctrl[EDGES : EDGES + n + 1]]
@@ -381,3 +433,19 @@ def _attend(ctrl, xbuf, ybuf, arena) -> None:
     q = xbuf[: (h1 - h0) * tq * d].reshape(h1 - h0, tq, d)
     out = ybuf[: (h1 - h0) * tq * dv].reshape(h1 - h0, tq, dv)
     numpy_attention.dense(q, k[h0:h1], v[h0:h1], scale, None, out)
+
+
+def _block(ctrl, xbuf, ybuf, arena, block) -> None:
+    """The twin's half of a block (``Twin.submit_block``): the same code as the caller's half."""
+    f = iter(int(e) for e in ctrl[EDGES : EDGES + 2 * MAX_CHUNKS])
+    inputs, at = [], 0
+    for size in [next(f) for _ in range(next(f))]:
+        inputs.append(xbuf[at : at + size])
+        at += size
+    arrays = []
+    for _ in range(next(f)):
+        o, shape, strides = next(f), (next(f), next(f), next(f)), (next(f), next(f), next(f))
+        arrays.append(arena.view(o, shape, strides))
+    ints = [next(f) for _ in range(next(f))]
+    y = block.run_half(1, inputs, arrays, ints)
+    ybuf[: y.size] = y.reshape(-1)

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import memory
 from ..errors import ModelError
-from . import cpu_pool, cpu_twin, heap, numpy_attention, ort_kernels, ort_ops
+from . import cpu_pool, cpu_twin, heap, numpy_attention, numpy_blocks, ort_kernels, ort_ops
 from .base import Backend
 from .blas import BlasThreads
 from .quant import QuantizedWeight, dequantize, quantize_affine
@@ -122,6 +122,7 @@ class NumpyBackend(Backend):
         self.twin = cpu_twin.Twin()  # a forked helper process for few-row products (where the platform allows)
         self.kernels = ort_kernels.available() if kernels is None else kernels
         self._ones_cache: dict[int, np.ndarray] = {}
+        self._last_rotation = None  # (cos, sin, cos + i sin) of the last self_attention_block
 
     def prepare_linear(self, w):
         if isinstance(w, QuantizedWeight):
@@ -166,6 +167,15 @@ class NumpyBackend(Backend):
         return self._op("layer_norm", float(eps), False) is not None
 
     def prepare_gated_mlp(self, up_gate, up_gate_b, down, down_b, norm=None, eps=1e-5):
+        if isinstance(up_gate, np.ndarray) and isinstance(down, np.ndarray):
+            try:
+                mlp = numpy_blocks.SplitMlp(up_gate, up_gate_b, down, down_b)
+            except ValueError:  # an odd middle width or a read-only matrix: uncut
+                return up_gate, up_gate_b, down, down_b
+            if cpu_twin.enabled():
+                self.twin.register(mlp)
+                mlp.twin = self.twin
+            return mlp, None, mlp, None
         if not (
             isinstance(up_gate, ort_kernels.NBitsLinear)
             and isinstance(down, ort_kernels.NBitsLinear)
@@ -184,12 +194,41 @@ class NumpyBackend(Backend):
         return mlp, None, mlp, None
 
     def gated_mlp(self, x, up_gate, up_gate_b, down, down_b, norm=None, eps=1e-5, dtype="float32"):
-        if isinstance(up_gate, ort_kernels.GatedMlp):
+        if isinstance(up_gate, (ort_kernels.GatedMlp, numpy_blocks.SplitMlp)):
             if up_gate.norm is None and norm is not None:  # fused without it: the norm first, as the generic op
                 x, norm = self._normed(x, norm, eps, dtype), None
             _check_norm(up_gate, norm, eps)
             return up_gate(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], up_gate.shape[0])
         return super().gated_mlp(x, up_gate, up_gate_b, down, down_b, norm, eps, dtype)
+
+    def prepare_attention_block(self, w_in, w_out, heads, kv_heads, head_dim, scale, interleaved=None):
+        try:
+            block = numpy_blocks.SplitAttention(w_in, w_out, heads, kv_heads, head_dim, scale, interleaved)
+        except ValueError:  # quantized, odd head counts: separate ops
+            return None
+        if cpu_twin.enabled():
+            self.twin.register(block)
+            block.twin = self.twin
+        return block
+
+    def self_attention_block(self, h, block, k, v, start, cos, sin):
+        lead = h.shape[:-1]
+        y = block(h.reshape(-1, h.shape[-1]), k, v, start, self._rotation(cos, sin))
+        return y.reshape(*lead, -1), k, v
+
+    def _rotation(self, cos, sin) -> np.ndarray:
+        """``cos + i sin`` as complex64 ``[n, F]`` (``numpy_blocks.rotate``), made once for all the layers of a
+        step (they pass the same ``cos`` and ``sin``)."""
+        last = self._last_rotation
+        if last is None or last[0] is not cos or last[1] is not sin:
+            rot = np.empty(cos.shape, np.complex64)
+            rot.real, rot.imag = cos, sin
+            last = self._last_rotation = cos, sin, rot
+        return last[2]
+
+    def cross_attention_block(self, h, block, k, v, mask=None):
+        lead = h.shape[:-1]
+        return block(h.reshape(-1, h.shape[-1]), k, v, mask=mask).reshape(*lead, -1)
 
     def prepare_residual_norm_linear(self, w_res, norm, eps, w_out):
         if ort_kernels.fusable(w_res) and ort_kernels.fusable(w_out) and self._ln_op(eps):

@@ -47,4 +47,5 @@ def load(
         from .quantize import quantize_model
 
         model.cache_hit = quantize_model(model, quantize, next(iter(store.infos.values())).path)
+    model.prepare_blocks()
     return model

@@ -55,6 +55,7 @@ class DecoderLayer:
     fc1_b: object
     fc2: object
     fc2_b: object
+    blocks: tuple | None = None  # the backend's fused (self, cross) attention blocks, when it has them
 
 
 class MoonshineModel:
@@ -173,6 +174,29 @@ class MoonshineModel:
         self.dec_cross_in = LayerPiece(B, self._dec_cross_in_fn, ("o", "ln_post", "xq"))
         self.dec_out = LayerPiece(B, self._dec_out_fn, ("xo", "ln_final", "fc1", "fc1_b", "fc2", "fc2_b"))
 
+    def prepare_blocks(self) -> None:
+        """Give the decoder's blocks the backend's fused forms where it has them (after any quantization): each
+        layer norm with the product after it, the self-attention's output projection with the cross-attention
+        query, the gated MLP as one block (``Backend.prepare_norm_linear``, ``prepare_residual_norm_linear``,
+        ``prepare_gated_mlp``); or, where the backend has them, each attention with its projections as one block
+        (``prepare_attention_block``: NumPy's float32 blocks cut by heads). Once only: the matrices it is given
+        may be rearranged."""
+        B, c = self.B, self.cfg
+        heads = (c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.head_dim**-0.5)
+        for layer in self.dec_layers:
+            own = B.prepare_attention_block(layer.qkv, layer.o, *heads, interleaved=True)
+            if own is not None:
+                cross = B.prepare_attention_block(layer.xq, layer.xo, *heads)
+                if cross is None:  # the two blocks have the same heads: a backend takes both or neither
+                    raise ValueError("The backend fused the self-attention block but not the cross-attention one.")
+                layer.blocks = own, cross
+            else:
+                layer.qkv = B.prepare_norm_linear(layer.ln_in, 1e-5, layer.qkv)
+                layer.o, layer.xq = B.prepare_residual_norm_linear(layer.o, layer.ln_post, 1e-5, layer.xq)
+            layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b = B.prepare_gated_mlp(
+                layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b, layer.ln_final, 1e-5
+            )
+
     # ---- sessions -----------------------------------------------------------------------------
     def start_session(
         self,
@@ -288,8 +312,15 @@ class MoonshineModel:
         """Residual after cross-attention ``attn [Hq, n, hd]``, then the gated SiLU MLP block."""
         B = self.B
         x = x + B.linear(attn.transpose(1, 0, 2).reshape(x.shape[0], -1), W["xo"])
-        mlp = W["fc1"], W["fc1_b"], W["fc2"], W["fc2_b"]  # fc1: up rows, then gate rows
-        return x + B.gated_mlp(x, *mlp, norm=W["ln_final"], eps=1e-5, dtype=self.dtype)
+        return self._dec_mlp(x, W["fc1"], W["fc1_b"], W["fc2"], W["fc2_b"], W["ln_final"])
+
+    def _dec_mlp(self, x, fc1, fc1_b, fc2, fc2_b, norm):
+        """The residual gated SiLU MLP block of a decoder layer (fc1: up rows, then gate rows)."""
+        return x + self.B.gated_mlp(x, fc1, fc1_b, fc2, fc2_b, norm=norm, eps=1e-5, dtype=self.dtype)
+
+    def _normed(self, x, norm):
+        """A decoder block's normed input in the compute dtype."""
+        return self.B.astype(self.B.layer_norm(x, norm, None, 1e-5), self.dtype)
 
     # ---- encoder ------------------------------------------------------------------------------
     def encode(self, audio: np.ndarray):
@@ -352,8 +383,8 @@ class MoonshineModel:
         dt = self.dtype
         return [
             [
-                B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
-                B.zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
+                B.kv_zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
+                B.kv_zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
             ]
             for _ in self.dec_layers
         ]
@@ -388,6 +419,13 @@ class MoonshineModel:
             xmask = B.asarray(np.broadcast_to(mem_valid, (n, len(mem_valid))))
         scale = c.head_dim**-0.5
         for layer, kv, (xk, xv) in zip(self.dec_layers, cache, xkv):
+            if layer.blocks is not None:
+                own, cross = layer.blocks
+                y, kv[0], kv[1] = B.self_attention_block(self._normed(x, layer.ln_in), own, *kv, start, cos, sin)
+                x = x + y
+                x = x + B.cross_attention_block(self._normed(x, layer.ln_post), cross, xk, xv, xmask)
+                x = self._dec_mlp(x, layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b, layer.ln_final)
+                continue
             q, k, v = self.dec_self_in(layer, x, cos, sin)
             kv[0] = B.write(kv[0], (slice(None), slice(start, start + n)), k)
             kv[1] = B.write(kv[1], (slice(None), slice(start, start + n)), v)

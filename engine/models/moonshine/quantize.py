@@ -25,16 +25,6 @@ def targets(model) -> list[tuple[str, object, str]]:
 
 
 def quantize_model(model, bits: int, weights_file: Path | None = None) -> bool:
-    """Quantize ``model``'s matrices in place; True when a cached copy was used. The decoder's blocks then take
-    the backend's fused forms where it has them: each layer norm with the product after it, the self-attention's
-    output projection with the cross-attention query (``Backend.prepare_norm_linear``,
-    ``prepare_residual_norm_linear``, ``prepare_gated_mlp``)."""
-    hit = quantize_targets(model.B, targets(model), bits, weights_file, tag="moonshine")
-    B = model.B
-    for layer in model.dec_layers:
-        layer.qkv = B.prepare_norm_linear(layer.ln_in, 1e-5, layer.qkv)
-        layer.o, layer.xq = B.prepare_residual_norm_linear(layer.o, layer.ln_post, 1e-5, layer.xq)
-        layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b = B.prepare_gated_mlp(
-            layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b, layer.ln_final, 1e-5
-        )
-    return hit
+    """Quantize ``model``'s matrices in place (before ``MoonshineModel.prepare_blocks``); True when a cached
+    copy was used."""
+    return quantize_targets(model.B, targets(model), bits, weights_file, tag="moonshine")

@@ -8,6 +8,7 @@ import pytest
 
 from engine.backends import onnx_proto as P
 from engine.backends import ort_kernels
+from engine.backends.numpy_blocks import SplitMlp
 from engine.backends.quant import QuantizedWeight, dequantize, quantize_affine
 
 rng = np.random.default_rng(7)
@@ -175,8 +176,9 @@ def test_the_numpy_backend_fuses_only_mlx_quantized_pairs():
     b1, b2 = rng.standard_normal(2 * f).astype(np.float32), rng.standard_normal(d).astype(np.float32)
     x = rng.standard_normal((2, d)).astype(np.float32)
     fl = B.prepare_gated_mlp(B.prepare_linear(w1), b1, B.prepare_linear(w2), b2)
-    assert fl[0] is not fl[2]  # float32 stays as it is: the reference path
-    exact = B.gated_mlp(x, *fl)
+    assert isinstance(fl[0], SplitMlp)  # float32: cut in halves of the middle width (numpy_blocks), not quantized
+    exact = Backend_gated_mlp(B, x, w1, b1, w2, b2)  # the uncut float32 block
+    assert np.abs(B.gated_mlp(x, *fl) - exact).max() <= 1e-5 * np.abs(exact).max()
     q1, q2 = B.quantize(w1, 64, 8), B.quantize(w2, 64, 8)
     fused = B.prepare_gated_mlp(B.prepare_linear(q1), b1, B.prepare_linear(q2), b2)
     assert isinstance(fused[0], ort_kernels.GatedMlp) and fused[0] is fused[2] and fused[1] is None
