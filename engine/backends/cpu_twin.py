@@ -379,7 +379,7 @@ def _serve(ctrl, xbuf, ybuf, weights, arena, rfd: int, ppid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's; the twin ends with it
     os.closerange(3, rfd)
     os.closerange(rfd + 1, 1 << 16)
-    last = 0
+    last, views = 0, {}
     clock = time.monotonic
     while True:
         idle_until = clock() + SPIN_S
@@ -398,7 +398,7 @@ def _serve(ctrl, xbuf, ybuf, weights, arena, rfd: int, ppid: int) -> None:
             ctrl[DONE] = last
             continue
         if ctrl[KIND] == BLOCK:
-            _block(ctrl, xbuf, ybuf, arena, weights[int(ctrl[WEIGHT])])
+            _block(ctrl, xbuf, ybuf, arena, weights[int(ctrl[WEIGHT])], views)
             ctrl[SERVED] += 1
             ctrl[DONE] = last
             continue
@@ -435,17 +435,23 @@ def _attend(ctrl, xbuf, ybuf, arena) -> None:
     numpy_attention.dense(q, k[h0:h1], v[h0:h1], scale, None, out)
 
 
-def _block(ctrl, xbuf, ybuf, arena, block) -> None:
-    """The twin's half of a block (``Twin.submit_block``): the same code as the caller's half."""
-    f = iter(int(e) for e in ctrl[EDGES : EDGES + 2 * MAX_CHUNKS])
-    inputs, at = [], 0
-    for size in [next(f) for _ in range(next(f))]:
+def _block(ctrl, xbuf, ybuf, arena, block, views: dict) -> None:
+    """The twin's half of a block (``Twin.submit_block``): the same code as the caller's half. ``views``: the
+    arena arrays seen so far, by their place (a decoder's caches come back step after step)."""
+    f = ctrl[EDGES : EDGES + 2 * MAX_CHUNKS].tolist()
+    n, at, inputs = f[0], 0, []
+    for size in f[1 : 1 + n]:
         inputs.append(xbuf[at : at + size])
         at += size
-    arrays = []
-    for _ in range(next(f)):
-        o, shape, strides = next(f), (next(f), next(f), next(f)), (next(f), next(f), next(f))
-        arrays.append(arena.view(o, shape, strides))
-    ints = [next(f) for _ in range(next(f))]
-    y = block.run_half(1, inputs, arrays, ints)
+    p, arrays = 2 + n, []
+    for _ in range(f[1 + n]):
+        where = tuple(f[p : p + 7])
+        a = views.get(where)
+        if a is None:
+            if len(views) > 4096:
+                views.clear()
+            a = views[where] = arena.view(where[0], where[1:4], where[4:7])
+        arrays.append(a)
+        p += 7
+    y = block.run_half(1, inputs, arrays, f[p + 1 : p + 1 + f[p]])
     ybuf[: y.size] = y.reshape(-1)
