@@ -183,7 +183,7 @@ class Twin:
         the arrays it had last: a decoder layer's caches and cross K/V stay the same step after step), or
         None when one of them is not in the arena."""
         last = self._layouts.get(block)
-        if last is not None and len(last[0]) == len(arrays) and all(a is b for a, b in zip(last[0], arrays)):
+        if last is not None and len(last[0]) == len(arrays) and all(a() is b for a, b in zip(last[0], arrays)):
             return last[1]
         if self.arena is None or len(arrays) > 4:
             return None
@@ -194,7 +194,7 @@ class Twin:
                 return None
             fields += [at, *a.shape, *a.strides]
         layout = np.array(fields, np.int64)
-        self._layouts[block] = (tuple(arrays), layout)
+        self._layouts[block] = (tuple(weakref.ref(a) for a in arrays), layout)  # not keeping them alive
         return layout
 
     def _claim(self) -> bool:

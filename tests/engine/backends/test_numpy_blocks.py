@@ -241,3 +241,21 @@ def test_a_model_decodes_as_with_its_separate_ops(monkeypatch):
     want = logits(plain)
     close(got, want, 1e-5)
     assert np.array_equal(got.argmax(-1), want.argmax(-1))
+
+
+@twin_only
+def test_the_twin_keeps_no_finished_decoders_caches_alive(B):
+    """The layouts it remembers per block must not hold the caches (their arena blocks go back when freed)."""
+    import gc
+    import weakref
+
+    block, _, _, kc, vc = self_case(B)
+    h, (cos, sin) = r(1, 320), rotation(1, 16)
+    served = B.twin.served()
+    B.self_attention_block(h, block, kc, vc, 0, cos, sin)
+    B.self_attention_block(h, block, kc, vc, 1, cos, sin)
+    assert B.twin.served() == served + 2
+    gone = weakref.ref(kc)
+    del kc, vc
+    gc.collect()
+    assert gone() is None
