@@ -380,14 +380,10 @@ class MoonshineModel:
     def new_self_cache(self, capacity: int) -> list[list]:
         """Empty self-attention K/V caches ``[Hkv, capacity, hd]`` for every decoder layer."""
         c, B = self.cfg, self.B
-        dt = self.dtype
-        return [
-            [
-                B.kv_zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
-                B.kv_zeros((c.num_key_value_heads, capacity, c.head_dim), dt),
-            ]
-            for _ in self.dec_layers
-        ]
+        shape, dt = (c.num_key_value_heads, capacity, c.head_dim), self.dtype
+        # fused blocks may compute half of their heads in a helper process: their caches go where it sees them
+        zeros = B.kv_zeros if self.dec_layers and self.dec_layers[0].blocks is not None else B.zeros
+        return [[zeros(shape, dt), zeros(shape, dt)] for _ in self.dec_layers]
 
     def causal(self, start: int, n: int):
         """Boolean ``[n, start + n]``: token ``start + i`` sees keys ``0 .. start + i``."""
