@@ -217,13 +217,13 @@ class NumpyBackend(Backend):
         return y.reshape(*lead, -1), k, v
 
     def _rotation(self, cos, sin) -> np.ndarray:
-        """``cos + i sin`` as complex64 ``[n, F]`` (``numpy_blocks.rotate``), made once for all the layers of a
-        step (they pass the same ``cos`` and ``sin``)."""
+        """``cos + i sin`` as float32 pairs ``[n, 2 F]`` (complex64 seen as float32, ``numpy_blocks.rotate``), made
+        once for all the layers of a step (they pass the same ``cos`` and ``sin``)."""
         last = self._last_rotation
         if last is None or last[0] is not cos or last[1] is not sin:
             rot = np.empty(cos.shape, np.complex64)
             rot.real, rot.imag = cos, sin
-            last = self._last_rotation = cos, sin, rot
+            last = self._last_rotation = cos, sin, rot.view(np.float32)
         return last[2]
 
     def cross_attention_block(self, h, block, k, v, mask=None):

@@ -153,31 +153,23 @@ class SplitAttention:
         return product(self._out[i], a.transpose(1, 0, 2).reshape(n, hs * hd))
 
     def __call__(self, h: np.ndarray, k: np.ndarray, v: np.ndarray, start: int = 0, rot=None, mask=None):
-        """``y [n, out]`` for ``h [n, in]``; a self-attention (``rot``: ``cos + i sin``, complex64 ``[n, F]``)
-        also writes its K/V rows into ``k``, ``v``."""
+        """``y [n, out]`` for ``h [n, in]``; a self-attention (``rot``: ``cos + i sin`` as float32 pairs ``[n,
+        2 F]``) also writes its K/V rows into ``k``, ``v``."""
         h = np.ascontiguousarray(h, dtype=np.float32)
         n = h.shape[0]
-        inputs, ints = [h], [n]
+        inputs, ints, arrays = [h], [n], [k, v]
         if self.interleaved is not None:
-            inputs.append(np.ascontiguousarray(rot, np.complex64).view(np.float32))
+            inputs.append(rot)
             ints.append(start)
         elif mask is not None:
             inputs.append(np.asarray(mask, np.float32))
-        few = n <= cpu_twin.MAX_ROWS
-        ticket = self.twin.submit_block(self, inputs, [k, v], ints) if self.twin is not None and few else None
-        shares: list = [None, None]
-
-        def job(i):
-            def run():
-                shares[i] = self.run_half(i, inputs, [k, v], ints)
-
-            return run
-
-        def place(theirs):
-            shares[1] = theirs[: n * self.shape[0]].reshape(n, self.shape[0])
-
-        cpu_twin.run_parts(self.twin, ticket, [job(0), job(1)], 1, place, threads=False)
-        return shares[0] + shares[1]
+        twin = self.twin if n <= cpu_twin.MAX_ROWS else None
+        ticket = twin.submit_block(self, inputs, arrays, ints) if twin is not None else None
+        mine = self.run_half(0, inputs, arrays, ints)
+        theirs = twin.collect(ticket) if ticket is not None else None
+        if theirs is None:  # no twin, or it did not answer in time: the second half here too
+            return mine + self.run_half(1, inputs, arrays, ints)
+        return mine + theirs[: mine.size].reshape(mine.shape)
 
 
 class SplitMlp:
