@@ -60,13 +60,6 @@ PAD_SHARE = 8  # a quantized matrix's width is padded to whole groups when that 
 ORT_SILU = 1 << 16  # SiLU over fewer values is faster in NumPy (one exp) than through a session
 
 
-def _block_bytes(rows: int) -> int:
-    """Weight block for a product of ``rows`` rows (0 = one product over the whole matrix). Measured on a
-    Xeon with 2 MB of L2 per core (benchmarks/RESULTS.md): 512 KB for 2-4 rows, 256 KB for 5-12; from 16
-    rows on, OpenBLAS's own blocking wins."""
-    return 512 * 1024 if 2 <= rows <= 4 else 256 * 1024 if 5 <= rows <= 12 else 0
-
-
 def _erf_block(t: np.ndarray, out: np.ndarray) -> None:
     """``out[:] = erf(t)`` for float32 ``t`` (``t`` is clobbered)."""
     np.clip(t, -4.0, 4.0, out=t)
@@ -303,8 +296,7 @@ class NumpyBackend(Backend):
         n = w.shape[0]
         if rows > 32:  # compute-bound: whole products, split by rows of w when large (bias added per part)
             return self._cols_split(x2, w, b).reshape(*x.shape[:-1], n)
-        block = _block_bytes(rows)
-        step = max(8, block // (4 * w.shape[1])) if block and w.nbytes >= 2 * block else n
+        step = numpy_blocks.block_rows(w, rows)
         chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
         halves = chunks == 1 and w.nbytes >= TWIN_BYTES and n >= 16  # for the twin only: no helper thread
         if step >= n and not halves and chunks == 1:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import cpu_twin, numpy_attention
+from . import cpu_pool, cpu_twin, numpy_attention
 
 FEW_ROWS = 32  # up to this many rows, W @ x^T (~2x faster than x @ W^T for few rows), in L2-sized blocks
 
@@ -58,8 +58,8 @@ def product(w: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def rotate(x: np.ndarray, rot: np.ndarray) -> np.ndarray:
-    """Interleaved RoPE (``Backend.rope(x, cos, sin, True)``): the channel pairs ``(x[2i], x[2i + 1])`` of ``x [...,
-    d]`` taken as complex numbers times ``rot = cos + i sin`` (complex64 ``[..., F]``), one
+    """Interleaved RoPE (``Backend.rope(x, cos, sin, True)``) over ``x [..., d]`` (``d`` even): the channel pairs
+    ``(x[2i], x[2i + 1])`` taken as complex numbers times ``rot = cos + i sin`` (complex64 ``[..., F]``), one
     complex product instead of six real ones; the channels past ``2 F`` are kept."""
     f = rot.shape[-1]
     if x.strides[-1] != 4:
@@ -96,15 +96,16 @@ class SplitAttention:
     Self-attention (``interleaved`` given; True only: the RoPE of ``rotate``): ``w_in`` stacks the q, k and v
     rows; q and k are rotated and k, v written into the caches at ``start`` before the half attends (causally)
     over positions ``0 .. start + n``. Cross-attention: ``w_in`` holds the q rows; the half attends over its
-    heads of the given K/V. Heads and key/value heads must be even, else ValueError (nothing is changed
-    then)."""
+    heads of the given K/V. Heads and key/value heads (and a self-attention's head size) must be even, else
+    ValueError (nothing is changed then)."""
 
     twin = None  # a cpu_twin.Twin that knows this block (set by the backend), or None
 
     def __init__(self, w_in, w_out, heads: int, kv_heads: int, head_dim: int, scale: float, interleaved=None):
         qkv = interleaved is not None
         rows = (heads + 2 * kv_heads if qkv else heads) * head_dim
-        if heads % 2 or kv_heads % 2 or heads % kv_heads or interleaved is False or not _splittable(w_in, w_out):
+        odd = heads % 2 or kv_heads % 2 or heads % kv_heads or (qkv and head_dim % 2)
+        if odd or interleaved is False or not _splittable(w_in, w_out):
             raise ValueError("This attention block cannot be cut into halves.")
         if w_in.shape[0] != rows or w_out.shape[1] != heads * head_dim:
             raise ValueError("This attention block's matrices do not fit its heads.")
@@ -163,7 +164,18 @@ class SplitAttention:
             ints.append(start)
         elif mask is not None:
             inputs.append(np.asarray(mask, np.float32))
-        twin = self.twin if n <= cpu_twin.MAX_ROWS else None
+        if n > cpu_twin.MAX_ROWS:  # many rows (a long prefill): both halves over cpu_pool's threads
+            shares: list = [None, None]
+
+            def half(i: int):
+                def run():
+                    shares[i] = self.run_half(i, inputs, arrays, ints)
+
+                return run
+
+            cpu_pool.run([half(0), half(1)])
+            return shares[0] + shares[1]
+        twin = self.twin
         ticket = twin.submit_block(self, inputs, arrays, ints) if twin is not None else None
         mine = self.run_half(0, inputs, arrays, ints)
         theirs = twin.collect(ticket) if ticket is not None else None

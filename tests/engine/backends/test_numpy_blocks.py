@@ -84,14 +84,15 @@ def self_case(B, heads=8, kv_heads=8, hd=40, d=320, cap=16, twin=True):
 
 @pytest.mark.parametrize("heads,kv_heads", [(8, 8), (8, 2)])
 def test_self_attention_block_equals_the_uncut_block_step_after_step(heads, kv_heads):
-    """Prefill of 3 rows (causal), then single-row steps: outputs and every cache row as the float64 block."""
+    """Prefill of 3 rows (causal), then steps of 1-2 rows and a long one: outputs and every cache row as the
+    float64 block."""
     B = NumpyBackend()
     B.twin.failed = True
-    hd, d, cap = 40, 320, 16
+    hd, d, cap = 40, 320, 48
     block, w_qkv, w_o, kc, vc = self_case(B, heads, kv_heads, hd, d, cap, twin=False)
     k64, v64 = np.zeros((kv_heads, cap, hd)), np.zeros((kv_heads, cap, hd))
     start = 0
-    for n in (3, 1, 1, 2):
+    for n in (3, 1, 1, 2, 36):  # the last more rows than the twin takes: the halves over cpu_pool's threads
         h = r(n, d)
         cos, sin = rotation(n, 16)  # partial rotary: 32 of 40 channels
         y, kc, vc = B.self_attention_block(h, block, kc, vc, start, cos, sin)
@@ -148,6 +149,8 @@ def test_blocks_that_cannot_be_cut_are_refused_and_left_unchanged():
     kept = w_qkv.copy(), w_o.copy()
     assert B.prepare_attention_block(w_qkv, w_o, 7, 7, 40, 0.1, True) is None  # odd head count
     assert B.prepare_attention_block(w_qkv, w_o, 7, 7, 40, 0.1, False) is None  # and not interleaved RoPE
+    odd_qkv, odd_o = B.prepare_linear(r(24 * 39, 320)), B.prepare_linear(r(320, 8 * 39))
+    assert B.prepare_attention_block(odd_qkv, odd_o, 8, 8, 39, 0.1, True) is None  # RoPE pairs need an even size
     read_only = B.prepare_linear(r(320, 320))
     read_only.flags.writeable = False
     assert B.prepare_attention_block(B.prepare_linear(r(320, 320)), read_only, 8, 8, 40, 0.1) is None
