@@ -441,6 +441,8 @@ class NumpyBackend(Backend):
             return x / (1.0 + np.exp(-x))
 
     def rope(self, x, cos, sin, interleaved):
+        if interleaved and x.shape[-1] % 2 == 0 and x.dtype == np.float32:  # one complex product (numpy_blocks)
+            return numpy_blocks.rotate(x, self._rotation(cos, sin).view(np.complex64))
         f = cos.shape[-1]
         out = np.empty(x.shape, np.float32)
         pick = (slice(0, 2 * f, 2), slice(1, 2 * f, 2)) if interleaved else (slice(0, f), slice(f, 2 * f))
