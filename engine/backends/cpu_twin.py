@@ -343,6 +343,31 @@ def run_parts(twin: Twin | None, ticket, jobs: list, half: int, place, threads: 
             run()
 
 
+def sum_of_halves(block, x: np.ndarray, threads: bool = False) -> np.ndarray:
+    """``block.run_chunk(0, x) + block.run_chunk(1, x)`` for a block whose two halves each return a share of its
+    ``[rows, block.shape[0]]`` output (``numpy_blocks.SplitMlp``, ``ort_kernels.GatedMlp``): the second half on
+    ``block.twin`` where it takes it, else here too (over ``cpu_pool``'s threads with ``threads``); the shares are
+    added in this order either way."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    twin = block.twin
+    ticket = twin.submit(block, x, [1, 2]) if twin is not None else None
+    if ticket is not None:
+        x = ticket[1]
+    shares: list = [None, None]
+
+    def job(i):
+        def run():
+            shares[i] = block.run_chunk(i, x)
+
+        return run
+
+    def place(theirs):
+        shares[1] = theirs[: x.shape[0] * block.shape[0]].reshape(x.shape[0], block.shape[0])
+
+    run_parts(twin, ticket, [job(0), job(1)], 1, place, threads)
+    return shares[0] + shares[1]
+
+
 _twins: weakref.WeakSet[Twin] = weakref.WeakSet()
 
 

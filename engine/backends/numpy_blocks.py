@@ -224,24 +224,7 @@ class SplitMlp:
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""
-        x = np.ascontiguousarray(x, dtype=np.float32)
-        ticket = self.twin.submit(self, x, [1, 2]) if self.twin is not None else None
-        if ticket is not None:
-            x = ticket[1]
-        shares: list = [None, None]
-
-        def job(i):
-            def run():
-                shares[i] = self.run_chunk(i, x)
-
-            return run
-
-        def place(theirs):
-            shares[1] = theirs[: x.shape[0] * self.shape[0]].reshape(x.shape[0], self.shape[0])
-
-        threads = x.shape[0] > cpu_twin.MAX_ROWS  # many rows: both halves over cpu_pool's threads
-        cpu_twin.run_parts(self.twin, ticket, [job(0), job(1)], 1, place, threads)
-        y = shares[0] + shares[1]
+        y = cpu_twin.sum_of_halves(self, x, threads=x.shape[0] > cpu_twin.MAX_ROWS)  # many rows: cpu_pool's threads
         if self._down_b is not None:
             y += self._down_b
         return y

@@ -26,14 +26,6 @@ def r(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-@pytest.fixture
-def B(monkeypatch):
-    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)  # the twin is used whatever the test load
-    backend = NumpyBackend()
-    yield backend
-    backend.twin.stop()
-
-
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

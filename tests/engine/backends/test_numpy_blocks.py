@@ -10,7 +10,7 @@ import signal
 import numpy as np
 import pytest
 
-from engine.backends import cpu_pool, cpu_twin
+from engine.backends import cpu_twin
 from engine.backends.base import Backend
 from engine.backends.numpy_backend import NumpyBackend
 from engine.backends.numpy_blocks import SplitAttention, SplitMlp, rotate
@@ -21,14 +21,6 @@ twin_only = pytest.mark.skipif(not cpu_twin.enabled(), reason="the twin runs on 
 
 def r(*shape):
     return rng.standard_normal(shape).astype(np.float32)
-
-
-@pytest.fixture
-def B(monkeypatch):
-    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)  # the twin is used whatever the test load
-    backend = NumpyBackend()
-    yield backend
-    backend.twin.stop()
 
 
 def rope64(x, cos, sin):
