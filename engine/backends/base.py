@@ -239,6 +239,21 @@ class Backend:
         [Hkv, T, hd]`` (``mask [n, T]`` boolean, True = may attend). ``block`` from ``prepare_attention_block``."""
         raise NotImplementedError("This backend has no fused attention blocks (prepare_attention_block said so).")
 
+    def prepare_block_stack(self, sublayers: list[tuple[Array, object]], eps: float):
+        """A form for ``block_stack`` of a pre-norm decoder's residual sublayers ``(norm weight, block)`` in order,
+        each block a self- or cross-attention block (``prepare_attention_block``) or a gated MLP
+        (``prepare_gated_mlp``, no norm of its own, no bias on its up/gate product's output other than its own);
+        or None where this backend runs them one by one (the default)."""
+        return None
+
+    def block_stack(self, x: Array, stack, arrays: list, start: int, cos: Array, sin: Array, mask=None) -> Array:
+        """``x [n, d]`` after ``x = x + block(layer_norm(x, norm, None, eps))`` for every sublayer of ``stack``
+        (``prepare_block_stack``), as the one-by-one ops compute it: a self-attention block as
+        ``self_attention_block`` at ``start`` with ``cos, sin``, a cross-attention block as
+        ``cross_attention_block`` with ``mask``, a gated MLP as ``gated_mlp``. ``arrays``: each attention block's
+        K and V in order (a self-attention's caches are written in place)."""
+        raise NotImplementedError("This backend has no block stacks (prepare_block_stack said so).")
+
     def prepare_residual_norm_linear(self, w_res: Array, norm: Array, eps: float, w_out: Array) -> tuple:
         """The forms ``residual_norm_linear`` computes with, from weights ``prepare_linear`` returned: ``(w_res,
         w_out)``, unchanged here; a backend may fuse the three steps into one object (then returned twice)."""

@@ -20,6 +20,10 @@ Contract:
 - It never makes a product wait long: a half the twin has not finished ``DEADLINE_S`` (or four times what the
   caller's own half took, for very large products) after the caller's is computed by the caller, the twin is
   killed and the backend goes on alone (logged once).
+- A registered program (``numpy_stack.SplitStack``, a whole decoder step) runs in both processes at once:
+  each computes its halves and they swap their shares through shared memory (``Channel``); the caller gives
+  up on the twin's share as on a product's (``DEADLINE_S``), and the twin gives a program up when the caller
+  stops posting (an exception in the caller's half, ``ABANDON_S``).
 - It spins only while products come (``SPIN_S`` after the last one), then parks on a pipe; while other
   processes keep the CPU busy (``cpu_pool.contention``, which counts the twin's time as this process's),
   nothing is handed to it. It exits when this process exits or dies (end of file on the pipe).
@@ -56,10 +60,14 @@ MAX_CHUNKS = 64
 ARENA_BYTES = 256 << 20  # shared memory for attention K/V (virtual: pages cost memory once written)
 GO, DONE, STATE, SERVED = 0, 8, 16, 24  # int64 slots of the control block (a cache line apart)
 WEIGHT, ROWS, K, STEP, NCHUNKS, KIND, EDGES = 32, 33, 34, 35, 36, 37, 40
-PRODUCT, ATTENTION, BLOCK = 0, 1, 2  # KIND; an attention's fields sit where a product's edges do:
+PRODUCT, ATTENTION, BLOCK, PROGRAM = 0, 1, 2, 3  # KIND; an attention's fields sit where a product's edges do:
 H0, TQ, SCALE, K_AT, V_AT, KV_LAYOUT = range(EDGES, EDGES + 6)  # K's, V's shapes and strides from KV_LAYOUT
+FIELDS = 1024  # int64 slots from EDGES on: a product's edges, an attention's or a block's fields
+MINE, THEIRS, ABORT = EDGES + FIELDS, EDGES + FIELDS + 8, EDGES + FIELDS + 16  # a program's (lockstep) slots
+TAG0 = ABORT + 1  # the tag its exchanges count from
 RUNNING, PARKED = 0, 1
-CTRL_BYTES = 8 * (EDGES + 2 * MAX_CHUNKS + 8)
+CTRL_BYTES = 8 * (ABORT + 8)
+ABANDON_S = 1.0  # a program's share the caller has not posted by then: the twin gives the program up
 
 
 def enabled() -> bool:
@@ -157,35 +165,51 @@ class Twin:
         ``arrays`` 3-D float32 arrays in ``arena`` that it reads and may write, ``ints`` its parameters.
         Returns a ticket for ``collect`` (the result: ``[rows of inputs[0], block.shape[0]]``, flat), or None
         when the caller must compute that half too."""
-        layout = self._layout(block, arrays)
-        if layout is None or len(ints) > 16 or not self._claim():
+        if not self._put(BLOCK, block, inputs, arrays, ints, block.shape[0] * inputs[0].shape[0]):
             return None
+        return self._go(None)
+
+    def submit_program(self, program, inputs: list[np.ndarray], arrays: list[np.ndarray], ints: list[int]):
+        """Start ``program.run(1, inputs, arrays, ints, channel)`` on the twin (a registered program, as
+        ``numpy_stack.SplitStack``; the arguments go over as for ``submit_block``), to run in lockstep with the
+        caller's ``program.run(0, ..., channel)``. Returns the caller's ``Channel`` (``close`` it when the
+        program is done), or None when the caller must run the program alone."""
+        if inputs[0].shape[0] > MAX_ROWS or not self._put(PROGRAM, program, inputs, arrays, ints, 0):
+            return None
+        c = self._ctrl
+        c[ABORT] = 0
+        c[TAG0] = tag = max(int(c[MINE]), int(c[THEIRS]))  # the tags of earlier programs stay behind this one's
+        seq, _, started = self._go(None)
+        return Channel(c, self._ex, 0, seq, tag, started, self)
+
+    def _put(self, kind: int, block, inputs, arrays, ints, out_size: int) -> bool:
+        """Claim the twin and write a block's or a program's job (``submit_block``); False when the caller
+        must compute it (the twin is then not claimed)."""
+        layout = self._layout(block, arrays)
+        if layout is None or not self._claim():
+            return False
         i = self._index(block)
         sizes = [a.size for a in inputs]
-        if i is None or sum(sizes) > self._x.size or block.shape[0] * inputs[0].shape[0] > self._y.size:
+        fields = 3 + len(sizes) + len(layout) + len(ints)
+        if i is None or sum(sizes) > self._x.size or out_size > self._y.size or fields > FIELDS:
             self._lock.release()
-            return None
+            return False
         c, x, pos = self._ctrl, self._x, 0
         for a, n in zip(inputs, sizes):
             x[pos : pos + n] = a.reshape(-1)
             pos += n
-        head = [len(inputs), *sizes]
-        c[KIND], c[WEIGHT] = BLOCK, i
-        at = EDGES + len(head)
-        c[EDGES:at] = head
-        c[at : at + len(layout)] = layout
-        at += len(layout)
-        c[at : at + 1 + len(ints)] = [len(ints), *ints]
-        return self._go(None)
+        c[KIND], c[WEIGHT], c[EDGES] = kind, i, fields - 1
+        c[EDGES + 1 : EDGES + fields] = [len(sizes), *sizes, *layout, len(ints), *ints]
+        return True
 
     def _layout(self, block, arrays: list[np.ndarray]):
-        """The control fields that tell the twin where ``arrays`` lie in the arena (remembered per block for
-        the arrays it had last: a decoder layer's caches and cross K/V stay the same step after step), or
-        None when one of them is not in the arena."""
+        """The fields that tell the twin where ``arrays`` lie in the arena (remembered per block for the arrays
+        it had last: a decoder layer's caches and cross K/V stay the same step after step), or None when one
+        of them is not in the arena."""
         last = self._layouts.get(block)
         if last is not None and len(last[0]) == len(arrays) and all(a() is b for a, b in zip(last[0], arrays)):
             return last[1]
-        if self.arena is None or len(arrays) > 4:
+        if self.arena is None or 7 * len(arrays) > FIELDS // 2:
             return None
         fields = [len(arrays)]
         for a in arrays:
@@ -193,9 +217,8 @@ class Twin:
             if at is None or a.ndim != 3 or min(a.strides) <= 0:
                 return None
             fields += [at, *a.shape, *a.strides]
-        layout = np.array(fields, np.int64)
-        self._layouts[block] = (tuple(weakref.ref(a) for a in arrays), layout)  # not keeping them alive
-        return layout
+        self._layouts[block] = (tuple(weakref.ref(a) for a in arrays), fields)  # not keeping them alive
+        return fields
 
     def _claim(self) -> bool:
         """Take the twin for one job (forking it first where needed); False when the caller must go alone."""
@@ -227,24 +250,31 @@ class Twin:
         """The twin's results (flat, in the order ``submit`` describes; valid until the next ``submit``), or
         None when it did not finish in time (it is then gone, and the caller computes that part itself)."""
         seq, _, submitted = ticket
-        c = self._ctrl
         try:
-            if c[DONE] != seq:
-                start = time.monotonic()
-                limit = max(DEADLINE_S, 4 * (start - submitted))  # a half as large as the caller's took that long
-                nudge = start + NUDGE_S
-                while c[DONE] != seq:
-                    now = time.monotonic()
-                    if now - start > limit:
-                        self._fail(f"no answer within {limit * 1000:.0f} ms")
-                        return None
-                    if now > nudge:
-                        if c[STATE] == PARKED:
-                            self._wake()
-                        nudge = now + NUDGE_S
-            return self._y
+            return self._y if self._await(DONE, seq, submitted) else None
         finally:
             self._lock.release()
+
+    def _await(self, slot: int, value: int, since: float) -> bool:
+        """Wait until the twin has set ``slot`` to ``value`` (or beyond): True, or False when it did not within
+        ``DEADLINE_S`` or four times the time since ``since`` (the caller's own part took that long; the twin,
+        whose part is as large, is then killed)."""
+        c = self._ctrl
+        if c[slot] >= value:
+            return True
+        start = time.monotonic()
+        limit = max(DEADLINE_S, 4 * (start - since))
+        nudge = start + NUDGE_S
+        while c[slot] < value:
+            now = time.monotonic()
+            if now - start > limit:
+                self._fail(f"no answer within {limit * 1000:.0f} ms")
+                return False
+            if now > nudge:
+                if c[STATE] == PARKED:
+                    self._wake()
+                nudge = now + NUDGE_S
+        return True
 
     def served(self) -> int:
         """How many jobs the current twin has finished (0 without one)."""
@@ -278,10 +308,12 @@ class Twin:
         max_k = max(w.shape[1] for w in weights)
         max_n = max(w.shape[0] for w in weights)
         x_bytes, y_bytes = 4 * MAX_ROWS * max_k, 4 * MAX_ROWS * max_n
-        buf = mmap.mmap(-1, CTRL_BYTES + x_bytes + y_bytes)  # anonymous and shared with the fork
+        ex_bytes = 4 * 4 * MAX_ROWS * max_k  # a program's shares: two sides, two slots each
+        buf = mmap.mmap(-1, CTRL_BYTES + x_bytes + y_bytes + ex_bytes)  # anonymous and shared with the fork
         self._ctrl = np.frombuffer(buf, np.int64, CTRL_BYTES // 8)
         self._x = np.frombuffer(buf, np.float32, x_bytes // 4, CTRL_BYTES)
         self._y = np.frombuffer(buf, np.float32, y_bytes // 4, CTRL_BYTES + x_bytes)
+        self._ex = np.frombuffer(buf, np.float32, ex_bytes // 4, CTRL_BYTES + x_bytes + y_bytes).reshape(2, 2, -1)
         self._seq = 0
         rfd, wfd = os.pipe()
         try:
@@ -294,7 +326,7 @@ class Twin:
             raise
         if pid == 0:  # the twin
             try:
-                _serve(self._ctrl, self._x, self._y, weights, self.arena, rfd, os.getppid())
+                _serve(self._ctrl, self._x, self._y, self._ex, weights, self.arena, rfd, os.getppid())
             finally:
                 os._exit(0)
         os.close(rfd)
@@ -321,6 +353,65 @@ class Twin:
         except (ChildProcessError, ProcessLookupError, OSError):
             pass
         cpu_pool.contention.also_ours(pid, False)
+
+
+class Abandoned(Exception):
+    """Raised in the twin's half of a program whose caller stopped posting its shares (``Channel.swap``)."""
+
+
+class Channel:
+    """The shares two processes exchange while both run one program in lockstep (``Twin.submit_program``): the
+    caller is side 0, the twin side 1. Each ``swap`` posts this side's share and returns the other's. Shares
+    go through two slots per side in turn, so a side writes a slot again only after the other has posted the
+    exchange after the one that read it."""
+
+    def __init__(self, ctrl, ex, side: int, seq: int, tag: int, since: float, twin: Twin | None = None):
+        self._ctrl, self._ex, self.side, self.seq, self._tag, self._since = ctrl, ex, side, seq, tag, since
+        self.twin = twin  # the caller's Twin (side 0)
+        self.open = True  # False once the twin did not answer in time (the caller computes its halves)
+
+    def swap(self, share: np.ndarray) -> np.ndarray | None:
+        """Post ``share`` (float32) and return the other side's share of the same exchange (same shape; valid
+        until this side's next swap). The caller gets None when the twin did not post within the deadline of
+        ``Twin.collect`` (it is then gone; every later swap returns None at once). The twin's call raises
+        ``Abandoned`` when the caller gives the program up or posts nothing for ``ABANDON_S``."""
+        if not self.open:
+            return None
+        self._tag += 1
+        tag, n, c, ex = self._tag, share.size, self._ctrl, self._ex
+        if n > ex.shape[2]:
+            raise ValueError("This share is larger than the exchange slots.")
+        ex[self.side, tag % 2, :n] = share.reshape(-1)
+        c[THEIRS if self.side else MINE] = tag
+        if self.side:
+            _await_caller(c, tag, self.seq)
+        elif not self.twin._await(THEIRS, tag, self._since):
+            self.open = False
+            return None
+        self._since = time.monotonic()
+        return ex[1 - self.side, tag % 2, :n].reshape(share.shape)
+
+    def close(self, aborted: bool = False) -> None:
+        """The caller's end of the program: wait for the twin to finish its part (``aborted``: tell it to stop
+        first), then free the twin for the next job."""
+        t = self.twin
+        try:
+            if self.open:
+                if aborted:
+                    self._ctrl[ABORT] = self.seq
+                self.open = t._await(DONE, self.seq, self._since)
+        finally:
+            t._lock.release()
+
+
+def _await_caller(c, tag: int, seq: int) -> None:
+    """The twin's wait for the caller's share ``tag`` of program ``seq`` (see ``Channel.swap``)."""
+    if c[MINE] >= tag:
+        return
+    start = time.monotonic()
+    while c[MINE] < tag:
+        if c[ABORT] == seq or time.monotonic() - start > ABANDON_S:
+            raise Abandoned
 
 
 def run_parts(twin: Twin | None, ticket, jobs: list, half: int, place, threads: bool) -> None:
@@ -393,7 +484,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _serve(ctrl, xbuf, ybuf, weights, arena, rfd: int, ppid: int) -> None:
+def _serve(ctrl, xbuf, ybuf, ex, weights, arena, rfd: int, ppid: int) -> None:
     """The twin's loop: spin on ``GO`` for a job, compute its ranges, post ``DONE``; park on the pipe when
     idle. Only NumPy calls on memory it was handed and ``os`` calls run here: nothing that could wait for a
     lock another thread of the parent held at the fork."""
@@ -422,8 +513,8 @@ def _serve(ctrl, xbuf, ybuf, weights, arena, rfd: int, ppid: int) -> None:
             ctrl[SERVED] += 1
             ctrl[DONE] = last
             continue
-        if ctrl[KIND] == BLOCK:
-            _block(ctrl, xbuf, ybuf, arena, weights[int(ctrl[WEIGHT])], views)
+        if ctrl[KIND] in (BLOCK, PROGRAM):
+            _block(ctrl, xbuf, ybuf, ex, arena, weights[int(ctrl[WEIGHT])], views, last)
             ctrl[SERVED] += 1
             ctrl[DONE] = last
             continue
@@ -460,10 +551,11 @@ def _attend(ctrl, xbuf, ybuf, arena) -> None:
     numpy_attention.dense(q, k[h0:h1], v[h0:h1], scale, None, out)
 
 
-def _block(ctrl, xbuf, ybuf, arena, block, views: dict) -> None:
-    """The twin's half of a block (``Twin.submit_block``): the same code as the caller's half. ``views``: the
-    arena arrays seen so far, by their place (a decoder's caches come back step after step)."""
-    f = ctrl[EDGES : EDGES + 2 * MAX_CHUNKS].tolist()
+def _block(ctrl, xbuf, ybuf, ex, arena, block, views: dict, seq: int) -> None:
+    """The twin's half of a block (``Twin.submit_block``) or its side of a program (``submit_program``): the
+    same code as the caller's. ``views``: the arena arrays seen so far, by their place (a decoder's caches
+    come back step after step)."""
+    f = ctrl[EDGES + 1 : EDGES + 1 + int(ctrl[EDGES])].tolist()
     n, at, inputs = f[0], 0, []
     for size in f[1 : 1 + n]:
         inputs.append(xbuf[at : at + size])
@@ -478,5 +570,12 @@ def _block(ctrl, xbuf, ybuf, arena, block, views: dict) -> None:
             a = views[where] = arena.view(where[0], where[1:4], where[4:7])
         arrays.append(a)
         p += 7
-    y = block.run_half(1, inputs, arrays, f[p + 1 : p + 1 + f[p]])
+    ints = f[p + 1 : p + 1 + f[p]]
+    if ctrl[KIND] == PROGRAM:
+        try:
+            block.run(1, inputs, arrays, ints, Channel(ctrl, ex, 1, seq, int(ctrl[TAG0]), 0.0))
+        except Abandoned:
+            pass
+        return
+    y = block.run_half(1, inputs, arrays, ints)
     ybuf[: y.size] = y.reshape(-1)

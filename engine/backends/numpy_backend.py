@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import memory
 from ..errors import ModelError
-from . import cpu_pool, cpu_twin, heap, numpy_attention, numpy_blocks, ort_kernels, ort_ops
+from . import cpu_pool, cpu_twin, heap, numpy_attention, numpy_blocks, numpy_stack, ort_kernels, ort_ops
 from .base import Backend
 from .blas import BlasThreads
 from .quant import QuantizedWeight, dequantize, quantize_affine
@@ -222,6 +222,26 @@ class NumpyBackend(Backend):
     def cross_attention_block(self, h, block, k, v, mask=None):
         lead = h.shape[:-1]
         return block(h.reshape(-1, h.shape[-1]), k, v, mask=mask).reshape(*lead, -1)
+
+    def prepare_block_stack(self, sublayers, eps):
+        op = self._op("layer_norm", float(eps), False)  # made now: the twin forks after this and runs it
+
+        def layer_norm(x, weight):
+            return op(x, weight) if op is not None else Backend.layer_norm(self, x, weight, None, eps)
+
+        try:
+            stack = numpy_stack.SplitStack(sublayers, layer_norm)
+        except ValueError:  # blocks of other forms: one by one
+            return None
+        if cpu_twin.enabled():
+            self.twin.register(stack)
+            stack.twin = self.twin
+        return stack
+
+    def block_stack(self, x, stack, arrays, start, cos, sin, mask=None):
+        lead = x.shape[:-1]
+        y = stack(x.reshape(-1, x.shape[-1]), arrays, start, self._rotation(cos, sin), mask)
+        return y.reshape(*lead, -1)
 
     def prepare_residual_norm_linear(self, w_res, norm, eps, w_out):
         if ort_kernels.fusable(w_res) and ort_kernels.fusable(w_out) and self._ln_op(eps):

@@ -7,7 +7,9 @@ worth a hand-off and run on the caller alone too. A block cut by its heads (tens
 processes: a half's q, k, v rows, its RoPE, K/V cache writes and attention, and the matching columns of the
 output projection) or by its hidden units (an MLP: a half's up and gate rows, activation, and columns of the
 down matrix) is one hand-off, and both CPUs read all the time. Each half returns its share of the output and
-the caller adds the shares. ``ort_kernels.GatedMlp`` does the same for 8/4-bit MLPs.
+the caller adds the shares. ``ort_kernels.GatedMlp`` does the same for 8/4-bit MLPs. A decoder runs its blocks
+as one ``numpy_stack.SplitStack``: both processes run every block's halves in lockstep, without a hand-off
+per block.
 
 Contract:
 - Results do not depend on the twin: a half is the same NumPy code on the same memory (one OpenBLAS thread)
@@ -207,7 +209,7 @@ class SplitMlp:
         ub = None if up_gate_b is None else np.asarray(up_gate_b, np.float32)[order]
         self._up_b = [None, None] if ub is None else [ub[:f], ub[f:]]
         self._down = _split_columns(down)
-        self._down_b = None if down_b is None else np.asarray(down_b, np.float32)
+        self.down_b = None if down_b is None else np.asarray(down_b, np.float32)
         self.nbytes = up_gate.nbytes + down.nbytes
 
     def run_chunk(self, i: int, x: np.ndarray) -> np.ndarray:
@@ -225,6 +227,6 @@ class SplitMlp:
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""
         y = cpu_twin.sum_of_halves(self, x, threads=x.shape[0] > cpu_twin.MAX_ROWS)  # many rows: cpu_pool's threads
-        if self._down_b is not None:
-            y += self._down_b
+        if self.down_b is not None:
+            y += self.down_b
         return y

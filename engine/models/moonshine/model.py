@@ -173,14 +173,15 @@ class MoonshineModel:
         self.dec_self_in = LayerPiece(B, self._dec_self_in_fn, ("ln_in", "qkv"))
         self.dec_cross_in = LayerPiece(B, self._dec_cross_in_fn, ("o", "ln_post", "xq"))
         self.dec_out = LayerPiece(B, self._dec_out_fn, ("xo", "ln_final", "fc1", "fc1_b", "fc2", "fc2_b"))
+        self.stack = None  # the decoder layers as one block stack, where the backend has one (prepare_blocks)
 
     def prepare_blocks(self) -> None:
         """Give the decoder's blocks the backend's fused forms where it has them (after any quantization): each
         layer norm with the product after it, the self-attention's output projection with the cross-attention
         query, the gated MLP as one block (``Backend.prepare_norm_linear``, ``prepare_residual_norm_linear``,
         ``prepare_gated_mlp``); or, where the backend has them, each attention with its projections as one block
-        (``prepare_attention_block``: NumPy's float32 blocks cut by heads). Once only: the matrices it is given
-        may be rearranged."""
+        (``prepare_attention_block``: NumPy's float32 blocks cut by heads), and then the whole decoder as one
+        stack of them (``prepare_block_stack``). Once only: the matrices it is given may be rearranged."""
         B, c = self.B, self.cfg
         heads = (c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.head_dim**-0.5)
         for layer in self.dec_layers:
@@ -196,6 +197,14 @@ class MoonshineModel:
             layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b = B.prepare_gated_mlp(
                 layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b, layer.ln_final, 1e-5
             )
+        if self.dec_layers and self.dec_layers[0].blocks is not None:
+            sublayers = []
+            for layer in self.dec_layers:
+                own, cross = layer.blocks
+                sublayers += [(layer.ln_in, own), (layer.ln_post, cross), (layer.ln_final, layer.fc1)]
+            self.stack = B.prepare_block_stack(sublayers, 1e-5)
+            if self.stack is None:  # blocks run as one stack; a backend that fuses them stacks them
+                raise ValueError("The backend fused the decoder's blocks but gave no stack for them.")
 
     # ---- sessions -----------------------------------------------------------------------------
     def start_session(
@@ -405,31 +414,33 @@ class MoonshineModel:
 
         Returns float32 NumPy logits of the last token ``[V]`` (or of every token ``[L, V]``).
         """
-        B, c = self.B, self.cfg
+        B = self.B
         n = len(tokens)
         x = B.embed(self.embed, tokens)
         cos, sin = self.rope_rows(start, n)
-        causal = self.causal(start, n) if n > 1 else None
         xmask = None
         if mem_valid is not None and not mem_valid.all():
             xmask = B.asarray(np.broadcast_to(mem_valid, (n, len(mem_valid))))
-        scale = c.head_dim**-0.5
+        if self.stack is not None:  # the backend's blocks, as one stack (prepare_blocks)
+            arrays = [a for kv, xkv_ in zip(cache, xkv) for a in (*kv, *xkv_)]
+            x = B.block_stack(x, self.stack, arrays, start, cos, sin, xmask)
+        else:
+            x = self._decoder_layers(x, start, cos, sin, cache, xkv, xmask)
+        if not all_logits:
+            x = x[n - 1 :]
+        logits = B.linear(B.astype(B.layer_norm(x, self.dec_norm, None, 1e-5), self.dtype), self.proj_out)
+        out = B.to_numpy(logits)
+        return out if all_logits else out[0]
+
+    def _decoder_layers(self, x, start: int, cos, sin, cache: list[list], xkv, xmask):
+        """The decoder layers op by op (MLX, quantized weights): ``x [n, D]`` after them."""
+        B, n, scale = self.B, x.shape[0], self.cfg.head_dim**-0.5
+        causal = self.causal(start, n) if n > 1 else None
         for layer, kv, (xk, xv) in zip(self.dec_layers, cache, xkv):
-            if layer.blocks is not None:
-                own, cross = layer.blocks
-                y, kv[0], kv[1] = B.self_attention_block(self._normed(x, layer.ln_in), own, *kv, start, cos, sin)
-                x = x + y
-                x = x + B.cross_attention_block(self._normed(x, layer.ln_post), cross, xk, xv, xmask)
-                x = self._dec_mlp(x, layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b, layer.ln_final)
-                continue
             q, k, v = self.dec_self_in(layer, x, cos, sin)
             kv[0] = B.write(kv[0], (slice(None), slice(start, start + n)), k)
             kv[1] = B.write(kv[1], (slice(None), slice(start, start + n)), v)
             a = B.attention(q, kv[0][:, : start + n], kv[1][:, : start + n], scale, causal)
             x, q = self.dec_cross_in(layer, x, a)
             x = self.dec_out(layer, x, B.attention(q, xk, xv, scale, xmask))
-        if not all_logits:
-            x = x[n - 1 :]
-        logits = B.linear(B.astype(B.layer_norm(x, self.dec_norm, None, 1e-5), self.dtype), self.proj_out)
-        out = B.to_numpy(logits)
-        return out if all_logits else out[0]
+        return x

@@ -14,6 +14,7 @@ from engine.backends import cpu_twin
 from engine.backends.base import Backend
 from engine.backends.numpy_backend import NumpyBackend
 from engine.backends.numpy_blocks import SplitAttention, SplitMlp, rotate
+from engine.backends.numpy_stack import SplitStack
 
 rng = np.random.default_rng(11)
 twin_only = pytest.mark.skipif(not cpu_twin.enabled(), reason="the twin runs on Linux x86-64 with 2+ CPUs only")
@@ -210,8 +211,8 @@ def test_a_killed_twin_during_a_block_leaves_the_caller_computing_both_halves(B)
 
 
 def test_a_model_decodes_as_with_its_separate_ops(monkeypatch):
-    """Moonshine's decoder on the fixture: every float32 layer takes the blocks, and its logits over a prefill
-    and single steps equal those of the separate ops (the path MLX and quantized weights take)."""
+    """Moonshine's decoder on the fixture: every float32 layer takes the blocks, run as one stack, and its logits
+    over a prefill and single steps equal those of the separate ops (the path MLX and quantized weights take)."""
     from pathlib import Path
 
     from engine import load_model
@@ -228,11 +229,12 @@ def test_a_model_decodes_as_with_its_separate_ops(monkeypatch):
 
     m = load_model(folder, backend="numpy")
     assert all(layer.blocks is not None and isinstance(layer.fc1, SplitMlp) for layer in m.dec_layers)
+    assert isinstance(m.stack, SplitStack)  # and run as one stack
     got = logits(m)
     monkeypatch.setattr(NumpyBackend, "prepare_attention_block", Backend.prepare_attention_block)
     monkeypatch.setattr(NumpyBackend, "prepare_gated_mlp", Backend.prepare_gated_mlp)
     plain = load_model(folder, backend="numpy")
-    assert all(layer.blocks is None for layer in plain.dec_layers)
+    assert all(layer.blocks is None for layer in plain.dec_layers) and plain.stack is None
     want = logits(plain)
     close(got, want, 1e-5)
     assert np.array_equal(got.argmax(-1), want.argmax(-1))
