@@ -325,6 +325,8 @@ class Twin:
             os.close(wfd)
             raise
         if pid == 0:  # the twin
+            for twin in list(_twins):  # what it runs computes here and never hands on (no fork from the twin)
+                twin.failed = True
             try:
                 _serve(self._ctrl, self._x, self._y, self._ex, weights, self.arena, rfd, os.getppid())
             finally:

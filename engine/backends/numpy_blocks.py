@@ -155,6 +155,10 @@ class SplitAttention:
         a = numpy_attention.attend(q, k, v, self.scale, mask)
         return product(self._out[i], a.transpose(1, 0, 2).reshape(n, hs * hd))
 
+    def combine(self, share0: np.ndarray, share1: np.ndarray) -> np.ndarray:
+        """The block's output from its halves' shares, ``share0 + share1`` (the same arithmetic wherever it runs)."""
+        return share0 + share1
+
     def __call__(self, h: np.ndarray, k: np.ndarray, v: np.ndarray, start: int = 0, rot=None, mask=None):
         """``y [n, out]`` for ``h [n, in]``; a self-attention (``rot``: ``cos + i sin`` as float32 pairs ``[n,
         2 F]``) also writes its K/V rows into ``k``, ``v``."""
@@ -176,14 +180,14 @@ class SplitAttention:
                 return run
 
             cpu_pool.run([half(0), half(1)])
-            return shares[0] + shares[1]
+            return self.combine(shares[0], shares[1])
         twin = self.twin
         ticket = twin.submit_block(self, inputs, arrays, ints) if twin is not None else None
         mine = self.run_half(0, inputs, arrays, ints)
         theirs = twin.collect(ticket) if ticket is not None else None
         if theirs is None:  # no twin, or it did not answer in time: the second half here too
-            return mine + self.run_half(1, inputs, arrays, ints)
-        return mine + theirs[: mine.size].reshape(mine.shape)
+            return self.combine(mine, self.run_half(1, inputs, arrays, ints))
+        return self.combine(mine, theirs[: mine.size].reshape(mine.shape))
 
 
 class SplitMlp:
@@ -223,6 +227,13 @@ class SplitMlp:
             act = gate / (1.0 + np.exp(-gate))
         act *= u[:, :h]
         return product(self._down[i], act)
+
+    def combine(self, share0: np.ndarray, share1: np.ndarray) -> np.ndarray:
+        """The MLP's output from its halves' shares: their sum plus ``down_b``."""
+        y = share0 + share1
+        if self.down_b is not None:
+            y += self.down_b
+        return y
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""

@@ -9,9 +9,9 @@ them, and goes on to the next sublayer. One hand-off per step instead of one per
 only a share of ``[rows, width]`` floats crosses.
 
 Contract:
-- ``x <- x + block(layer_norm(x, norm))`` for each sublayer in order, the block's output being the sum of its
-  two halves' shares (``numpy_blocks.SplitAttention.run_half``, ``SplitMlp.run_chunk`` plus its bias), added as
-  ``share 0 + share 1``: the same arithmetic as calling the blocks one by one (tested bit for bit).
+- ``x <- x + block(layer_norm(x, norm))`` for each sublayer in order, the block's output being its
+  ``combine(share 0, share 1)`` of its two halves' shares (``run_half`` or ``run_chunk``): the same arithmetic as
+  calling the blocks one by one (tested bit for bit).
 - Both processes compute the same ``x`` bit for bit (same code, same inputs, same order), so results do not
   depend on the twin; without it, or when it stops answering mid-step, this process computes both halves.
 - ``run`` runs NumPy calls and the norm only (it runs in the twin too); the norm is resolved when the stack is
@@ -30,9 +30,9 @@ from .numpy_blocks import SplitAttention, SplitMlp
 
 
 class SplitStack:
-    """Residual sublayers ``(norm weight, block)``: a self-attention ``SplitAttention`` (RoPE'd, with K/V
-    caches), a cross-attention one (over given K/V), or a ``SplitMlp``; ``layer_norm(x, weight)`` the norm
-    every sublayer applies first (float32 in and out)."""
+    """Residual sublayers ``(norm weight, block)``: an attention block cut by heads (``SplitAttention``, a self- or
+    a cross-attention) or an MLP cut by hidden units (``SplitMlp``); ``layer_norm(x, weight)`` the norm every
+    sublayer applies first (float32 in and out)."""
 
     twin = None  # a cpu_twin.Twin that knows this stack (set by the backend), or None
 
@@ -43,7 +43,6 @@ class SplitStack:
         self.sublayers, self.layer_norm = sublayers, layer_norm
         width = sublayers[0][1].shape[0]
         self.shape = (width, width)  # what cpu_twin asks of what it runs
-        self.arrays = 2 * sum(isinstance(b, SplitAttention) for _, b in sublayers)  # K and V per attention
 
     def __call__(self, x: np.ndarray, arrays: list, start: int, rot: np.ndarray, mask=None) -> np.ndarray:
         """``x [rows, width]`` (float32) after every sublayer. ``arrays``: each attention's K and V in order (a
@@ -81,17 +80,15 @@ class SplitStack:
                 half = partial(block.run_half, inputs=[h, *mask], arrays=[next(kv), next(kv)], ints=[n])
             if side:
                 mine = half(1)
-                y = channel.swap(mine) + mine
+                shares = channel.swap(mine), mine
             else:
-                y = _sum_of_halves(half, channel, n)
-            if isinstance(block, SplitMlp) and block.down_b is not None:
-                y += block.down_b
-            x = x + y
+                shares = _shares(half, channel, n)
+            x = x + block.combine(*shares)
         return x
 
 
-def _sum_of_halves(half: Callable, channel, rows: int) -> np.ndarray:
-    """The caller's ``share 0 + share 1``: the twin's share through ``channel``, or, without it (or when it stops
+def _shares(half: Callable, channel, rows: int) -> tuple:
+    """The caller's ``(share 0, share 1)``: the twin's share through ``channel``, or, without it (or when it stops
     answering), computed here too: over ``cpu_pool``'s threads for many rows (a long prefill)."""
     if channel is None and rows > cpu_twin.MAX_ROWS:
         shares: list = [None, None]
@@ -103,7 +100,7 @@ def _sum_of_halves(half: Callable, channel, rows: int) -> np.ndarray:
             return run
 
         cpu_pool.run([job(0), job(1)])
-        return shares[0] + shares[1]
+        return shares[0], shares[1]
     mine = half(0)
     theirs = channel.swap(mine) if channel is not None else None
-    return mine + (half(1) if theirs is None else theirs)
+    return mine, (half(1) if theirs is None else theirs)
