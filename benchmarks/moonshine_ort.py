@@ -14,8 +14,9 @@ For each variant (tiny / small / medium at full size, random weights, the folder
   faster counts; at the start and after each variant's rounds, the best of the run counts, since this VM's
   rate moves by half between minutes); "of bound" = bound / measured step. The rate also moves within seconds
   (25-50 GB/s between consecutive 512 MiB products, median 42, on the development VM), so a probe after each
-  side's steps in every round gives the rate of the rounds' minutes: "of bound at the rounds' median rate" =
-  the step's bytes over that median rate / measured step (both medians of the same rounds).
+  side's steps in every round (after ``--pause``: the threads a side leaves spinning, ONNX Runtime's pool and the
+  twin, slowed probes taken at once) gives the rate of the rounds' minutes: "of bound at the rounds' median rate"
+  = the step's bytes over that median rate / measured step (both medians of the same rounds).
 
 ONNX Runtime runs the graphs of ``ort_export.py`` (``encoder``, ``cross_kv``, ``decoder_step`` with a
 self-attention cache passed in and out as ``OrtValue``s, as a C++ deployment would), with ``--threads``
@@ -337,6 +338,7 @@ def main(argv=None) -> int:
                         samples[side]["enc"].append(te)
                         samples[side]["first"].append(tf)
                         samples[side]["tok"].append(tt)
+                        time.sleep(args.pause)  # not while the side's spinning threads (ORT's pool, the twin) run
                         round_rates[variant].append(probe.rate())
                 print(f"[{variant}] round {r}/{args.runs} (load {_common.load_average()})", file=sys.stderr, flush=True)
             share = other.stop()
