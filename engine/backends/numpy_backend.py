@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import memory
 from ..errors import ModelError
-from . import cpu_pool, cpu_twin, heap, numpy_attention, numpy_blocks, numpy_stack, ort_kernels, ort_ops
+from . import cpu_pool, cpu_twin, heap, numpy_attention, numpy_blocks, numpy_stack, ort_blocks, ort_kernels, ort_ops
 from .base import Backend
 from .blas import BlasThreads
 from .quant import QuantizedWeight, dequantize, quantize_affine
@@ -195,9 +195,10 @@ class NumpyBackend(Backend):
         return super().gated_mlp(x, up_gate, up_gate_b, down, down_b, norm, eps, dtype)
 
     def prepare_attention_block(self, w_in, w_out, heads, kv_heads, head_dim, scale, interleaved=None):
+        cut = numpy_blocks.SplitAttention if isinstance(w_in, np.ndarray) else ort_blocks.QuantSplitAttention
         try:
-            block = numpy_blocks.SplitAttention(w_in, w_out, heads, kv_heads, head_dim, scale, interleaved)
-        except ValueError:  # quantized, odd head counts: separate ops
+            block = cut(w_in, w_out, heads, kv_heads, head_dim, scale, interleaved)
+        except ValueError:  # odd head counts, halves that are no whole groups, other forms: separate ops
             return None
         if cpu_twin.enabled():
             self.twin.register(block)
@@ -230,7 +231,7 @@ class NumpyBackend(Backend):
             return op(x, weight) if op is not None else Backend.layer_norm(self, x, weight, None, eps)
 
         try:
-            stack = numpy_stack.SplitStack(sublayers, layer_norm)
+            stack = numpy_stack.SplitStack(sublayers, layer_norm, eps)
         except ValueError:  # blocks of other forms: one by one
             return None
         if cpu_twin.enabled():

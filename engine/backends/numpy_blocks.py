@@ -74,6 +74,23 @@ def rotate(x: np.ndarray, rot: np.ndarray) -> np.ndarray:
     return out
 
 
+def half_rows(heads: int, kv_heads: int, head_dim: int, qkv: bool) -> list[np.ndarray]:
+    """The rows of each half of an attention's input projection (q, k, v rows stacked when ``qkv``, else q rows):
+    half ``i``'s q rows, then its k rows, then its v rows (``heads`` and ``kv_heads`` even)."""
+    hs, ks, hd = heads // 2, kv_heads // 2, head_dim
+    k0, v0 = heads * hd, (heads + kv_heads) * hd
+    return [
+        np.r_[
+            i * hs * hd : (i + 1) * hs * hd,
+            k0 + i * ks * hd : k0 + (i + 1) * ks * hd,
+            v0 + i * ks * hd : v0 + (i + 1) * ks * hd,
+        ]
+        if qkv
+        else np.arange(i * hs * hd, (i + 1) * hs * hd)
+        for i in (0, 1)
+    ]
+
+
 def _split_columns(w: np.ndarray) -> list[np.ndarray]:
     """``w [out, in]``'s first and second halves of columns as two C-contiguous ``[out, in / 2]`` blocks, written
     over ``w``'s own memory (so ``w`` no longer holds what it did)."""
@@ -113,18 +130,7 @@ class SplitAttention:
             raise ValueError("This attention block's matrices do not fit its heads.")
         hs, ks, hd = heads // 2, kv_heads // 2, head_dim
         if qkv:  # per half: its q rows, then its k rows, then its v rows
-            k0, v0 = heads * hd, (heads + kv_heads) * hd
-            order = np.concatenate(
-                [
-                    np.r_[
-                        i * hs * hd : (i + 1) * hs * hd,
-                        k0 + i * ks * hd : k0 + (i + 1) * ks * hd,
-                        v0 + i * ks * hd : v0 + (i + 1) * ks * hd,
-                    ]
-                    for i in (0, 1)
-                ]
-            )
-            w_in[...] = w_in[order]
+            w_in[...] = w_in[np.concatenate(half_rows(heads, kv_heads, head_dim, True))]
         half = w_in.shape[0] // 2
         self._in = [w_in[:half], w_in[half:]]
         self._out = _split_columns(w_out)
@@ -143,17 +149,25 @@ class SplitAttention:
         if self.interleaved is not None:
             start = ints[1]
             rot = inputs[1].reshape(n, -1).view(np.complex64)
-            qkv = product(self._in[i], h).reshape(n, hs + 2 * ks, hd).transpose(1, 0, 2)
+            qkv = self._in_product(i, h).reshape(n, hs + 2 * ks, hd).transpose(1, 0, 2)
             qk = rotate(qkv[: hs + ks], rot)
             k[kv, start : start + n] = qk[hs:]
             v[kv, start : start + n] = qkv[hs + ks :]
             q, k, v = qk[:hs], k[kv, : start + n], v[kv, : start + n]
             mask = None if n == 1 else np.tri(n, start + n, start, dtype=bool)
         else:
-            q = product(self._in[i], h).reshape(n, hs, hd).transpose(1, 0, 2)
+            q = self._in_product(i, h).reshape(n, hs, hd).transpose(1, 0, 2)
             k, v, mask = k[kv], v[kv], (None if len(inputs) < 2 else inputs[1].reshape(n, -1) > 0)
         a = numpy_attention.attend(q, k, v, self.scale, mask)
-        return product(self._out[i], a.transpose(1, 0, 2).reshape(n, hs * hd))
+        return self._out_product(i, a.transpose(1, 0, 2).reshape(n, hs * hd))
+
+    def _in_product(self, i: int, h: np.ndarray) -> np.ndarray:
+        """Half ``i``'s rows of the input projection for ``h [n, in]``: its q (and k, v) rows, ``[n, rows]``."""
+        return product(self._in[i], h)
+
+    def _out_product(self, i: int, a: np.ndarray) -> np.ndarray:
+        """Half ``i``'s share of the output projection for its heads' attention output ``a [n, heads * head_dim]``."""
+        return product(self._out[i], a)
 
     def combine(self, share0: np.ndarray, share1: np.ndarray) -> np.ndarray:
         """The block's output from its halves' shares, ``share0 + share1`` (the same arithmetic wherever it runs)."""

@@ -27,19 +27,23 @@ import numpy as np
 
 from . import cpu_pool, cpu_twin
 from .numpy_blocks import SplitAttention, SplitMlp
+from .ort_kernels import GatedMlp
 
 
 class SplitStack:
     """Residual sublayers ``(norm weight, block)``: an attention block cut by heads (``SplitAttention``, a self- or
-    a cross-attention) or an MLP cut by hidden units (``SplitMlp``); ``layer_norm(x, weight)`` the norm every
-    sublayer applies first (float32 in and out)."""
+    a cross-attention, or its 8/4-bit form ``ort_blocks.QuantSplitAttention``) or an MLP cut by hidden units
+    (``SplitMlp``, ``ort_kernels.GatedMlp``, whose graphs may hold the norm: then it must be the sublayer's, with
+    ``eps``); ``layer_norm(x, weight)`` the norm the other sublayers apply first (float32 in and out)."""
 
     twin = None  # a cpu_twin.Twin that knows this stack (set by the backend), or None
 
-    def __init__(self, sublayers: list[tuple[np.ndarray, object]], layer_norm: Callable):
-        for _, block in sublayers:
-            if not isinstance(block, (SplitAttention, SplitMlp)):
+    def __init__(self, sublayers: list[tuple[np.ndarray, object]], layer_norm: Callable, eps: float):
+        for norm, block in sublayers:
+            if not isinstance(block, (SplitAttention, SplitMlp, GatedMlp)):
                 raise ValueError("A stack runs blocks cut in halves only.")
+            if getattr(block, "norm", None) is not None and (block.norm is not norm or block.eps != eps):
+                raise ValueError("A block's own norm must be its sublayer's.")
         self.sublayers, self.layer_norm = sublayers, layer_norm
         width = sublayers[0][1].shape[0]
         self.shape = (width, width)  # what cpu_twin asks of what it runs
@@ -71,8 +75,8 @@ class SplitStack:
         mask = inputs[2:]  # the cross-attentions' mask, where there is one
         kv = iter(arrays)
         for norm, block in self.sublayers:
-            h = self.layer_norm(x, norm)
-            if isinstance(block, SplitMlp):
+            h = x if getattr(block, "norm", None) is not None else self.layer_norm(x, norm)  # or in its graphs
+            if not isinstance(block, SplitAttention):
                 half = partial(block.run_chunk, x=h)
             elif block.interleaved is not None:
                 half = partial(block.run_half, inputs=[h, rot], arrays=[next(kv), next(kv)], ints=[n, start])

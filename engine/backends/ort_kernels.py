@@ -354,6 +354,10 @@ class GatedMlp:
         """Half ``i``'s share of the output, ``[rows, out]`` float32, for ``x [rows, in]``."""
         return self._runs[i](["y"], {"x": x})[0]
 
+    def combine(self, share0: np.ndarray, share1: np.ndarray) -> np.ndarray:
+        """The MLP's output from its halves' shares (``down_b`` is in the first)."""
+        return share0 + share1
+
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""
         return cpu_twin.sum_of_halves(self, x)

@@ -14,6 +14,9 @@ import pytest
 from engine.backends import cpu_twin
 from engine.backends.base import Backend
 from engine.backends.numpy_stack import SplitStack
+from engine.backends.ort_blocks import QuantSplitAttention
+from engine.backends.ort_kernels import GatedMlp
+from engine.backends.quant import dequantize
 
 rng = np.random.default_rng(12)
 twin_only = pytest.mark.skipif(not cpu_twin.enabled(), reason="the twin runs on Linux x86-64 with 2+ CPUs only")
@@ -24,36 +27,27 @@ def r(*shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def decoder(B, layers=2):
-    """Random blocks of a small pre-norm decoder, its stack, and arrays (self caches, cross K/V) per layer."""
+def decoder(B, layers=2, bits=None, heads=HEADS, kv_heads=KV_HEADS, hd=HD):
+    """Random blocks of a small pre-norm decoder, its stack, and arrays (self caches, cross K/V) per layer; with
+    ``bits``, 8/4-bit weights in groups of 64 (the gated MLP holding its norm, as a model gets it)."""
     blocks, sublayers, arrays = [], [], []
+
+    def lin(*shape):
+        w = r(*shape) * 0.05
+        return B.prepare_linear(w if bits is None else B.quantize(w, 64, bits))
+
     for _ in range(layers):
-        own = B.prepare_attention_block(
-            B.prepare_linear(r((HEADS + 2 * KV_HEADS) * HD, D) * 0.05),
-            B.prepare_linear(r(D, HEADS * HD) * 0.05),
-            HEADS,
-            KV_HEADS,
-            HD,
-            HD**-0.5,
-            True,
-        )
-        cross = B.prepare_attention_block(
-            B.prepare_linear(r(HEADS * HD, D) * 0.05),
-            B.prepare_linear(r(D, HEADS * HD) * 0.05),
-            HEADS,
-            KV_HEADS,
-            HD,
-            0.15,
-        )
-        mlp = B.prepare_gated_mlp(
-            B.prepare_linear(r(2560, D) * 0.05), r(2560) * 0.1, B.prepare_linear(r(D, 1280) * 0.05), r(D) * 0.1
-        )
         norms = [1 + 0.1 * r(D) for _ in range(3)]
+        own = B.prepare_attention_block(
+            lin((heads + 2 * kv_heads) * hd, D), lin(D, heads * hd), heads, kv_heads, hd, hd**-0.5, True
+        )
+        cross = B.prepare_attention_block(lin(heads * hd, D), lin(D, heads * hd), heads, kv_heads, hd, 0.15)
+        mlp = B.prepare_gated_mlp(lin(2560, D), r(2560) * 0.1, lin(D, 1280), r(D) * 0.1, norms[2], 1e-5)
         blocks.append((own, cross, mlp, norms))
         sublayers += [(norms[0], own), (norms[1], cross), (norms[2], mlp[0])]
-        xk, xv = B.kv_zeros((KV_HEADS, T, HD)), B.kv_zeros((KV_HEADS, T, HD))
-        xk[...], xv[...] = r(KV_HEADS, T, HD), r(KV_HEADS, T, HD)
-        arrays += [B.kv_zeros((KV_HEADS, 48, HD)), B.kv_zeros((KV_HEADS, 48, HD)), xk, xv]
+        xk, xv = B.kv_zeros((kv_heads, T, hd)), B.kv_zeros((kv_heads, T, hd))
+        xk[...], xv[...] = r(kv_heads, T, hd), r(kv_heads, T, hd)
+        arrays += [B.kv_zeros((kv_heads, 48, hd)), B.kv_zeros((kv_heads, 48, hd)), xk, xv]
     stack = B.prepare_block_stack(sublayers, 1e-5)
     assert isinstance(stack, SplitStack)
     return blocks, stack, arrays
@@ -69,8 +63,8 @@ def one_by_one(B, blocks, arrays, x, start, cos, sin, mask=None):
     return x
 
 
-def rotation(n):
-    ang = rng.uniform(-3, 3, (n, HD // 2))
+def rotation(n, hd=HD):
+    ang = rng.uniform(-3, 3, (n, hd // 2))
     return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
 
 
@@ -83,16 +77,23 @@ def clear(arrays):
         a[...] = 0
 
 
+QUANT = dict(heads=4, kv_heads=2, hd=64)  # halves of 128 output columns: two whole groups of 64
+
+
 @pytest.mark.parametrize("rows,masked", [(1, False), (3, True), (36, False)])
 @pytest.mark.parametrize("twin", [True, False])
-def test_a_stack_gives_the_bits_of_its_blocks_one_by_one(B, rows, masked, twin):
+@pytest.mark.parametrize("bits", [None, 8])
+def test_a_stack_gives_the_bits_of_its_blocks_one_by_one(B, rows, masked, twin, bits):
     """Outputs and every cache row, for a step, a prefill with a cross mask, and a long prefill (its halves over
-    cpu_pool's threads), with the twin taking half of each block or not."""
+    cpu_pool's threads), with the twin taking half of each block or not; float32 and 8-bit blocks."""
     if twin and not cpu_twin.enabled():
         pytest.skip("the twin runs on Linux x86-64 with 2+ CPUs only")
     B.twin.failed = not twin
-    blocks, stack, arrays = decoder(B)
-    x, (cos, sin) = r(rows, D), rotation(rows)
+    shape = QUANT if bits else {}
+    blocks, stack, arrays = decoder(B, bits=bits, **shape)
+    if bits:
+        assert isinstance(blocks[0][0], QuantSplitAttention) and isinstance(blocks[0][2][0], GatedMlp)
+    x, (cos, sin) = r(rows, D), rotation(rows, shape.get("hd", HD))
     mask = (rng.uniform(size=(rows, T)) > 0.3) if masked else None
     start = 2
     want = one_by_one(B, blocks, arrays, x, start, cos, sin, mask)
@@ -181,3 +182,61 @@ def test_the_twin_gives_up_a_program_whose_caller_stops_posting(B, monkeypatch):
     assert time.monotonic() - t < 0.05 and channel.open  # it had finished (given up) already
     again, _ = step(B, stack, arrays, x, cos, sin)
     assert np.array_equal(again, want) and B.twin.pid == pid and not B.twin.failed
+
+
+def block64(x, w_in, w_out, heads, kv_heads, hd, cache=None, start=0, cos=None, sin=None, kv=None):
+    """An uncut attention block in float64 (a self-attention with ``cos``/``sin`` and a zero cache, a
+    cross-attention over ``kv``)."""
+    n, x64 = x.shape[0], x.astype(np.float64)
+    p = (x64 @ w_in.T.astype(np.float64)).reshape(n, -1, hd).transpose(1, 0, 2)
+    if cos is None:
+        q, (k, v), mask = p, kv, None
+    else:
+        f = cos.shape[-1]
+
+        def rope(y):
+            out = y.copy()
+            a, b = y[..., 0 : 2 * f : 2], y[..., 1 : 2 * f : 2]
+            out[..., 0 : 2 * f : 2], out[..., 1 : 2 * f : 2] = a * cos - b * sin, a * sin + b * cos
+            return out
+
+        q, k, v = rope(p[:heads]), rope(p[heads : heads + kv_heads]), p[heads + kv_heads :]
+        mask = np.tri(n, start + n, start, dtype=bool)
+        k = np.concatenate([np.zeros((kv_heads, start, hd)), k], axis=1)
+        v = np.concatenate([np.zeros((kv_heads, start, hd)), v], axis=1)
+    g = heads // kv_heads
+    k, v = np.repeat(k, g, axis=0).astype(np.float64), np.repeat(v, g, axis=0).astype(np.float64)
+    sc = np.einsum("htd,hkd->htk", q, k) / np.sqrt(hd)
+    if mask is not None:
+        sc = np.where(mask, sc, -np.inf)
+    e = np.exp(sc - sc.max(-1, keepdims=True))
+    a = np.einsum("htk,hkd->htd", e / e.sum(-1, keepdims=True), v)
+    return a.transpose(1, 0, 2).reshape(n, -1) @ w_out.T.astype(np.float64)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantized_attention_blocks_compute_the_dequantized_block(B, bits):
+    """Each half's rows and column groups are the right ones: the 8/4-bit blocks against the uncut block of the
+    dequantized weights in float64, within what the kernels' int8 activations cost."""
+    heads, kv_heads, hd = QUANT["heads"], QUANT["kv_heads"], QUANT["hd"]
+    qs = [B.quantize(r(*shape) * 0.05, 64, bits) for shape in [((heads + 2 * kv_heads) * hd, D), (D, heads * hd)]]
+    qs += [B.quantize(r(*shape) * 0.05, 64, bits) for shape in [(heads * hd, D), (D, heads * hd)]]
+    own = B.prepare_attention_block(*map(B.prepare_linear, qs[:2]), heads, kv_heads, hd, hd**-0.5, True)
+    cross = B.prepare_attention_block(*map(B.prepare_linear, qs[2:]), heads, kv_heads, hd, hd**-0.5)
+    assert isinstance(own, QuantSplitAttention) and isinstance(cross, QuantSplitAttention)
+    w = [dequantize(q) for q in qs]
+    x, (cos, sin) = r(3, D), rotation(3, hd)
+    kc, vc = B.kv_zeros((kv_heads, 8, hd)), B.kv_zeros((kv_heads, 8, hd))
+    got = B.self_attention_block(x, own, kc, vc, 2, cos, sin)[0]
+    want = block64(x, w[0], w[1], heads, kv_heads, hd, start=2, cos=cos, sin=sin)
+    np.testing.assert_allclose(got, want, atol=0.03 * np.abs(want).max())
+    xk, xv = r(kv_heads, T, hd), r(kv_heads, T, hd)
+    got = B.cross_attention_block(x, cross, B.kv_zeros((kv_heads, T, hd)) + xk, B.kv_zeros((kv_heads, T, hd)) + xv)
+    want = block64(x, w[2], w[3], heads, kv_heads, hd, kv=(xk, xv))
+    np.testing.assert_allclose(got, want, atol=0.03 * np.abs(want).max())
+
+
+def test_quantized_blocks_whose_halves_are_no_whole_groups_stay_separate_ops(B):
+    """Moonshine tiny's 8 heads of 40: a half's 160 output columns are 2.5 groups of 64."""
+    w_in, w_out = B.quantize(r(960, 320), 64, 8), B.quantize(r(320, 320), 64, 8)
+    assert B.prepare_attention_block(B.prepare_linear(w_in), B.prepare_linear(w_out), 8, 8, 40, 0.1, True) is None

@@ -1,0 +1,69 @@
+"""8/4-bit attention blocks cut in two halves of their heads, the quantized counterpart of
+``numpy_blocks.SplitAttention`` (tensor parallelism over the twin process, run in lockstep by ``numpy_stack``).
+
+Why: an 8-bit Moonshine small step ran its output projection, norm and cross-attention query (one fused graph,
+~52 us per layer), its cross-attention output projection (~31 us) and its RoPE and self-attention on the caller
+alone while the twin waited; ``MatMulNBits`` reads a cold matrix at ~10-13 GB/s on one core, so the halves pay.
+Each half here is its rows of the input projection (its heads' q, k, v rows, one ``MatMulNBits`` graph), RoPE,
+its K/V cache writes and attention (NumPy, ``SplitAttention``'s code), and its column groups of the output
+projection (a second graph) returning its share of the output; the shares add up to the block's output.
+
+Contract: as ``SplitAttention``'s (results do not depend on the twin; they differ from the uncut products in the
+last bits: the output projection's sum is cut in two, the input projection's rows are regrouped). Only where each
+half's columns of the output projection are whole groups (``heads / 2 * head_dim`` a multiple of the group size:
+Moonshine small and medium, not tiny's 160 columns in groups of 64) and the weights are MLX-affine without a float
+rest, padding or a norm of their own (``ort_kernels.NBitsLinear`` with ``q``); else ValueError. The graphs hold
+their own packed copies; nothing is rearranged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .numpy_blocks import SplitAttention, half_rows
+from .ort_kernels import NBitsLinear, _affine_blocks, _matmul_nbits, _model, _session, runner
+
+
+class QuantSplitAttention(SplitAttention):
+    """``SplitAttention`` over two ``NBitsLinear`` products (``w_in``: q, k, v rows stacked for a self-attention, q
+    rows for a cross-attention; ``w_out``: the output projection); the other arguments are ``SplitAttention``'s."""
+
+    def __init__(self, w_in, w_out, heads: int, kv_heads: int, head_dim: int, scale: float, interleaved=None):
+        qkv = interleaved is not None
+        rows = (heads + 2 * kv_heads if qkv else heads) * head_dim
+        odd = heads % 2 or kv_heads % 2 or heads % kv_heads or (qkv and head_dim % 2)
+        if odd or interleaved is False or not all(_whole(w) for w in (w_in, w_out)):
+            raise ValueError("This attention block cannot be cut into halves.")
+        if w_in.shape[0] != rows or w_out.shape[1] != heads * head_dim:
+            raise ValueError("This attention block's matrices do not fit its heads.")
+        hs, ks, hd = heads // 2, kv_heads // 2, head_dim
+        q_in, q_out = w_in.q, w_out.q
+        groups = hs * hd // q_out.group_size
+        if hs * hd % q_out.group_size:
+            raise ValueError("A half of this block's output projection is no whole number of groups.")
+        self._in_runs, self._out_runs, self.nbytes = [], [], 0
+        for i, picked in enumerate(half_rows(heads, kv_heads, head_dim, qkv)):
+            for q, kept, cols, runs in (
+                (q_in, (picked, slice(None)), w_in.shape[1], self._in_runs),
+                (q_out, (slice(None), slice(i * groups, (i + 1) * groups)), hs * hd, self._out_runs),
+            ):
+                blob, s, z, _, rest = _affine_blocks(q, *kept)
+                if rest:
+                    raise ValueError("Weights with a float rest do not run in these blocks.")
+                nodes, inits = _matmul_nbits("x", "y", "", blob, s, z, q.group_size, q.bits)
+                runs.append(runner(_session(_model(nodes, inits, cols, s.shape[0]))))
+                self.nbytes += blob.nbytes + s.nbytes
+        self.heads, self.kv_heads, self.head_dim, self.scale, self.interleaved = hs, ks, hd, scale, interleaved
+        self.shape = (w_out.shape[0], w_in.shape[1] + hd)
+
+    def _in_product(self, i: int, h: np.ndarray) -> np.ndarray:
+        return self._in_runs[i](["y"], {"x": np.ascontiguousarray(h, dtype=np.float32)})[0]
+
+    def _out_product(self, i: int, a: np.ndarray) -> np.ndarray:
+        return self._out_runs[i](["y"], {"x": np.ascontiguousarray(a, dtype=np.float32)})[0]
+
+
+def _whole(w) -> bool:
+    """Whether ``w`` is an ``NBitsLinear`` these blocks can regroup: its ``QuantizedWeight`` known, no padding, no
+    float rest, no norm inside."""
+    return isinstance(w, NBitsLinear) and w.q is not None and not w.q.padded and not w.with_rest and w.norm is None
