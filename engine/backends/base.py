@@ -219,31 +219,41 @@ class Backend:
         head_dim: int,
         scale: float,
         interleaved: bool | None = None,
+        norm: Array | None = None,
+        eps: float = 1e-5,
     ):
         """A fused form of an attention block for ``self_attention_block`` (``interleaved`` not None: ``w_in``
         stacks the q, k and v rows, RoPE of that kind) or ``cross_attention_block`` (``w_in``: the q rows), with
         ``w_out`` the output projection; or None where this backend computes the block as separate ops (the
-        default; the caller then uses those). A form may reuse the matrices' memory: after a form is returned,
-        ``w_in`` and ``w_out`` must not be used as they were."""
+        default; the caller then uses those). ``norm``: the layer norm (no bias) the block's input gets first,
+        which a form may take into itself (its ``norm`` is then that weight); the block ops are then called with
+        it. A form may reuse the matrices' memory: after a form is returned, ``w_in`` and ``w_out`` must not be
+        used as they were."""
         return None
 
-    def self_attention_block(self, h: Array, block, k: Array, v: Array, start: int, cos: Array, sin: Array):
+    def self_attention_block(
+        self, h: Array, block, k: Array, v: Array, start: int, cos: Array, sin: Array, norm=None, eps: float = 1e-5
+    ):
         """``(y, k, v)``: ``y [n, out]`` the output projection of a causal self-attention for ``h [n, in]`` at
         positions ``start..`` (queries, keys and values from ``h``, q and k rotated by ``cos, sin [n, F]``),
         after writing the new keys and values into the caches ``k, v [Hkv, capacity, hd]`` at those positions;
-        ``k, v`` updated (in place where the library allows). ``block`` from ``prepare_attention_block``."""
+        ``k, v`` updated (in place where the library allows). ``block`` from ``prepare_attention_block``. With
+        ``norm``, ``h`` is first ``layer_norm(h, norm, None, eps)`` (inside the block where it holds it)."""
         raise NotImplementedError("This backend has no fused attention blocks (prepare_attention_block said so).")
 
-    def cross_attention_block(self, h: Array, block, k: Array, v: Array, mask: Array | None = None) -> Array:
+    def cross_attention_block(
+        self, h: Array, block, k: Array, v: Array, mask: Array | None = None, norm=None, eps: float = 1e-5
+    ) -> Array:
         """``y [n, out]``: the output projection of an attention of the queries from ``h [n, in]`` over ``k, v
-        [Hkv, T, hd]`` (``mask [n, T]`` boolean, True = may attend). ``block`` from ``prepare_attention_block``."""
+        [Hkv, T, hd]`` (``mask [n, T]`` boolean, True = may attend). ``block`` from ``prepare_attention_block``;
+        ``norm`` as for ``self_attention_block``."""
         raise NotImplementedError("This backend has no fused attention blocks (prepare_attention_block said so).")
 
     def prepare_block_stack(self, sublayers: list[tuple[Array, object]], eps: float):
         """A form for ``block_stack`` of a pre-norm decoder's residual sublayers ``(norm weight, block)`` in order,
         each block a self- or cross-attention block (``prepare_attention_block``) or a gated MLP
-        (``prepare_gated_mlp``, no norm of its own, no bias on its up/gate product's output other than its own);
-        or None where this backend runs them one by one (the default)."""
+        (``prepare_gated_mlp``), each given its sublayer's norm where it was prepared with one; or None where this
+        backend runs them one by one (the default)."""
         return None
 
     def block_stack(self, x: Array, stack, arrays: list, start: int, cos: Array, sin: Array, mask=None) -> Array:

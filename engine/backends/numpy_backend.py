@@ -194,10 +194,17 @@ class NumpyBackend(Backend):
             return up_gate(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], up_gate.shape[0])
         return super().gated_mlp(x, up_gate, up_gate_b, down, down_b, norm, eps, dtype)
 
-    def prepare_attention_block(self, w_in, w_out, heads, kv_heads, head_dim, scale, interleaved=None):
-        cut = numpy_blocks.SplitAttention if isinstance(w_in, np.ndarray) else ort_blocks.QuantSplitAttention
+    def prepare_attention_block(
+        self, w_in, w_out, heads, kv_heads, head_dim, scale, interleaved=None, norm=None, eps=1e-5
+    ):
         try:
-            block = cut(w_in, w_out, heads, kv_heads, head_dim, scale, interleaved)
+            if isinstance(w_in, np.ndarray):  # float32: the norm stays a separate op
+                block = numpy_blocks.SplitAttention(w_in, w_out, heads, kv_heads, head_dim, scale, interleaved)
+            else:  # 8/4-bit: the norm goes into the halves' graphs where ONNX Runtime runs it
+                norm = norm if norm is not None and self._ln_op(eps) else None
+                block = ort_blocks.QuantSplitAttention(
+                    w_in, w_out, heads, kv_heads, head_dim, scale, interleaved, norm, eps
+                )
         except ValueError:  # odd head counts, halves that are no whole groups, other forms: separate ops
             return None
         if cpu_twin.enabled():
@@ -205,10 +212,18 @@ class NumpyBackend(Backend):
             block.twin = self.twin
         return block
 
-    def self_attention_block(self, h, block, k, v, start, cos, sin):
+    def self_attention_block(self, h, block, k, v, start, cos, sin, norm=None, eps=1e-5):
         lead = h.shape[:-1]
+        h = self._block_input(h, block, norm, eps)
         y = block(h.reshape(-1, h.shape[-1]), k, v, start, self._rotation(cos, sin))
         return y.reshape(*lead, -1), k, v
+
+    def _block_input(self, h, block, norm, eps):
+        """What a block takes: ``h`` normed here, unless the block holds that norm itself."""
+        if block.norm is None:
+            return h if norm is None else self._normed(h, norm, eps, "float32")
+        _check_norm(block, norm, eps)
+        return h
 
     def _rotation(self, cos, sin) -> np.ndarray:
         """``cos + i sin`` as float32 pairs ``[n, 2 F]`` (complex64 seen as float32, ``numpy_blocks.rotate``), made
@@ -220,8 +235,9 @@ class NumpyBackend(Backend):
             last = self._last_rotation = cos, sin, rot.view(np.float32)
         return last[2]
 
-    def cross_attention_block(self, h, block, k, v, mask=None):
+    def cross_attention_block(self, h, block, k, v, mask=None, norm=None, eps=1e-5):
         lead = h.shape[:-1]
+        h = self._block_input(h, block, norm, eps)
         return block(h.reshape(-1, h.shape[-1]), k, v, mask=mask).reshape(*lead, -1)
 
     def prepare_block_stack(self, sublayers, eps):

@@ -119,6 +119,7 @@ class SplitAttention:
     ValueError (nothing is changed then)."""
 
     twin = None  # a cpu_twin.Twin that knows this block (set by the backend), or None
+    norm, eps = None, 1e-5  # no norm inside: the caller norms the input first
 
     def __init__(self, w_in, w_out, heads: int, kv_heads: int, head_dim: int, scale: float, interleaved=None):
         qkv = interleaved is not None

@@ -12,8 +12,9 @@ Contract: as ``SplitAttention``'s (results do not depend on the twin; they diffe
 last bits: the output projection's sum is cut in two, the input projection's rows are regrouped). Only where each
 half's columns of the output projection are whole groups (``heads / 2 * head_dim`` a multiple of the group size:
 Moonshine small and medium, not tiny's 160 columns in groups of 64) and the weights are MLX-affine without a float
-rest, padding or a norm of their own (``ort_kernels.NBitsLinear`` with ``q``); else ValueError. The graphs hold
-their own packed copies; nothing is rearranged.
+rest, padding or a norm of their own (``ort_kernels.NBitsLinear`` with ``q``); else ValueError. The layer norm before
+the block may go into both halves' input graphs (``norm``, as ``ort_kernels.GatedMlp`` does), which saves its own
+session run. The graphs hold their own packed copies; nothing is rearranged.
 """
 
 from __future__ import annotations
@@ -21,14 +22,17 @@ from __future__ import annotations
 import numpy as np
 
 from .numpy_blocks import SplitAttention, half_rows
-from .ort_kernels import NBitsLinear, _affine_blocks, _matmul_nbits, _model, _session, runner
+from .ort_kernels import NBitsLinear, _affine_blocks, _matmul_nbits, _model, _norm, _session, runner
 
 
 class QuantSplitAttention(SplitAttention):
     """``SplitAttention`` over two ``NBitsLinear`` products (``w_in``: q, k, v rows stacked for a self-attention, q
     rows for a cross-attention; ``w_out``: the output projection); the other arguments are ``SplitAttention``'s."""
 
-    def __init__(self, w_in, w_out, heads: int, kv_heads: int, head_dim: int, scale: float, interleaved=None):
+    def __init__(
+        self, w_in, w_out, heads: int, kv_heads: int, head_dim: int, scale: float, interleaved=None, norm=None, eps=1e-5
+    ):
+        """``norm``: a layer norm weight (no bias) applied to the input first, in both halves' input graphs."""
         qkv = interleaved is not None
         rows = (heads + 2 * kv_heads if qkv else heads) * head_dim
         odd = heads % 2 or kv_heads % 2 or heads % kv_heads or (qkv and head_dim % 2)
@@ -50,10 +54,16 @@ class QuantSplitAttention(SplitAttention):
                 blob, s, z, _, rest = _affine_blocks(q, *kept)
                 if rest:
                     raise ValueError("Weights with a float rest do not run in these blocks.")
-                nodes, inits = _matmul_nbits("x", "y", "", blob, s, z, q.group_size, q.bits)
+                normed = norm is not None and q is q_in
+                nodes, inits = _matmul_nbits("xn" if normed else "x", "y", "", blob, s, z, q.group_size, q.bits)
+                if normed:
+                    node, weight = _norm("x", "xn", norm, eps)
+                    nodes.insert(0, node)
+                    inits.append(weight)
                 runs.append(runner(_session(_model(nodes, inits, cols, s.shape[0]))))
                 self.nbytes += blob.nbytes + s.nbytes
         self.heads, self.kv_heads, self.head_dim, self.scale, self.interleaved = hs, ks, hd, scale, interleaved
+        self.norm, self.eps = norm, eps
         self.shape = (w_out.shape[0], w_in.shape[1] + hd)
 
     def _in_product(self, i: int, h: np.ndarray) -> np.ndarray:

@@ -185,9 +185,9 @@ class MoonshineModel:
         B, c = self.B, self.cfg
         heads = (c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.head_dim**-0.5)
         for layer in self.dec_layers:
-            own = B.prepare_attention_block(layer.qkv, layer.o, *heads, interleaved=True)
+            own = B.prepare_attention_block(layer.qkv, layer.o, *heads, True, layer.ln_in, 1e-5)
             if own is not None:
-                cross = B.prepare_attention_block(layer.xq, layer.xo, *heads)
+                cross = B.prepare_attention_block(layer.xq, layer.xo, *heads, None, layer.ln_post, 1e-5)
                 if cross is None:  # the two blocks have the same heads: a backend takes both or neither
                     raise ValueError("The backend fused the self-attention block but not the cross-attention one.")
                 layer.blocks = own, cross

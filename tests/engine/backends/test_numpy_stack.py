@@ -39,9 +39,11 @@ def decoder(B, layers=2, bits=None, heads=HEADS, kv_heads=KV_HEADS, hd=HD):
     for _ in range(layers):
         norms = [1 + 0.1 * r(D) for _ in range(3)]
         own = B.prepare_attention_block(
-            lin((heads + 2 * kv_heads) * hd, D), lin(D, heads * hd), heads, kv_heads, hd, hd**-0.5, True
+            lin((heads + 2 * kv_heads) * hd, D), lin(D, heads * hd), heads, kv_heads, hd, hd**-0.5, True, norms[0]
         )
-        cross = B.prepare_attention_block(lin(heads * hd, D), lin(D, heads * hd), heads, kv_heads, hd, 0.15)
+        cross = B.prepare_attention_block(
+            lin(heads * hd, D), lin(D, heads * hd), heads, kv_heads, hd, 0.15, None, norms[1]
+        )
         mlp = B.prepare_gated_mlp(lin(2560, D), r(2560) * 0.1, lin(D, 1280), r(D) * 0.1, norms[2], 1e-5)
         blocks.append((own, cross, mlp, norms))
         sublayers += [(norms[0], own), (norms[1], cross), (norms[2], mlp[0])]
@@ -57,8 +59,8 @@ def one_by_one(B, blocks, arrays, x, start, cos, sin, mask=None):
     """The blocks through the backend's separate block ops (the path the stack must equal bit for bit)."""
     for j, (own, cross, mlp, (n1, n2, n3)) in enumerate(blocks):
         kc, vc, xk, xv = arrays[4 * j : 4 * j + 4]
-        x = x + B.self_attention_block(B._normed(x, n1, 1e-5, "float32"), own, kc, vc, start, cos, sin)[0]
-        x = x + B.cross_attention_block(B._normed(x, n2, 1e-5, "float32"), cross, xk, xv, mask)
+        x = x + B.self_attention_block(x, own, kc, vc, start, cos, sin, norm=n1, eps=1e-5)[0]
+        x = x + B.cross_attention_block(x, cross, xk, xv, mask, norm=n2, eps=1e-5)
         x = x + B.gated_mlp(x, *mlp, norm=n3, eps=1e-5)
     return x
 
@@ -91,8 +93,9 @@ def test_a_stack_gives_the_bits_of_its_blocks_one_by_one(B, rows, masked, twin, 
     B.twin.failed = not twin
     shape = QUANT if bits else {}
     blocks, stack, arrays = decoder(B, bits=bits, **shape)
-    if bits:
+    if bits:  # 8-bit blocks hold their norms (in their graphs), float32 ones leave them to the stack
         assert isinstance(blocks[0][0], QuantSplitAttention) and isinstance(blocks[0][2][0], GatedMlp)
+    assert all((b.norm is n) == bool(bits) for (own, cross, _, (n, m, _)) in blocks for b, n in ((own, n), (cross, m)))
     x, (cos, sin) = r(rows, D), rotation(rows, shape.get("hd", HD))
     mask = (rng.uniform(size=(rows, T)) > 0.3) if masked else None
     start = 2
@@ -221,19 +224,36 @@ def test_quantized_attention_blocks_compute_the_dequantized_block(B, bits):
     heads, kv_heads, hd = QUANT["heads"], QUANT["kv_heads"], QUANT["hd"]
     qs = [B.quantize(r(*shape) * 0.05, 64, bits) for shape in [((heads + 2 * kv_heads) * hd, D), (D, heads * hd)]]
     qs += [B.quantize(r(*shape) * 0.05, 64, bits) for shape in [(heads * hd, D), (D, heads * hd)]]
-    own = B.prepare_attention_block(*map(B.prepare_linear, qs[:2]), heads, kv_heads, hd, hd**-0.5, True)
+    norm = 1 + 0.1 * r(D)
+    own = B.prepare_attention_block(*map(B.prepare_linear, qs[:2]), heads, kv_heads, hd, hd**-0.5, True, norm)
     cross = B.prepare_attention_block(*map(B.prepare_linear, qs[2:]), heads, kv_heads, hd, hd**-0.5)
     assert isinstance(own, QuantSplitAttention) and isinstance(cross, QuantSplitAttention)
     w = [dequantize(q) for q in qs]
     x, (cos, sin) = r(3, D), rotation(3, hd)
     kc, vc = B.kv_zeros((kv_heads, 8, hd)), B.kv_zeros((kv_heads, 8, hd))
-    got = B.self_attention_block(x, own, kc, vc, 2, cos, sin)[0]
-    want = block64(x, w[0], w[1], heads, kv_heads, hd, start=2, cos=cos, sin=sin)
+    got = B.self_attention_block(x, own, kc, vc, 2, cos, sin, norm=norm, eps=1e-5)[0]  # the norm in its graphs
+    x64 = x.astype(np.float64) - x.mean(-1, keepdims=True)
+    normed = (x64 / np.sqrt((x64 * x64).mean(-1, keepdims=True) + 1e-5) * norm).astype(np.float32)
+    want = block64(normed, w[0], w[1], heads, kv_heads, hd, start=2, cos=cos, sin=sin)
     np.testing.assert_allclose(got, want, atol=0.03 * np.abs(want).max())
     xk, xv = r(kv_heads, T, hd), r(kv_heads, T, hd)
     got = B.cross_attention_block(x, cross, B.kv_zeros((kv_heads, T, hd)) + xk, B.kv_zeros((kv_heads, T, hd)) + xv)
     want = block64(x, w[2], w[3], heads, kv_heads, hd, kv=(xk, xv))
     np.testing.assert_allclose(got, want, atol=0.03 * np.abs(want).max())
+
+
+def test_a_block_holding_its_norm_refuses_another(B):
+    heads, kv_heads, hd = QUANT["heads"], QUANT["kv_heads"], QUANT["hd"]
+    w_in, w_out = B.quantize(r(heads * hd, D), 64, 8), B.quantize(r(D, heads * hd), 64, 8)
+    norm = np.ones(D, np.float32)
+    block = B.prepare_attention_block(
+        B.prepare_linear(w_in), B.prepare_linear(w_out), heads, kv_heads, hd, 0.1, None, norm
+    )
+    xk = B.kv_zeros((kv_heads, T, hd))
+    with pytest.raises(ValueError, match="another norm"):
+        B.cross_attention_block(r(1, D), block, xk, xk, norm=norm * 2)
+    with pytest.raises(ValueError, match="its sublayer's"):
+        SplitStack([(norm * 2, block)], lambda x, w: x, 1e-5)
 
 
 def test_quantized_blocks_whose_halves_are_no_whole_groups_stay_separate_ops(B):
