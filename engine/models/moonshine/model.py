@@ -202,9 +202,7 @@ class MoonshineModel:
             for layer in self.dec_layers:
                 own, cross = layer.blocks
                 sublayers += [(layer.ln_in, own), (layer.ln_post, cross), (layer.ln_final, layer.fc1)]
-            self.stack = B.prepare_block_stack(sublayers, 1e-5)
-            if self.stack is None:  # blocks run as one stack; a backend that fuses them stacks them
-                raise ValueError("The backend fused the decoder's blocks but gave no stack for them.")
+            self.stack = B.prepare_block_stack(sublayers, 1e-5)  # None: the blocks run one by one
 
     # ---- sessions -----------------------------------------------------------------------------
     def start_session(
@@ -433,10 +431,18 @@ class MoonshineModel:
         return out if all_logits else out[0]
 
     def _decoder_layers(self, x, start: int, cos, sin, cache: list[list], xkv, xmask):
-        """The decoder layers op by op (MLX, quantized weights): ``x [n, D]`` after them."""
+        """The decoder layers op by op (MLX, quantized weights the backend does not cut), or block by block
+        where the backend gave blocks but no stack for them: ``x [n, D]`` after them."""
         B, n, scale = self.B, x.shape[0], self.cfg.head_dim**-0.5
         causal = self.causal(start, n) if n > 1 else None
         for layer, kv, (xk, xv) in zip(self.dec_layers, cache, xkv):
+            if layer.blocks is not None:
+                own, cross = layer.blocks
+                y, kv[0], kv[1] = B.self_attention_block(x, own, *kv, start, cos, sin, layer.ln_in, 1e-5)
+                x = x + y
+                x = x + B.cross_attention_block(x, cross, xk, xv, xmask, layer.ln_post, 1e-5)
+                x = self._dec_mlp(x, layer.fc1, layer.fc1_b, layer.fc2, layer.fc2_b, layer.ln_final)
+                continue
             q, k, v = self.dec_self_in(layer, x, cos, sin)
             kv[0] = B.write(kv[0], (slice(None), slice(start, start + n)), k)
             kv[1] = B.write(kv[1], (slice(None), slice(start, start + n)), v)

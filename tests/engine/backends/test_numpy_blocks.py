@@ -240,6 +240,29 @@ def test_a_model_decodes_as_with_its_separate_ops(monkeypatch):
     assert np.array_equal(got.argmax(-1), want.argmax(-1))
 
 
+def test_a_model_without_a_stack_runs_its_blocks_one_by_one_to_the_same_bits(monkeypatch):
+    """Where a backend cuts the blocks but gives no stack for them, the decoder calls the block ops layer by layer."""
+    from pathlib import Path
+
+    from engine import load_model
+
+    folder = Path(__file__).resolve().parents[2] / "fixtures" / "models" / "moon_tiny_like"
+    audio = r(16000) * 0.1
+
+    def logits(m):
+        enc, valid = m.encode(audio)
+        xkv, cache = m.cross_kv(m.memory(enc)), m.new_self_cache(12)
+        out = [m.decode([m.cfg.decoder_start_token_id, 5, 9], 0, cache, xkv, valid, all_logits=True)]
+        out += [m.decode([tok], 3 + i, cache, xkv, valid)[None] for i, tok in enumerate([11, 7, 3])]
+        return np.concatenate(out)
+
+    stacked = load_model(folder, backend="numpy")
+    monkeypatch.setattr(NumpyBackend, "prepare_block_stack", Backend.prepare_block_stack)
+    blocks = load_model(folder, backend="numpy")
+    assert isinstance(stacked.stack, SplitStack) and blocks.stack is None and blocks.dec_layers[0].blocks is not None
+    assert np.array_equal(logits(stacked), logits(blocks))
+
+
 @twin_only
 def test_the_twin_keeps_no_finished_decoders_caches_alive(B):
     """The layouts it remembers per block must not hold the caches (their arena blocks go back when freed)."""

@@ -137,3 +137,32 @@ def test_fused_decoder_blocks_give_the_unfused_logits_bit_for_bit(bits, monkeypa
         cache = m.new_self_cache(4)
         steps.append([m.decode([t], i, cache, xkv, valid) for i, t in enumerate(ids[:4])])
     assert all(np.array_equal(x, y) for x, y in zip(*steps))
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_decoder_blocks_cut_by_heads_compute_what_the_op_by_op_path_does(bits, monkeypatch):
+    """In groups of 32, moon_small_like's half-heads (32 wide) are whole groups, so its 8/4-bit attention blocks
+    are cut by heads and its decoder runs as one stack with the twin: the op-by-op path's logits (same groups) to
+    float rounding, and the same bits when the blocks run one by one instead of as a stack."""
+    from engine.backends.base import Backend
+    from engine.backends.numpy_backend import NumpyBackend
+    from engine.backends.ort_blocks import QuantSplitAttention
+    from engine.models import quantize
+
+    monkeypatch.setattr(quantize, "GROUPS", (32, 16))
+    folder = FIXTURES / "models" / "moon_small_like"
+    m = load_model(folder, backend="numpy", quantize=bits)
+    assert m.stack is not None
+    assert all(isinstance(b, QuantSplitAttention) and b.norm is not None for L in m.dec_layers for b in L.blocks)
+    monkeypatch.setattr(NumpyBackend, "prepare_block_stack", Backend.prepare_block_stack)
+    one_by_one = load_model(folder, backend="numpy", quantize=bits)
+    assert one_by_one.stack is None and one_by_one.dec_layers[0].blocks is not None
+    monkeypatch.setattr(NumpyBackend, "prepare_attention_block", Backend.prepare_attention_block)
+    ops = load_model(folder, backend="numpy", quantize=bits)
+    assert ops.dec_layers[0].blocks is None
+    for clip in CLIPS:
+        g = golden("moon_small_like", clip)
+        logits, want = forced(m, g), forced(ops, g)
+        assert np.array_equal(logits, forced(one_by_one, g))
+        assert np.abs(logits - want).max() < 1e-4 * np.abs(want).max(), clip
+        assert np.array_equal(logits.argmax(-1), want.argmax(-1)), clip
