@@ -14,8 +14,8 @@ Contract:
   calling the blocks one by one (tested bit for bit).
 - Both processes compute the same ``x`` bit for bit (same code, same inputs, same order), so results do not
   depend on the twin; without it, or when it stops answering mid-step, this process computes both halves.
-- ``run`` runs NumPy calls and the norm only (it runs in the twin too); the norm is resolved when the stack is
-  built, before the twin forks.
+- ``run`` runs NumPy calls and ONNX Runtime sessions made before the twin forks only (it runs in the twin too):
+  the norm is resolved when the stack is built, the 8/4-bit blocks' graphs when they are.
 """
 
 from __future__ import annotations
