@@ -191,6 +191,7 @@ class MoonshineModel:
                 if cross is None:  # the two blocks have the same heads: a backend takes both or neither
                     raise ValueError("The backend fused the self-attention block but not the cross-attention one.")
                 layer.blocks = own, cross
+                layer.qkv = layer.o = layer.xq = layer.xo = None  # the blocks hold what they compute with
             else:
                 layer.qkv = B.prepare_norm_linear(layer.ln_in, 1e-5, layer.qkv)
                 layer.o, layer.xq = B.prepare_residual_norm_linear(layer.o, layer.ln_post, 1e-5, layer.xq)
