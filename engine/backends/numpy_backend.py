@@ -140,9 +140,16 @@ class NumpyBackend(Backend):
         )
         k.q = w  # kept for row lookups (a tied embedding); memory-mapped when it came from a file
         if len(k.bounds) > 2:
-            self.twin.register(k)
-            k.twin = self.twin
+            self._with_twin(k)
         return k
+
+    def _with_twin(self, work):
+        """``work`` (a product in chunks, a block cut in halves, a stack) registered with the twin, which may then
+        compute part of it (where the platform has one); returned."""
+        if cpu_twin.enabled():
+            self.twin.register(work)
+            work.twin = self.twin
+        return work
 
     def prepare_norm_linear(self, norm, eps, w):
         if isinstance(w, ort_kernels.NBitsLinear) and w.norm is None and w.q is not None and self._ln_op(eps):
@@ -165,10 +172,7 @@ class NumpyBackend(Backend):
                 mlp = numpy_blocks.SplitMlp(up_gate, up_gate_b, down, down_b)
             except ValueError:  # an odd middle width or a read-only matrix: uncut
                 return up_gate, up_gate_b, down, down_b
-            if cpu_twin.enabled():
-                self.twin.register(mlp)
-                mlp.twin = self.twin
-            return mlp, None, mlp, None
+            return self._with_twin(mlp), None, mlp, None
         if not (
             isinstance(up_gate, ort_kernels.NBitsLinear)
             and isinstance(down, ort_kernels.NBitsLinear)
@@ -181,16 +185,11 @@ class NumpyBackend(Backend):
         if norm is not None and not self._ln_op(eps):
             norm = None  # no ONNX Runtime layer norm: gated_mlp applies it before the fused block
         mlp = ort_kernels.GatedMlp(up_gate.q, up_gate_b, down.q, down_b, norm, eps)
-        if cpu_twin.enabled():
-            self.twin.register(mlp)
-            mlp.twin = self.twin
-        return mlp, None, mlp, None
+        return self._with_twin(mlp), None, mlp, None
 
     def gated_mlp(self, x, up_gate, up_gate_b, down, down_b, norm=None, eps=1e-5, dtype="float32"):
         if isinstance(up_gate, (ort_kernels.GatedMlp, numpy_blocks.SplitMlp)):
-            if up_gate.norm is None and norm is not None:  # fused without it: the norm first, as the generic op
-                x, norm = self._normed(x, norm, eps, dtype), None
-            _check_norm(up_gate, norm, eps)
+            x = self._block_input(x, up_gate, norm, eps, dtype)
             return up_gate(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], up_gate.shape[0])
         return super().gated_mlp(x, up_gate, up_gate_b, down, down_b, norm, eps, dtype)
 
@@ -207,10 +206,7 @@ class NumpyBackend(Backend):
                 )
         except ValueError:  # odd head counts, halves that are no whole groups, other forms: separate ops
             return None
-        if cpu_twin.enabled():
-            self.twin.register(block)
-            block.twin = self.twin
-        return block
+        return self._with_twin(block)
 
     def self_attention_block(self, h, block, k, v, start, cos, sin, norm=None, eps=1e-5):
         lead = h.shape[:-1]
@@ -218,10 +214,10 @@ class NumpyBackend(Backend):
         y = block(h.reshape(-1, h.shape[-1]), k, v, start, self._rotation(cos, sin))
         return y.reshape(*lead, -1), k, v
 
-    def _block_input(self, h, block, norm, eps):
-        """What a block takes: ``h`` normed here, unless the block holds that norm itself."""
+    def _block_input(self, h, block, norm, eps, dtype="float32"):
+        """What a block takes: ``h`` normed here (as the generic op), unless the block holds that norm itself."""
         if block.norm is None:
-            return h if norm is None else self._normed(h, norm, eps, "float32")
+            return h if norm is None else self._normed(h, norm, eps, dtype)
         _check_norm(block, norm, eps)
         return h
 
@@ -250,10 +246,7 @@ class NumpyBackend(Backend):
             stack = numpy_stack.SplitStack(sublayers, layer_norm, eps)
         except ValueError:  # blocks of other forms: one by one
             return None
-        if cpu_twin.enabled():
-            self.twin.register(stack)
-            stack.twin = self.twin
-        return stack
+        return self._with_twin(stack)
 
     def block_stack(self, x, stack, arrays, start, cos, sin, mask=None):
         lead = x.shape[:-1]

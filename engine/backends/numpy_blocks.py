@@ -91,6 +91,34 @@ def half_rows(heads: int, kv_heads: int, head_dim: int, qkv: bool) -> list[np.nd
     ]
 
 
+def check_heads(w_in, w_out, heads: int, kv_heads: int, head_dim: int, interleaved, fits: bool) -> bool:
+    """Whether an attention block with these matrices and heads is a self-attention (``interleaved`` not None);
+    ValueError when it cannot be cut into halves of its heads (odd heads or key/value heads, an odd head size
+    for RoPE pairs, RoPE other than interleaved, matrices of another form: ``fits`` False, or of other sizes)."""
+    qkv = interleaved is not None
+    rows = (heads + 2 * kv_heads if qkv else heads) * head_dim
+    odd = heads % 2 or kv_heads % 2 or heads % kv_heads or (qkv and head_dim % 2)
+    if odd or interleaved is False or not fits:
+        raise ValueError("This attention block cannot be cut into halves.")
+    if w_in.shape[0] != rows or w_out.shape[1] != heads * head_dim:
+        raise ValueError("This attention block's matrices do not fit its heads.")
+    return qkv
+
+
+def halves_on_threads(half) -> tuple:
+    """``(half(0), half(1))`` computed over ``cpu_pool``'s threads (many rows: a long prefill, no twin)."""
+    shares: list = [None, None]
+
+    def job(i: int):
+        def run():
+            shares[i] = half(i)
+
+        return run
+
+    cpu_pool.run([job(0), job(1)])
+    return shares[0], shares[1]
+
+
 def _split_columns(w: np.ndarray) -> list[np.ndarray]:
     """``w [out, in]``'s first and second halves of columns as two C-contiguous ``[out, in / 2]`` blocks, written
     over ``w``'s own memory (so ``w`` no longer holds what it did)."""
@@ -122,13 +150,7 @@ class SplitAttention:
     norm, eps = None, 1e-5  # no norm inside: the caller norms the input first
 
     def __init__(self, w_in, w_out, heads: int, kv_heads: int, head_dim: int, scale: float, interleaved=None):
-        qkv = interleaved is not None
-        rows = (heads + 2 * kv_heads if qkv else heads) * head_dim
-        odd = heads % 2 or kv_heads % 2 or heads % kv_heads or (qkv and head_dim % 2)
-        if odd or interleaved is False or not _splittable(w_in, w_out):
-            raise ValueError("This attention block cannot be cut into halves.")
-        if w_in.shape[0] != rows or w_out.shape[1] != heads * head_dim:
-            raise ValueError("This attention block's matrices do not fit its heads.")
+        qkv = check_heads(w_in, w_out, heads, kv_heads, head_dim, interleaved, _splittable(w_in, w_out))
         hs, ks, hd = heads // 2, kv_heads // 2, head_dim
         if qkv:  # per half: its q rows, then its k rows, then its v rows
             w_in[...] = w_in[np.concatenate(half_rows(heads, kv_heads, head_dim, True))]
@@ -186,16 +208,7 @@ class SplitAttention:
         elif mask is not None:
             inputs.append(np.asarray(mask, np.float32))
         if n > cpu_twin.MAX_ROWS:  # many rows (a long prefill): both halves over cpu_pool's threads
-            shares: list = [None, None]
-
-            def half(i: int):
-                def run():
-                    shares[i] = self.run_half(i, inputs, arrays, ints)
-
-                return run
-
-            cpu_pool.run([half(0), half(1)])
-            return self.combine(shares[0], shares[1])
+            return self.combine(*halves_on_threads(lambda i: self.run_half(i, inputs, arrays, ints)))
         twin = self.twin
         ticket = twin.submit_block(self, inputs, arrays, ints) if twin is not None else None
         mine = self.run_half(0, inputs, arrays, ints)

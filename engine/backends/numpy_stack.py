@@ -25,8 +25,8 @@ from functools import partial
 
 import numpy as np
 
-from . import cpu_pool, cpu_twin
-from .numpy_blocks import SplitAttention, SplitMlp
+from . import cpu_twin
+from .numpy_blocks import SplitAttention, SplitMlp, halves_on_threads
 from .ort_kernels import GatedMlp
 
 
@@ -95,16 +95,7 @@ def _shares(half: Callable, channel, rows: int) -> tuple:
     """The caller's ``(share 0, share 1)``: the twin's share through ``channel``, or, without it (or when it stops
     answering), computed here too: over ``cpu_pool``'s threads for many rows (a long prefill)."""
     if channel is None and rows > cpu_twin.MAX_ROWS:
-        shares: list = [None, None]
-
-        def job(i: int):
-            def run():
-                shares[i] = half(i)
-
-            return run
-
-        cpu_pool.run([job(0), job(1)])
-        return shares[0], shares[1]
+        return halves_on_threads(half)
     mine = half(0)
     theirs = channel.swap(mine) if channel is not None else None
     return mine, (half(1) if theirs is None else theirs)

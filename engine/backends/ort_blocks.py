@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .numpy_blocks import SplitAttention, half_rows
+from .numpy_blocks import SplitAttention, check_heads, half_rows
 from .ort_kernels import NBitsLinear, _affine_blocks, _matmul_nbits, _model, _norm, _session, runner
 
 
@@ -33,13 +33,8 @@ class QuantSplitAttention(SplitAttention):
         self, w_in, w_out, heads: int, kv_heads: int, head_dim: int, scale: float, interleaved=None, norm=None, eps=1e-5
     ):
         """``norm``: a layer norm weight (no bias) applied to the input first, in both halves' input graphs."""
-        qkv = interleaved is not None
-        rows = (heads + 2 * kv_heads if qkv else heads) * head_dim
-        odd = heads % 2 or kv_heads % 2 or heads % kv_heads or (qkv and head_dim % 2)
-        if odd or interleaved is False or not all(_whole(w) for w in (w_in, w_out)):
-            raise ValueError("This attention block cannot be cut into halves.")
-        if w_in.shape[0] != rows or w_out.shape[1] != heads * head_dim:
-            raise ValueError("This attention block's matrices do not fit its heads.")
+        fits = all(_whole(w) for w in (w_in, w_out))
+        qkv = check_heads(w_in, w_out, heads, kv_heads, head_dim, interleaved, fits)
         hs, ks, hd = heads // 2, kv_heads // 2, head_dim
         q_in, q_out = w_in.q, w_out.q
         groups = hs * hd // q_out.group_size

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from engine import load_model
 from engine.backends import cpu_twin
 from engine.backends.base import Backend
 from engine.backends.numpy_backend import NumpyBackend
@@ -210,57 +212,43 @@ def test_a_killed_twin_during_a_block_leaves_the_caller_computing_both_halves(B)
     assert B.twin.failed and np.array_equal(again, first) and np.abs(kc[:, 0]).min() > 0
 
 
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "models" / "moon_tiny_like"
+
+
+def fixture_logits(m, audio: np.ndarray) -> np.ndarray:
+    """A model's logits over a prefill of three tokens and three single steps after it."""
+    enc, valid = m.encode(audio)
+    xkv, cache = m.cross_kv(m.memory(enc)), m.new_self_cache(12)
+    out = [m.decode([m.cfg.decoder_start_token_id, 5, 9], 0, cache, xkv, valid, all_logits=True)]
+    out += [m.decode([tok], 3 + i, cache, xkv, valid)[None] for i, tok in enumerate([11, 7, 3])]
+    return np.concatenate(out)
+
+
 def test_a_model_decodes_as_with_its_separate_ops(monkeypatch):
     """Moonshine's decoder on the fixture: every float32 layer takes the blocks, run as one stack, and its logits
     over a prefill and single steps equal those of the separate ops (the path MLX and quantized weights take)."""
-    from pathlib import Path
-
-    from engine import load_model
-
-    folder = Path(__file__).resolve().parents[2] / "fixtures" / "models" / "moon_tiny_like"
     audio = r(16000) * 0.1
-
-    def logits(m):
-        enc, valid = m.encode(audio)
-        xkv, cache = m.cross_kv(m.memory(enc)), m.new_self_cache(12)
-        out = [m.decode([m.cfg.decoder_start_token_id, 5, 9], 0, cache, xkv, valid, all_logits=True)]
-        out += [m.decode([tok], 3 + i, cache, xkv, valid)[None] for i, tok in enumerate([11, 7, 3])]
-        return np.concatenate(out)
-
-    m = load_model(folder, backend="numpy")
+    m = load_model(FIXTURE, backend="numpy")
     assert all(layer.blocks is not None and isinstance(layer.fc1, SplitMlp) for layer in m.dec_layers)
     assert isinstance(m.stack, SplitStack)  # and run as one stack
-    got = logits(m)
+    got = fixture_logits(m, audio)
     monkeypatch.setattr(NumpyBackend, "prepare_attention_block", Backend.prepare_attention_block)
     monkeypatch.setattr(NumpyBackend, "prepare_gated_mlp", Backend.prepare_gated_mlp)
-    plain = load_model(folder, backend="numpy")
+    plain = load_model(FIXTURE, backend="numpy")
     assert all(layer.blocks is None for layer in plain.dec_layers) and plain.stack is None
-    want = logits(plain)
+    want = fixture_logits(plain, audio)
     close(got, want, 1e-5)
     assert np.array_equal(got.argmax(-1), want.argmax(-1))
 
 
 def test_a_model_without_a_stack_runs_its_blocks_one_by_one_to_the_same_bits(monkeypatch):
     """Where a backend cuts the blocks but gives no stack for them, the decoder calls the block ops layer by layer."""
-    from pathlib import Path
-
-    from engine import load_model
-
-    folder = Path(__file__).resolve().parents[2] / "fixtures" / "models" / "moon_tiny_like"
     audio = r(16000) * 0.1
-
-    def logits(m):
-        enc, valid = m.encode(audio)
-        xkv, cache = m.cross_kv(m.memory(enc)), m.new_self_cache(12)
-        out = [m.decode([m.cfg.decoder_start_token_id, 5, 9], 0, cache, xkv, valid, all_logits=True)]
-        out += [m.decode([tok], 3 + i, cache, xkv, valid)[None] for i, tok in enumerate([11, 7, 3])]
-        return np.concatenate(out)
-
-    stacked = load_model(folder, backend="numpy")
+    stacked = load_model(FIXTURE, backend="numpy")
     monkeypatch.setattr(NumpyBackend, "prepare_block_stack", Backend.prepare_block_stack)
-    blocks = load_model(folder, backend="numpy")
+    blocks = load_model(FIXTURE, backend="numpy")
     assert isinstance(stacked.stack, SplitStack) and blocks.stack is None and blocks.dec_layers[0].blocks is not None
-    assert np.array_equal(logits(stacked), logits(blocks))
+    assert np.array_equal(fixture_logits(stacked, audio), fixture_logits(blocks, audio))
 
 
 @twin_only
