@@ -65,6 +65,14 @@ def attend(q, k, v, scale: float, mask=None, twin=None, softmax=None) -> np.ndar
 
 def dense(q, k, v, scale: float, mask, out: np.ndarray) -> None:
     """``out[:] = softmax(q k^T * scale, masked) v`` for one block of ``[H, T, d]`` heads, in place."""
+    if q.shape[1] == 1 and mask is None:  # one query per head (a decoder step): 6 calls instead of 10
+        h, _, d = q.shape
+        s = np.matmul(k, (q * np.float32(scale)).reshape(h, d, 1)).reshape(h, 1, k.shape[1])
+        s -= np.maximum.reduce(s, axis=-1, keepdims=True)
+        np.exp(s, out=s)
+        np.matmul(s, v, out=out)
+        out /= np.add.reduce(s, axis=-1, keepdims=True)  # over d values after the product, not T before it
+        return
     if k.shape[1] >= 64:  # K @ q^T: NumPy's stacked matmul against a transposed K view runs 2-3x slower
         qt = np.empty((q.shape[0], q.shape[2], q.shape[1]), np.float32)
         np.multiply(q.transpose(0, 2, 1), np.float32(scale), out=qt)

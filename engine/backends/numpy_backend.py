@@ -14,6 +14,7 @@ Attention is in ``numpy_attention``, memory placement in ``heap``."""
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import replace
 
@@ -56,6 +57,7 @@ SPLIT_BYTES = 8 << 20  # few-row products over a matrix this large are cut into 
 SPLIT_MACS = 1 << 26  # products (and convolutions) with this many multiply-adds are cut in halves for cpu_pool
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
 TWIN_BYTES = 512 << 10  # few-row products over a matrix this large are cut in halves (cpu_twin may take one)
+FLOAT_BLOCKS = (numpy_blocks.SplitAttention, numpy_blocks.SplitMlp)  # one row of their input: one_row_norm
 PAD_SHARE = 8  # a quantized matrix's width is padded to whole groups when that adds at most 1 / PAD_SHARE of it
 ORT_SILU = 1 << 16  # SiLU over fewer values is faster in NumPy (one exp) than through a session
 
@@ -99,6 +101,19 @@ def _check_norm(fused, norm, eps: float) -> None:
     same = fused.norm is norm or (fused.norm is not None and norm is not None and np.array_equal(fused.norm, norm))
     if not same or (norm is not None and fused.eps != eps):
         raise ValueError("This block was fused with another norm than the one it is called with.")
+
+
+def one_row_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
+    """LayerNorm without bias of one float32 row ``x [..., D]`` (two-pass: mean, then the variance of ``x - mean``),
+    as a new array of ``x``'s shape: the norm before a float32 decoder block in a step (the stack's and the blocks'
+    one by one, the same bits). Between a step's products NumPy's five calls took ~5 us against ~9 for ONNX
+    Runtime's fused kernel, equal when both are hot (benchmarks/RESULTS.md, round 12). The generic ``layer_norm``
+    stays on that kernel, which the 8/4-bit graphs that hold a norm reproduce bit for bit."""
+    v = x.reshape(-1)
+    c = v - np.add.reduce(v) / np.float32(v.shape[0])
+    inv = np.float32(1.0 / math.sqrt(float(np.dot(c, c)) / v.shape[0] + eps))
+    c *= inv if weight is None else weight * inv
+    return c.reshape(x.shape)
 
 
 class NumpyBackend(Backend):
@@ -215,8 +230,11 @@ class NumpyBackend(Backend):
         return y.reshape(*lead, -1), k, v
 
     def _block_input(self, h, block, norm, eps, dtype="float32"):
-        """What a block takes: ``h`` normed here (as the generic op), unless the block holds that norm itself."""
+        """What a block takes: ``h`` normed here (as the generic op; one row before a float32 block as
+        ``one_row_norm``, as the stack does), unless the block holds that norm itself."""
         if block.norm is None:
+            if norm is not None and h.size == h.shape[-1] and isinstance(block, FLOAT_BLOCKS):
+                return one_row_norm(h, norm, eps)
             return h if norm is None else self._normed(h, norm, eps, dtype)
         _check_norm(block, norm, eps)
         return h
@@ -239,7 +257,9 @@ class NumpyBackend(Backend):
     def prepare_block_stack(self, sublayers, eps):
         op = self._op("layer_norm", float(eps), False)  # made now: the twin forks after this and runs it
 
-        def layer_norm(x, weight):
+        def layer_norm(x, weight, block):  # as _block_input (both processes run it: no lookups on self)
+            if x.shape[0] == 1 and isinstance(block, FLOAT_BLOCKS):
+                return one_row_norm(x, weight, eps)
             return op(x, weight) if op is not None else Backend.layer_norm(self, x, weight, None, eps)
 
         try:

@@ -34,7 +34,7 @@ class SplitStack:
     """Residual sublayers ``(norm weight, block)``: an attention block cut by heads (``SplitAttention``, a self- or
     a cross-attention, or its 8/4-bit form ``ort_blocks.QuantSplitAttention``) or an MLP cut by hidden units
     (``SplitMlp``, ``ort_kernels.GatedMlp``, whose graphs may hold the norm: then it must be the sublayer's, with
-    ``eps``); ``layer_norm(x, weight)`` the norm the other sublayers apply first (float32 in and out)."""
+    ``eps``); ``layer_norm(x, weight, block)`` the norm the other sublayers apply first (float32 in and out)."""
 
     twin = None  # a cpu_twin.Twin that knows this stack (set by the backend), or None
 
@@ -75,7 +75,7 @@ class SplitStack:
         mask = inputs[2:]  # the cross-attentions' mask, where there is one
         kv = iter(arrays)
         for norm, block in self.sublayers:
-            h = x if getattr(block, "norm", None) is not None else self.layer_norm(x, norm)  # or in its graphs
+            h = x if getattr(block, "norm", None) is not None else self.layer_norm(x, norm, block)  # or in its graphs
             if not isinstance(block, SplitAttention):
                 half = partial(block.run_chunk, x=h)
             elif block.interleaved is not None:

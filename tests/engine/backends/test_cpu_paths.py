@@ -176,6 +176,36 @@ def test_a_row_that_sees_nothing_takes_the_dense_path(B):
     close(got[:, keep], ref[:, keep], 1e-5)
 
 
+@pytest.mark.parametrize("t", [1, 7, 66, 500])
+@pytest.mark.parametrize("hkv", [4, 2])
+def test_one_query_per_head_attention(B, t, hkv):
+    """A decoder step's attention (one query per head, no mask; the keys a strided view of a cache, as a
+    self-attention's): the one-query path against the float64 formula, and against the many-query path (the
+    same query twice) to float rounding."""
+    q, cache = r(4, 1, 40) * 3, r(2 * hkv, t + 5, 40) * 3
+    k, v = cache[:hkv, :t], cache[hkv:, :t]
+    got = B.attention(q, k, v, 0.16)
+    assert got.shape == (4, 1, 40)
+    close(got, attn_ref(q, k, v, 0.16, np.ones((1, t), bool)), 1e-5)
+    twice = B.attention(np.concatenate([q, q], axis=1), k, v, 0.16)
+    close(got[:, 0], twice[:, 1].astype(np.float64), 1e-5)
+
+
+@pytest.mark.parametrize("shift", [0.0, 30.0])
+def test_one_row_norm(shift):
+    """The norm before a float32 decoder block for one row: the float64 LayerNorm (two-pass, so a large mean
+    costs no precision), with and without a weight, and the generic op to float rounding."""
+    from engine.backends.numpy_backend import one_row_norm
+
+    x, w = r(1, 320) + shift, 1 + r(320) * 0.1
+    x64, before = x.astype(np.float64), x.copy()
+    ref = (x64 - x64.mean(-1, keepdims=True)) / np.sqrt(x64.var(-1, keepdims=True) + 1e-5)
+    close(one_row_norm(x, w, 1e-5), ref * w, 1e-6)
+    close(one_row_norm(x[0], None, 1e-5)[None], ref, 1e-6)
+    close(one_row_norm(x, w, 1e-5), NumpyBackend().layer_norm(x, w, None, 1e-5).astype(np.float64), 1e-6)
+    assert one_row_norm(x, w, 1e-5).shape == (1, 320) and np.array_equal(x, before)  # x itself is kept
+
+
 def test_arena_packs_small_matrices_and_gives_large_ones_their_own_block():
     arena = heap.Arena()
     a, b = r(300, 200), r(5, 7)

@@ -253,7 +253,7 @@ def test_a_block_holding_its_norm_refuses_another(B):
     with pytest.raises(ValueError, match="another norm"):
         B.cross_attention_block(r(1, D), block, xk, xk, norm=norm * 2)
     with pytest.raises(ValueError, match="its sublayer's"):
-        SplitStack([(norm * 2, block)], lambda x, w: x, 1e-5)
+        SplitStack([(norm * 2, block)], lambda x, w, b: x, 1e-5)
 
 
 def test_quantized_blocks_whose_halves_are_no_whole_groups_stay_separate_ops(B):
