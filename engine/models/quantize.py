@@ -48,9 +48,16 @@ def _group(bits: int, w, scales) -> int:
 
 
 def quantize_targets(
-    B, targets: list[tuple[str, object, str]], bits: int, weights_file: Path | None = None, tag: str = ""
+    B,
+    targets: list[tuple[str, object, str]],
+    bits: int,
+    weights_file: Path | None = None,
+    tag: str = "",
+    groups: dict[str, tuple[int, ...]] | None = None,
 ) -> bool:
-    """Quantize the float matrices ``targets`` in place on backend ``B``; True when a cached copy was used."""
+    """Quantize the float matrices ``targets`` in place on backend ``B``; True when a cached copy was used.
+    ``groups``: the group sizes to try for some targets (by name) instead of ``GROUPS``; a family that gives them
+    must tell the cached copies apart by ``tag``."""
     targets = [t for t in targets if not isinstance(getattr(t[1], t[2]), QuantizedWeight)]
     path = cache_path(weights_file, bits, tag) if weights_file is not None else None
     if path is not None and path.is_file():
@@ -79,7 +86,7 @@ def quantize_targets(
     for n, owner, attr in targets:
         w = getattr(owner, attr)
         q = None
-        for g in GROUPS:  # NumPy pads the first; MLX refuses widths a group does not divide
+        for g in (groups or {}).get(n, GROUPS):  # NumPy pads the first; MLX refuses widths a group does not divide
             try:
                 q = B.quantize(w, g, bits)
                 setattr(owner, attr, B.prepare_linear(q))

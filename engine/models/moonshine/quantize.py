@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..quantize import quantize_targets
+from .. import quantize
+from ..quantize import cache_path, quantize_targets
 
 _ENC = ("qkv", "o", "fc1", "fc2")
 _DEC = ("qkv", "o", "xq", "xkv", "xo", "fc1", "fc2")
@@ -24,7 +25,27 @@ def targets(model) -> list[tuple[str, object, str]]:
     return out
 
 
+def half_head_groups(model) -> dict[str, tuple[int, ...]]:
+    """Group sizes for the decoder's attention output projections (``o``, ``xo``) where half of their heads is no
+    whole number of groups of the default size, but of a smaller one: the backend can then cut those blocks by
+    heads (``ort_blocks.QuantSplitAttention``: tiny's half is 4 x 40 = 160 columns, 5 groups of 32, measured ~10 %
+    faster per 8-bit step than its op-by-op path). Empty where the default already fits (small, medium)."""
+    cfg = model.cfg
+    half = cfg.num_attention_heads // 2 * cfg.head_dim
+    if cfg.num_attention_heads % 2 or half % quantize.GROUPS[0] == 0:
+        return {}
+    fits = tuple(g for g in quantize.GROUPS if half % g == 0)
+    if not fits:
+        return {}
+    return {f"dec.{i}.{a}": fits for i in range(len(model.dec_layers)) for a in ("o", "xo")}
+
+
 def quantize_model(model, bits: int, weights_file: Path | None = None) -> bool:
     """Quantize ``model``'s matrices in place (before ``MoonshineModel.prepare_blocks``); True when a cached
     copy was used."""
-    return quantize_targets(model.B, targets(model), bits, weights_file, tag="moonshine")
+    groups = half_head_groups(model)
+    tag = "moonshine" if not groups else f"moonshine|half-heads-{next(iter(groups.values()))[0]}"
+    hit = quantize_targets(model.B, targets(model), bits, weights_file, tag=tag, groups=groups)
+    if not hit and groups and weights_file is not None:
+        cache_path(weights_file, bits, "moonshine").unlink(missing_ok=True)  # the copy in groups of 64 it replaces
+    return hit

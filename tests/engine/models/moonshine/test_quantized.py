@@ -76,6 +76,47 @@ def test_converted_copy_is_cached_and_reads_back_the_same(tmp_path):
     assert not load_model(folder, backend="numpy", quantize=8).cache_hit
 
 
+def test_attention_output_projections_in_groups_of_half_the_heads(tmp_path):
+    """Where half of the decoder's heads is no whole number of groups of 64 but of 32 (moon_small_like: 32 columns;
+    Moonshine tiny: 160), its ``o`` and ``xo`` are quantized in groups of 32 (only they), so the backend cuts the
+    attention blocks by heads and runs the decoder as one stack without any patching. The copy is cached under a
+    tag of its own and replaces one in the old groups; a second load reads it back with the same groups."""
+    from types import SimpleNamespace
+
+    from engine.backends.ort_blocks import QuantSplitAttention
+    from engine.models.moonshine.quantize import half_head_groups
+    from engine.models.quantize import cache_path
+    from engine.weights import TensorStore, read_header
+
+    def fake(heads, head_dim, layers=2):
+        return SimpleNamespace(
+            cfg=SimpleNamespace(num_attention_heads=heads, head_dim=head_dim), dec_layers=[0] * layers
+        )
+
+    assert half_head_groups(fake(8, 40)) == {f"dec.{i}.{a}": (32, 16) for i in (0, 1) for a in ("o", "xo")}
+    assert half_head_groups(fake(8, 64)) == {} and half_head_groups(fake(2, 40)) == {}  # 256 fits; 40 fits none
+    assert half_head_groups(fake(9, 64)) == {}  # odd heads are not cut
+
+    folder = FIXTURES / "models" / "moon_small_like"
+    weights = folder / "model.safetensors"
+    old = cache_path(weights, 8, "moonshine")
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_bytes(b"a copy in groups of 64")
+    m = load_model(folder, backend="numpy", quantize=8)
+    assert not m.cache_hit and not old.exists()
+    assert m.stack is not None
+    assert all(isinstance(b, QuantSplitAttention) for L in m.dec_layers for b in L.blocks)
+    (path,) = list((tmp_path / "cache").rglob("*.safetensors"))
+    store = TensorStore(read_header(path), path.name)
+    names = [f"dec.{i}.{a}" for i in (0, 1) for a in ("o", "xo", "qkv", "xq")]  # input widths all 64
+    group = {n: store.infos[f"{n}.weight"].shape[1] * 32 // 8 // store.infos[f"{n}.scales"].shape[1] for n in names}
+    assert group == {n: 32 if n.endswith("o") else 64 for n in names}  # in width / scale columns
+    again = load_model(folder, backend="numpy", quantize=8)
+    assert again.cache_hit and again.stack is not None
+    g = golden("moon_small_like", "speech")
+    np.testing.assert_array_equal(forced(m, g), forced(again, g))
+
+
 def test_float32_path_is_untouched_by_quantization():
     """The reference path: float32 weights, no kernel quantization anywhere."""
     m = load_model(FIXTURES / "models" / "moon_small_like", backend="numpy")
