@@ -11,7 +11,8 @@ projection (a second graph) returning its share of the output; the shares add up
 Contract: as ``SplitAttention``'s (results do not depend on the twin; they differ from the uncut products in the
 last bits: the output projection's sum is cut in two, the input projection's rows are regrouped). Only where each
 half's columns of the output projection are whole groups (``heads / 2 * head_dim`` a multiple of the group size:
-Moonshine small and medium, not tiny's 160 columns in groups of 64) and the weights are MLX-affine without a float
+Moonshine small and medium in groups of 64; tiny's 160 columns in the groups of 32 its output projections are
+quantized in, ``models/moonshine/quantize.half_head_groups``) and the weights are MLX-affine without a float
 rest, padding or a norm of their own (``ort_kernels.NBitsLinear`` with ``q``); else ValueError. The layer norm before
 the block may go into both halves' input graphs (``norm``, as ``ort_kernels.GatedMlp`` does), which saves its own
 session run. The graphs hold their own packed copies; nothing is rearranged.

@@ -8,7 +8,9 @@ matrix is replaced by ``Backend.prepare_linear`` of its quantized form, in group
 not divide the width, the backend chooses (``Backend.quantize``): NumPy pads the last group with zero columns
 when that costs little or nothing else fits (``QuantizedWeight.cols``, saved as ``<name>.cols``: Moonshine
 small's 620 and 2480-wide encoder matrices), else it and MLX take groups of 32 or 16; a matrix no group fits
-stays in float. The copy is shared by the backends: each computes with what the other wrote.
+stays in float. A family may ask for other group sizes per matrix (Moonshine tiny's attention output projections:
+groups of 32, whole groups in each half of the heads). The copy is shared by the backends: each computes with what
+the other wrote.
 """
 
 from __future__ import annotations
