@@ -4,8 +4,11 @@ float32 reference, the cached converted copy, and the CLI.
 Agreement is measured teacher-forced against the transformers goldens (the quantized decoder fed the
 reference ids): the share of positions whose argmax is the reference id. The fixture weights are random and
 scaled up (small top-2 margins), harsher than trained ones; the thresholds sit below what this build
-measures (8-bit: 100 % on both fixtures; 4-bit: 53-100 % per clip) so that a broken layout, which falls
-to chance (~0 %), fails.
+measures (8-bit: 95-100 % per clip on both fixtures; 4-bit: 41-100 %, with either OpenBLAS kernel set) so that a
+broken layout, which falls to chance (~0 %), fails. A few positions flip with any change of rounding: since
+moon_small_like's attention output projections are quantized in groups of 32 (half of its heads is 32 columns),
+its 4-bit agreement is 41-47 / 59 / 70 % (was 53 / 59 / 75 % in groups of 64) at the same mean |logit diff| (1.96 /
+1.92 / 2.12 against 1.95 / 1.89 / 2.21).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def forced(m, g) -> np.ndarray:
     return m.decode(ids, 0, m.new_self_cache(len(ids)), xkv, all_logits=True)
 
 
-@pytest.mark.parametrize("bits,floor,max_rel", [(8, 0.95, 0.06), (4, 0.45, 0.6)])
+@pytest.mark.parametrize("bits,floor,max_rel", [(8, 0.9, 0.06), (4, 0.35, 0.6)])
 @pytest.mark.parametrize("name", MOON_MODELS)
 def test_quantized_logits_agree_with_the_reference(name, bits, floor, max_rel):
     m = load_model(FIXTURES / "models" / name, backend="numpy", quantize=bits)
