@@ -106,14 +106,18 @@ def _check_norm(fused, norm, eps: float) -> None:
 def one_row_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.ndarray:
     """LayerNorm without bias of one float32 row ``x [..., D]`` (two-pass: mean, then the variance of ``x - mean``),
     as a new array of ``x``'s shape: the norm before a float32 decoder block in a step (the stack's and the blocks'
-    one by one, the same bits). Between a step's products NumPy's five calls took ~5 us against ~9 for ONNX
-    Runtime's fused kernel, equal when both are hot (benchmarks/RESULTS.md, round 12). The generic ``layer_norm``
-    stays on that kernel, which the 8/4-bit graphs that hold a norm reproduce bit for bit."""
-    v = x.reshape(-1)
-    c = v - np.add.reduce(v) / np.float32(v.shape[0])
-    inv = np.float32(1.0 / math.sqrt(float(np.dot(c, c)) / v.shape[0] + eps))
-    c *= inv if weight is None else weight * inv
-    return c.reshape(x.shape)
+    one by one, the same bits) and before a float32 product of one row (``norm_linear``: a step's head). Between a
+    step's products NumPy's five calls took ~5 us against ~9 for ONNX Runtime's fused kernel, equal when both are
+    hot (benchmarks/RESULTS.md, round 12). The generic ``layer_norm`` stays on that kernel, which the 8/4-bit
+    graphs that hold a norm reproduce bit for bit. Statistics in float64: within float32 rounding of the exact
+    norm whatever the row's mean (a float32 mean of values near 30 is off by their last bit, 2e-6)."""
+    v = x.reshape(-1).astype(np.float64)
+    c = v - np.add.reduce(v) / v.shape[0]
+    c *= 1.0 / math.sqrt(float(np.dot(c, c)) / v.shape[0] + eps)
+    out = c.astype(np.float32)
+    if weight is not None:
+        out *= weight
+    return out.reshape(x.shape)
 
 
 class NumpyBackend(Backend):
@@ -175,6 +179,8 @@ class NumpyBackend(Backend):
         if isinstance(w, ort_kernels.NBitsLinear) and w.norm is not None:
             _check_norm(w, norm, eps)
             return w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
+        if isinstance(w, np.ndarray) and x.size == x.shape[-1] and dtype == "float32":  # a float32 step's head
+            return self.linear(one_row_norm(x, norm, eps), w)
         return super().norm_linear(x, norm, eps, w, dtype)
 
     def _ln_op(self, eps: float) -> bool:

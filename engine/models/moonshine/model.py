@@ -427,7 +427,7 @@ class MoonshineModel:
             x = self._decoder_layers(x, start, cos, sin, cache, xkv, xmask)
         if not all_logits:
             x = x[n - 1 :]
-        logits = B.linear(B.astype(B.layer_norm(x, self.dec_norm, None, 1e-5), self.dtype), self.proj_out)
+        logits = B.norm_linear(x, self.dec_norm, 1e-5, self.proj_out, self.dtype)
         out = B.to_numpy(logits)
         return out if all_logits else out[0]
 
