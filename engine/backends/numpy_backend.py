@@ -107,7 +107,7 @@ def one_row_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.nda
     """LayerNorm without bias of one float32 row ``x [..., D]`` (two-pass: mean, then the variance of ``x - mean``),
     as a new array of ``x``'s shape: the norm before a float32 decoder block in a step (the stack's and the blocks'
     one by one, the same bits) and before a float32 product of one row (``norm_linear``: a step's head). Between a
-    step's products NumPy's five calls took ~5 us against ~9 for ONNX Runtime's fused kernel, equal when both are
+    step's products NumPy's few calls took ~5 us against ~9 for ONNX Runtime's fused kernel, equal when both are
     hot (benchmarks/RESULTS.md, round 12). The generic ``layer_norm`` stays on that kernel, which the 8/4-bit
     graphs that hold a norm reproduce bit for bit. Statistics in float64: within float32 rounding of the exact
     norm whatever the row's mean (a float32 mean of values near 30 is off by their last bit, 2e-6)."""
