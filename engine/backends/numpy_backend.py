@@ -179,9 +179,15 @@ class NumpyBackend(Backend):
         if isinstance(w, ort_kernels.NBitsLinear) and w.norm is not None:
             _check_norm(w, norm, eps)
             return w(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], w.shape[0])
-        if isinstance(w, np.ndarray) and x.size == x.shape[-1] and dtype == "float32":  # a float32 step's head
-            return self.linear(one_row_norm(x, norm, eps), w)
-        return super().norm_linear(x, norm, eps, w, dtype)
+        return self.linear(self._pre_norm(x, norm, eps, dtype, isinstance(w, np.ndarray)), w)
+
+    def _pre_norm(self, x, norm, eps: float, dtype: str, plain: bool):
+        """The input of a pre-norm product or block: ``one_row_norm`` for one row before float32 weights
+        (``plain``: a float32 matrix or block), else the generic norm (``_normed``), which the 8/4-bit graphs
+        that hold a norm reproduce."""
+        if plain and x.size == x.shape[-1] and dtype == "float32":
+            return one_row_norm(x, norm, eps)
+        return self._normed(x, norm, eps, dtype)
 
     def _ln_op(self, eps: float) -> bool:
         """Whether ONNX Runtime runs a layer norm with ``eps`` here (fused graphs use its kernel)."""
@@ -239,9 +245,7 @@ class NumpyBackend(Backend):
         """What a block takes: ``h`` normed here (as the generic op; one row before a float32 block as
         ``one_row_norm``, as the stack does), unless the block holds that norm itself."""
         if block.norm is None:
-            if norm is not None and h.size == h.shape[-1] and isinstance(block, FLOAT_BLOCKS):
-                return one_row_norm(h, norm, eps)
-            return h if norm is None else self._normed(h, norm, eps, dtype)
+            return h if norm is None else self._pre_norm(h, norm, eps, dtype, isinstance(block, FLOAT_BLOCKS))
         _check_norm(block, norm, eps)
         return h
 
@@ -263,7 +267,7 @@ class NumpyBackend(Backend):
     def prepare_block_stack(self, sublayers, eps):
         op = self._op("layer_norm", float(eps), False)  # made now: the twin forks after this and runs it
 
-        def layer_norm(x, weight, block):  # as _block_input (both processes run it: no lookups on self)
+        def layer_norm(x, weight, block):  # as _pre_norm (both processes run it: no lookups on self)
             if x.shape[0] == 1 and isinstance(block, FLOAT_BLOCKS):
                 return one_row_norm(x, weight, eps)
             return op(x, weight) if op is not None else Backend.layer_norm(self, x, weight, None, eps)
