@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True, metavar="SOURCE", help="a model folder or a hub repo id")
     p.add_argument("--backend", default="auto", choices=("auto", "mlx", "numpy"))
     p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"))
-    p.add_argument("--quantize", type=int, choices=(4, 6, 8))
+    p.add_argument(
+        "--quantize", type=int, choices=(4, 6, 8), help="float weights to this many bits (stored quantized: kept)"
+    )
     p.add_argument("--format", default="txt", choices=("txt", "srt", "vtt", "json"))
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
     p.add_argument("--chunk-ms", type=float, default=80.0, metavar="N", help="feed chunk size (default 80)")

@@ -52,7 +52,8 @@ def load_model(
     """Load a model from a local folder or a hub repo id, ready for ``start_session``.
 
     ``backend``: auto | numpy | mlx. ``dtype``: float32 | float16 | bfloat16 (MLX; NumPy is float32 only).
-    ``quantize``: 4 | 6 | 8 on MLX, 4 | 8 on NumPy (with ONNX Runtime's kernels). Raises ModelError /
+    ``quantize``: 4 | 6 | 8 on MLX, 4 | 8 on NumPy (with ONNX Runtime's kernels): the float matrices become
+    that many bits; a checkpoint's matrices stored quantized already stay as they are. Raises ModelError /
     UsageError with one sentence.
     """
     B = check_options(backend, dtype, quantize)

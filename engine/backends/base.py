@@ -150,6 +150,11 @@ class Backend:
         dequantize a quantized matrix."""
         return w
 
+    def quantized(self, w: Array | QuantizedWeight) -> bool:
+        """Whether ``w``, as ``prepare_linear`` returned it, holds quantized weights (a checkpoint stored
+        quantized): ``--quantize`` leaves those as they are."""
+        return isinstance(w, QuantizedWeight)
+
     def quantize(self, w: Array, group_size: int, bits: int) -> QuantizedWeight:
         """The affine quantization of float matrix ``w [out, in]`` (MLX layout and rounding), computed now
         (not lazily), so that ``w`` can be freed; give it to ``prepare_linear`` to compute with. A width that is

@@ -136,6 +136,9 @@ class NumpyBackend(Backend):
         self._ones_cache: dict[int, np.ndarray] = {}
         self._last_rotation = None  # (cos, sin, cos + i sin) of the last self_attention_block
 
+    def quantized(self, w) -> bool:
+        return isinstance(w, (QuantizedWeight, ort_kernels.NBitsLinear))
+
     def prepare_linear(self, w):
         if isinstance(w, QuantizedWeight):
             if self.kernels and ort_kernels.supports(w.group_size, w.bits, w.packed_cols):

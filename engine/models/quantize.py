@@ -60,7 +60,7 @@ def quantize_targets(
     """Quantize the float matrices ``targets`` in place on backend ``B``; True when a cached copy was used.
     ``groups``: the group sizes to try for some targets (by name) instead of ``GROUPS``; a family that gives them
     must tell the cached copies apart by ``tag``."""
-    targets = [t for t in targets if not isinstance(getattr(t[1], t[2]), QuantizedWeight)]
+    targets = [t for t in targets if not B.quantized(getattr(t[1], t[2]))]  # stored quantized: kept as they are
     path = cache_path(weights_file, bits, tag) if weights_file is not None else None
     if path is not None and path.is_file():
         try:

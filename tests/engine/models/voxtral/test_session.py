@@ -106,6 +106,26 @@ def test_quantized_mlx_conversion_on_the_cpu_kernels():
         assert len(got.tokens) > 0 and agree >= 0.5, (golden.name, agree)
 
 
+@pytest.mark.parametrize("backend,bits", [("numpy", 8), ("numpy", 4), ("mlx", 8)])
+def test_quantize_keeps_a_checkpoint_stored_quantized(tmp_path, monkeypatch, backend, bits):
+    """--quantize on the mlx-community 4-bit layout: its matrices are quantized already and stay as stored (the
+    same ids as without --quantize), on both backends; nothing is converted or cached. (NumPy once fed its
+    prepared 4-bit kernels to the quantizer: "Unexpected error (TypeError ...)".)"""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    if backend == "numpy":
+        pytest.importorskip("onnxruntime")
+    dtype = "float32" if backend == "mlx" else None
+    golden = goldens("vox_tiny_mlx4")[0]
+    g = np.load(golden)
+    delay = int(g["delay_tokens"]) * 80
+    stored, _ = run(model("vox_tiny_mlx4", backend, dtype), clip_of(golden), delay, 1280)
+    m = load_model(MODELS / "vox_tiny_mlx4", backend=backend, quantize=bits, dtype=dtype)
+    assert getattr(m.dec[0].w1, "bits", None) == 4 and not m.cache_hit
+    again, _ = run(m, clip_of(golden), delay, 1280)
+    assert again.tokens == stored.tokens and len(stored.tokens) > 10
+    assert not any(tmp_path.rglob("*.safetensors"))
+
+
 def test_bfloat16_checkpoint():
     golden = goldens("vox_tiny_native_bf16")[0]
     g = np.load(golden)
