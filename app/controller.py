@@ -36,7 +36,7 @@ class SessionController(QObject):
     """
 
     # to the worker (queued: the worker lives on its own thread)
-    request_load = Signal(str, str)
+    request_load = Signal(str, str, int)
     request_start = Signal(object)
     request_pause = Signal()
     request_resume = Signal()
@@ -131,12 +131,13 @@ class SessionController(QObject):
     def worker_thread(self) -> QThread:
         return self._thread
 
-    def load_model(self, source: str, backend: str = "auto") -> None:
-        """Load a model on the worker thread; ``model_changed`` or ``model_failed`` follows."""
+    def load_model(self, source: str, backend: str = "auto", bits: int = 0) -> None:
+        """Load a model on the worker thread (float weights converted to ``bits``, 0: as stored);
+        ``model_changed`` or ``model_failed`` follows."""
         self.model = None
         self._set_state("loading")
         self.message.emit("info", f"Loading the model {Path(source).name or source}\u2026")
-        self.request_load.emit(source, backend)
+        self.request_load.emit(source, backend, bits)
 
     def start(self, spec: SessionSpec) -> None:
         """Start a new session. The previous one stays in the store; the views start empty."""
@@ -238,7 +239,8 @@ class SessionController(QObject):
         self.model = info
         self._set_state("idle")
         self.model_changed.emit(info)
-        self.message.emit("info", f"Model {info.name} is ready ({info.backend}).")
+        weights = f", {info.bits}-bit weights" if info.bits else ""
+        self.message.emit("info", f"Model {info.name} is ready ({info.backend}{weights}).")
 
     @Slot(str, int)
     def _on_model_failed(self, text: str, code: int) -> None:

@@ -1,6 +1,6 @@
 """``livecap``: the GUI entry point.
 
-    livecap [--model SOURCE] [--backend auto|numpy|mlx]
+    livecap [--model SOURCE] [--backend auto|numpy|mlx] [--weights stored|8-bit|4-bit]
             [--input FILE [--speed X] [--save-transcript PATH] [--quit-at-end]]
             [--source mic|system|both [--device NAME] [--quit-after SECONDS --save-transcript PATH]]
     livecap --self-test       check this installation offscreen and exit 0/1 (app/selftest.py)
@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="livecap", description="On-device live captions.")
     p.add_argument("--model", metavar="SOURCE", help="model folder or hub id (default: the last one used)")
     p.add_argument("--backend", choices=("auto", "numpy", "mlx"), help="compute backend (default: the saved one)")
+    p.add_argument(
+        "--weights", choices=("stored", "8-bit", "4-bit"), help="model weights for this run (default: the saved choice)"
+    )
     p.add_argument("--input", metavar="FILE", help="replay an audio file in real time instead of the microphone")
     p.add_argument("--speed", type=float, default=1.0, help="replay speed factor for --input (default 1)")
     p.add_argument("--save-transcript", metavar="PATH", help="write the transcript when --input ends")
@@ -140,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from app.controller import SessionController
     from app.excepthook import install_excepthook, route_qt_messages, setup_logging
     from app.main_window import MainWindow
-    from app.settings import Key, Settings
+    from app.settings import Key, Settings, weight_bits
     from app.theme import apply_theme
     from app.worker import default_loader
 
@@ -197,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         window.offer_recovery()
     if source:
-        window.load_model(source, args.backend)
+        window.load_model(source, args.backend, weight_bits(args.weights) if args.weights else None)
     _close_on_interrupt(window)
     code = app.exec()
     if run is not None and run.exit_code is not None:

@@ -52,7 +52,7 @@ from app.journal import RecoveredSession
 from app.overlay_manager import OverlayManager
 from app.paths import documents_dir
 from app.sessions_view import SessionsWindow, apply_session_settings
-from app.settings import CAPTION_SIZES, DELAY_CHOICES_MS, THEMES, Key, Settings, Shortcut
+from app.settings import CAPTION_SIZES, DELAY_CHOICES_MS, THEMES, WEIGHTS, Key, Settings, Shortcut, weight_bits
 from app.source_picker import SourcePicker
 from app.status_bar import SessionStatusBar
 from app.theme import apply_theme, tail_color
@@ -67,6 +67,12 @@ AUDIO_FILTER = (
 )
 SILENT_DB = -90.0  # the level meter's floor: exact digital silence
 CAPTION_SIZE_STEP = 2
+#: Model > Weights: (``Key.WEIGHTS`` value, menu text, tooltip).
+WEIGHT_ITEMS = (
+    ("stored", "As stored (exact)", "The weights as the model stores them: the reference results"),
+    ("8-bit", "8-bit (faster)", "Float weights converted to 8 bits on load (once, then cached): faster, close results"),
+    ("4-bit", "4-bit (smallest)", "Float weights converted to 4 bits on load: smallest and fastest, less exact"),
+)
 
 
 class _Notifier(QObject):
@@ -274,6 +280,18 @@ class MainWindow(QMainWindow):
             action.setData(name)
             self.backend_group.addAction(action)
         self.backend_group.triggered.connect(self._backend_chosen)
+        weights_menu = model_menu.addMenu("Weights")
+        self.weights_group = QActionGroup(self)
+        current = self.settings.value(Key.WEIGHTS)
+        for name, label, tip in WEIGHT_ITEMS:
+            action = weights_menu.addAction(label)
+            action.setCheckable(True)
+            action.setChecked(name == current or (name == "stored" and current not in WEIGHTS))
+            action.setData(name)
+            action.setToolTip(tip)
+            self.weights_group.addAction(action)
+        weights_menu.setToolTipsVisible(True)
+        self.weights_group.triggered.connect(self._weights_chosen)
 
         view_menu = menus.addMenu("&View")
         view_menu.addMenu(self.overlays.menu)
@@ -357,15 +375,17 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, lambda: self.overlays.set_visible(True))
 
     # -- public commands ---------------------------------------------------------------------------
-    def load_model(self, source: str, backend: str | None = None) -> None:
-        """Load ``source`` on ``backend`` (default: the saved backend) and remember the choice."""
+    def load_model(self, source: str, backend: str | None = None, bits: int | None = None) -> None:
+        """Load ``source`` on ``backend`` with its float weights at ``bits`` (defaults: the saved backend and
+        weights; 0: as stored) and remember the model."""
         backend = backend or self.settings.value(Key.BACKEND)
+        bits = weight_bits(self.settings.value(Key.WEIGHTS)) if bits is None else bits
         local = Path(source).expanduser()
         if local.exists():  # remember folders absolutely; hub ids stay as they are
             source = str(local.resolve())
         self.settings.set_value(Key.MODEL_SOURCE, source)
         self.status.set_model(None, loading=True)
-        self.controller.load_model(source, backend)
+        self.controller.load_model(source, backend, bits)
 
     def choose_model(self) -> None:
         """Open the model dialog (catalog, downloads, custom folders) and load the chosen model."""
@@ -548,6 +568,7 @@ class MainWindow(QMainWindow):
         self.model_button.setEnabled(not active and state != "loading")
         self.open_model_action.setEnabled(not active and state != "loading")
         self.backend_group.setEnabled(not active)
+        self.weights_group.setEnabled(not active)
         self.sources.set_enabled(not active)
         self.replay_action.setEnabled(idle)
         model = self.controller.model
@@ -616,6 +637,12 @@ class MainWindow(QMainWindow):
         source = self.settings.value(Key.MODEL_SOURCE)
         if source and self.controller.state in ("idle", "no-model"):
             self.load_model(source, str(action.data()))
+
+    def _weights_chosen(self, action: QAction) -> None:
+        self.settings.set_value(Key.WEIGHTS, str(action.data()))
+        source = self.settings.value(Key.MODEL_SOURCE)
+        if source and self.controller.state in ("idle", "no-model"):
+            self.load_model(source)
 
     def _live_srt_toggled(self, checked: bool) -> None:
         if not checked:

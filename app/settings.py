@@ -19,6 +19,14 @@ from engine.models.voxtral.session import DELAYS_MS
 CAPTION_SIZES: tuple[int, int] = (8, 96)  # the caption font size range, in points
 DELAY_CHOICES_MS: tuple[int, ...] = DELAYS_MS  # the Voxtral delays the engine accepts (one list, the engine's)
 THEMES: tuple[str, ...] = ("system", "light", "dark", "high-contrast")
+#: The weights a model is loaded with (``engine.load_model``'s ``quantize``): as stored (the exact reference), or
+#: float matrices converted to 8 / 4 bits on load (cached), faster and smaller, results close but not identical.
+WEIGHTS: dict[str, int] = {"stored": 0, "8-bit": 8, "4-bit": 4}
+
+
+def weight_bits(value: str) -> int:
+    """The bits of a ``Key.WEIGHTS`` value (0: as stored; an unknown value, e.g. a hand-edited INI, too)."""
+    return WEIGHTS.get(value, 0)
 
 
 class Key(enum.Enum):
@@ -26,6 +34,7 @@ class Key(enum.Enum):
 
     MODEL_SOURCE = ("model/source", "")
     BACKEND = ("model/backend", "auto")
+    WEIGHTS = ("model/weights", "stored")  # a key of WEIGHTS: the precision float weights are loaded at
     DELAY_MS = ("model/delay-ms", 480)
     DEVICE = ("audio/device", "")  # device name; "" = system default
     SOURCE = ("audio/source", "")  # "system" | "mic" | "both"; "" = first run (System audio where available)

@@ -55,7 +55,8 @@ class SessionStatusBar(QStatusBar):
             self.model_label.setText("No model")
         else:
             family = {"moonshine_streaming": "Moonshine", "voxtral_realtime": "Voxtral"}.get(info.family, info.family)
-            self.model_label.setText(f"{info.name} \u00b7 {family} \u00b7 {info.backend}")
+            bits = f" \u00b7 {info.bits}-bit" if info.bits else ""
+            self.model_label.setText(f"{info.name} \u00b7 {family} \u00b7 {info.backend}{bits}")
             self.model_label.setToolTip(info.source)
 
     def set_state(self, state: str) -> None:

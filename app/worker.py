@@ -57,6 +57,7 @@ class ModelInfo:
     source: str
     family: str
     backend: str
+    bits: int = 0  # float weights converted to this many bits on load (0: as stored)
 
     @property
     def name(self) -> str:
@@ -98,11 +99,11 @@ class Stats:
     invalid_samples: int = 0  # NaN/inf/huge samples the engine replaced by silence (this session)
 
 
-def default_loader(source: str, *, backend: str = "auto") -> Model:
+def default_loader(source: str, *, backend: str = "auto", quantize: int | None = None) -> Model:
     """``engine.load_model`` (imported lazily, so the app starts even while the engine is missing)."""
     from engine import load_model
 
-    return load_model(source, backend=backend)
+    return load_model(source, backend=backend, quantize=quantize)
 
 
 def exit_code(exc: BaseException, default: int) -> int:
@@ -145,20 +146,23 @@ class EngineWorker(QObject):
         self._reset_counters()
 
     # -- slots (worker thread) -----------------------------------------------------------------
-    @Slot(str, str)
-    def load_model(self, source: str, backend: str) -> None:
-        """Load ``source`` (a folder or hub id) on ``backend``; emits ``model_loaded`` or ``model_failed``."""
+    @Slot(str, str, int)
+    def load_model(self, source: str, backend: str, bits: int = 0) -> None:
+        """Load ``source`` (a folder or hub id) on ``backend``, its float weights converted to ``bits`` (0: as
+        stored); emits ``model_loaded`` or ``model_failed``."""
         if self._session is not None:
             self._stop("stopped")
         self._model = None
         try:
-            model = self._loader(source, backend=backend)
+            model = self._loader(source, backend=backend, **({"quantize": bits} if bits else {}))
         except Exception as exc:  # any failure becomes one sentence, the app goes on
             log.warning("model load failed: %s", source, exc_info=True)
             self.model_failed.emit(user_message(exc, f"The model {source} could not be loaded"), exit_code(exc, 3))
             return
         self._model = model
-        info = ModelInfo(source, str(getattr(model, "family", "unknown")), str(getattr(model, "backend_name", "?")))
+        info = ModelInfo(
+            source, str(getattr(model, "family", "unknown")), str(getattr(model, "backend_name", "?")), bits
+        )
         self.model_loaded.emit(info)
 
     @Slot(object)

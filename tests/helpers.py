@@ -32,13 +32,14 @@ def private_xdg_dirs(home: Path, monkeypatch) -> Path:
 
 def livecap_env(tmp_path: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment of a livecap child process: ``base`` (default: this process's) with Qt offscreen, the
-    settings, data and state folders under ``tmp_path``, and the repository importable."""
+    settings, data, state and cache folders under ``tmp_path``, and the repository importable."""
     env = dict(os.environ if base is None else base)
     env.update(
         QT_QPA_PLATFORM="offscreen",
         XDG_CONFIG_HOME=str(tmp_path / "config"),
         XDG_DATA_HOME=str(tmp_path / "data"),
         XDG_STATE_HOME=str(tmp_path / "state"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),  # quantized copies of the models (engine/models/quantize.py)
         PYTHONPATH=str(REPO),
     )
     return env

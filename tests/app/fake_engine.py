@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.errors import ModelError
+from engine.errors import ModelError, UsageError
 from engine.events import CaptionEvent, Line
 
 RATE = 16000
@@ -141,14 +141,18 @@ class FakeModel:
         return out
 
 
-def load_model(source: str, *, backend: str = "auto", **_: object) -> FakeModel:
-    """The fake ``engine.load_model``: "broken" in the source raises ModelError, "crash" a RuntimeError."""
+def load_model(source: str, *, backend: str = "auto", quantize: int | None = None, **_: object) -> FakeModel:
+    """The fake ``engine.load_model``: "broken" in the source raises ModelError, "crash" a RuntimeError,
+    "unquantizable" a UsageError when ``quantize`` is given; the model remembers ``quantize``."""
     global LAST_MODEL
+    if "unquantizable" in str(source) and quantize:
+        raise UsageError("Quantizing on the NumPy backend needs onnxruntime (pip install onnxruntime).")
     if "broken" in str(source):
         raise ModelError(f"No model found in {source} (no config.json or params.json).")
     if "crash" in str(source):
         raise RuntimeError("segfault-ish\nwith a second line")
     LAST_MODEL = FakeModel(str(source), backend)
+    LAST_MODEL.quantize = quantize
     return LAST_MODEL
 
 

@@ -72,6 +72,10 @@ def test_unattended_failures_exit_with_one_sentence(tmp_path, wav, case, code, m
 
 
 def test_parser_and_factory():
+    from app.settings import WEIGHTS
+
+    weights = next(a for a in build_parser()._actions if a.dest == "weights")
+    assert set(weights.choices) == set(WEIGHTS)  # the menu's choices, spelled the same
     args = build_parser().parse_args(["--input", "a.wav", "--speed", "2", "--quit-at-end"])
     assert args.input == "a.wav" and args.speed == 2 and args.quit_at_end
     assert load_factory(FAKE_ENGINE) is fake_engine.load_model
@@ -97,6 +101,35 @@ def test_replay_with_the_real_engine(tmp_path):
     proc = replay(tmp_path, audio, out, "--backend", "numpy", model=model, speed="10", factory=None)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text(encoding="utf-8") == format_txt(expected)
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_replay_with_quantized_weights(tmp_path, monkeypatch, bits):
+    """``--weights 8-bit|4-bit`` loads the real engine with ``quantize``: the saved .txt equals the committed
+    text of the engine's own quantized model over the same audio, and the child process cached its converted
+    copy (so the option reached the engine). At 4 bits this random-weight model's text also differs from
+    float32's."""
+    pytest.importorskip("onnxruntime")
+    model = REPO / "tests" / "fixtures" / "models" / "moon_tiny_like"
+    audio = REPO / "tests" / "fixtures" / "audio" / "speech.wav"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "here"))
+    import engine
+    from engine.audio import read_audio
+
+    def committed(**kw):
+        session = engine.load_model(str(model), backend="numpy", **kw).start_session()
+        events = session.feed(read_audio(audio)) + session.finish()
+        return [line for event in events for line in event.committed]
+
+    expected = committed(quantize=bits)
+    if bits == 4:
+        assert [line.text for line in expected] != [line.text for line in committed()]
+    out = tmp_path / "q.txt"
+    weights = f"{bits}-bit"
+    proc = replay(tmp_path, audio, out, "--backend", "numpy", "--weights", weights, model=model, speed="10", factory=None)
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_text(encoding="utf-8") == format_txt(expected)
+    assert len(list((tmp_path / "cache" / "livecap" / "quantized").glob("*.safetensors"))) == 1
 
 
 # ---------------------------------------------------------------- issue #12: nothing lost, nothing hangs

@@ -81,6 +81,58 @@ def test_delay_picker_only_for_voxtral(qtbot, window, settings):
         window.stop_action.trigger()
 
 
+def weights_action(window, name):
+    return next(a for a in window.weights_group.actions() if a.data() == name)
+
+
+def test_weights_menu_reloads_the_model_and_is_remembered(qtbot, window, settings, controller, fake_sd):
+    """Model > Weights: 8-bit reloads the model with ``quantize=8`` (the status bar says so), is saved, and a new
+    window loads with it; it cannot change during a session; "As stored" loads without ``quantize``."""
+    load(qtbot, window)
+    assert fake_engine.LAST_MODEL.quantize is None and weights_action(window, "stored").isChecked()
+    with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
+        weights_action(window, "8-bit").trigger()
+    assert fake_engine.LAST_MODEL.quantize == 8 and settings.value(Key.WEIGHTS) == "8-bit"
+    assert window.status.model_label.text() == "fake-moonshine \u00b7 Moonshine \u00b7 numpy \u00b7 8-bit"
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        window.start_action.trigger()
+    assert not window.weights_group.isEnabled()
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
+    assert window.weights_group.isEnabled()
+
+    again = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(again)
+    assert weights_action(again, "8-bit").isChecked() and not weights_action(again, "stored").isChecked()
+    load(qtbot, again)
+    assert fake_engine.LAST_MODEL.quantize == 8
+    with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
+        weights_action(again, "stored").trigger()
+    assert fake_engine.LAST_MODEL.quantize is None and settings.value(Key.WEIGHTS) == "stored"
+    assert again.status.model_label.text() == "fake-moonshine \u00b7 Moonshine \u00b7 numpy"
+
+
+def test_weights_that_cannot_load_say_why_and_as_stored_loads_again(qtbot, window, settings):
+    settings.set_value(Key.WEIGHTS, "4-bit")
+    with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
+        window.load_model("fake-unquantizable")
+    assert window.banner.level == "error" and "needs onnxruntime" in window.banner.label.text()
+    assert window.weights_group.isEnabled() and window.controller.state == "no-model"
+    with qtbot.waitSignal(window.controller.model_changed, timeout=5000) as loaded:
+        weights_action(window, "stored").trigger()
+    assert loaded.args[0] is not None and fake_engine.LAST_MODEL.quantize is None
+    assert window.start_action.isEnabled()
+
+
+def test_unknown_weights_setting_loads_as_stored(qtbot, settings, controller, fake_sd):
+    settings._qs.setValue(Key.WEIGHTS.key, "3-bit")  # a hand-edited INI
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    assert weights_action(w, "stored").isChecked()
+    load(qtbot, w)
+    assert fake_engine.LAST_MODEL.quantize is None
+
+
 def test_model_failure_is_a_banner(qtbot, window):
     with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
         window.load_model("/nowhere/broken")
