@@ -125,8 +125,8 @@ def test_replay_with_quantized_weights(tmp_path, monkeypatch, bits):
     if bits == 4:
         assert [line.text for line in expected] != [line.text for line in committed()]
     out = tmp_path / "q.txt"
-    weights = f"{bits}-bit"
-    proc = replay(tmp_path, audio, out, "--backend", "numpy", "--weights", weights, model=model, speed="10", factory=None)
+    weights = ("--backend", "numpy", "--weights", f"{bits}-bit")
+    proc = replay(tmp_path, audio, out, *weights, model=model, speed="10", factory=None)
     assert proc.returncode == 0, proc.stderr
     assert out.read_text(encoding="utf-8") == format_txt(expected)
     assert len(list((tmp_path / "cache" / "livecap" / "quantized").glob("*.safetensors"))) == 1
