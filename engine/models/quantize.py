@@ -102,12 +102,12 @@ def quantize_targets(
             if q.padded:
                 saved[f"{n}.cols"] = np.array([q.cols], np.int64)
     if path is not None and saved:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp.safetensors")  # per process: two may convert the same model
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.safetensors")
             B.save_tensors(tmp, saved)
             os.replace(tmp, path)
             cache_path(weights_file, bits, tag, layout=1).unlink(missing_ok=True)  # the copy this one replaces
         except (OSError, RuntimeError, LivecapError):
-            pass  # no cache is only slower
+            tmp.unlink(missing_ok=True)  # no cache is only slower; a part-written copy must not stay (a full disk)
     return False

@@ -79,6 +79,28 @@ def test_converted_copy_is_cached_and_reads_back_the_same(tmp_path):
     assert not load_model(folder, backend="numpy", quantize=8).cache_hit
 
 
+def test_a_copy_that_cannot_be_written_leaves_nothing_behind(tmp_path, monkeypatch):
+    """A full disk while the converted copy is written: the model loads quantized all the same, no part-written
+    file stays in the cache, and the next load converts again (and caches)."""
+    from engine.backends import get_backend
+
+    B = get_backend("numpy")
+    save = B.save_tensors
+
+    def full_disk(path, tensors):
+        path.write_bytes(b"\0" * 1000)  # what got written before the disk filled up
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(B, "save_tensors", full_disk)
+    folder = FIXTURES / "models" / "moon_tiny_like"
+    m = load_model(folder, backend="numpy", quantize=8)
+    assert m.proj_out.bits == 8 and not m.cache_hit
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    monkeypatch.setattr(B, "save_tensors", save)
+    assert not load_model(folder, backend="numpy", quantize=8).cache_hit
+    assert load_model(folder, backend="numpy", quantize=8).cache_hit
+
+
 def test_attention_output_projections_in_groups_of_half_the_heads(tmp_path):
     """Where half of the decoder's heads is no whole number of groups of 64 but of 32 (moon_small_like: 32 columns;
     Moonshine tiny: 160), its ``o`` and ``xo`` are quantized in groups of 32 (only they), so the backend cuts the
