@@ -57,7 +57,7 @@ class ModelInfo:
     source: str
     family: str
     backend: str
-    bits: int = 0  # float weights converted to this many bits on load (0: as stored)
+    bits: int = 0  # the bits of the model's quantized matrices, stored so or converted on load (0: float)
 
     @property
     def name(self) -> str:
@@ -160,9 +160,8 @@ class EngineWorker(QObject):
             self.model_failed.emit(user_message(exc, f"The model {source} could not be loaded"), exit_code(exc, 3))
             return
         self._model = model
-        info = ModelInfo(
-            source, str(getattr(model, "family", "unknown")), str(getattr(model, "backend_name", "?")), bits
-        )
+        family, backend = str(getattr(model, "family", "unknown")), str(getattr(model, "backend_name", "?"))
+        info = ModelInfo(source, family, backend, int(getattr(model, "weight_bits", None) or 0))
         self.model_loaded.emit(info)
 
     @Slot(object)

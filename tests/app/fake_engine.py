@@ -152,7 +152,7 @@ def load_model(source: str, *, backend: str = "auto", quantize: int | None = Non
     if "crash" in str(source):
         raise RuntimeError("segfault-ish\nwith a second line")
     LAST_MODEL = FakeModel(str(source), backend)
-    LAST_MODEL.quantize = quantize
+    LAST_MODEL.quantize = LAST_MODEL.weight_bits = quantize
     return LAST_MODEL
 
 

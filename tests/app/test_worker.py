@@ -237,3 +237,23 @@ def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, speech):
             c.stop()
     finally:
         c.shutdown(5000)
+
+
+def test_the_loaded_model_reports_its_weights(qtbot, tmp_path, monkeypatch):
+    """The real engine through the worker's slot: ``ModelInfo.bits`` is what the model holds. Float32 as stored
+    is 0, a float checkpoint at 8 bits is 8, and the mlx-community 4-bit checkpoint is 4 whether or not 8 bits
+    were asked for (its matrices stay as stored)."""
+    import pytest
+
+    pytest.importorskip("onnxruntime")
+    from app.worker import EngineWorker, default_loader
+    from tests.conftest import FIXTURES
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    worker = EngineWorker(default_loader)
+    got = []
+    worker.model_loaded.connect(lambda info: got.append(info.bits))
+    worker.model_failed.connect(lambda text, code: got.append(text))
+    for name, bits in [("moon_tiny_like", 0), ("moon_tiny_like", 8), ("vox_tiny_mlx4", 0), ("vox_tiny_mlx4", 8)]:
+        worker.load_model(str(FIXTURES / "models" / name), "numpy", bits)
+    assert got == [0, 8, 4, 4]

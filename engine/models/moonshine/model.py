@@ -238,6 +238,11 @@ class MoonshineModel:
         return self.B.name
 
     @property
+    def weight_bits(self) -> int | None:
+        """The bits of the decoder's quantized matrices (stored so or converted on load), None when float."""
+        return getattr(self.dec_layers[0].fc1, "bits", None)
+
+    @property
     def lookahead(self) -> int:
         """Encoder frames of look-ahead: the sum over layers of (R - 1) for R > 1."""
         return sum(max(R - 1, 0) for (_, R) in (layer.window for layer in self.enc_layers))

@@ -170,6 +170,11 @@ class VoxtralModel:
     def backend_name(self) -> str:
         return self.B.name
 
+    @property
+    def weight_bits(self) -> int | None:
+        """The bits of the decoder's quantized matrices (stored so or converted on load), None when float."""
+        return getattr(self.dec[0].w1, "bits", None)
+
     def _rope(self, x, cos, sin):
         return self.B.rope(x, cos, sin, self.interleaved)
 

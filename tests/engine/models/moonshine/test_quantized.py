@@ -43,7 +43,7 @@ def forced(m, g) -> np.ndarray:
 @pytest.mark.parametrize("name", MOON_MODELS)
 def test_quantized_logits_agree_with_the_reference(name, bits, floor, max_rel):
     m = load_model(FIXTURES / "models" / name, backend="numpy", quantize=bits)
-    assert m.proj_out.bits == bits and m.dec_layers[0].fc1.bits == bits
+    assert m.proj_out.bits == bits and m.dec_layers[0].fc1.bits == bits and m.weight_bits == bits
     agree = []
     for clip in CLIPS:
         g = golden(name, clip)

@@ -120,7 +120,7 @@ def test_quantize_keeps_a_checkpoint_stored_quantized(tmp_path, monkeypatch, bac
     delay = int(g["delay_tokens"]) * 80
     stored, _ = run(model("vox_tiny_mlx4", backend, dtype), clip_of(golden), delay, 1280)
     m = load_model(MODELS / "vox_tiny_mlx4", backend=backend, quantize=bits, dtype=dtype)
-    assert getattr(m.dec[0].w1, "bits", None) == 4 and not m.cache_hit
+    assert getattr(m.dec[0].w1, "bits", None) == 4 and m.weight_bits == 4 and not m.cache_hit
     again, _ = run(m, clip_of(golden), delay, 1280)
     assert again.tokens == stored.tokens and len(stored.tokens) > 10
     assert not any(tmp_path.rglob("*.safetensors"))
