@@ -47,8 +47,10 @@ class SessionStatusBar(QStatusBar):
         ):
             self.addPermanentWidget(label)
         self._latency: float | None = None
+        self._float_model = False  # the loaded model computes with float weights: 8-bit ones are a way to keep up
 
     def set_model(self, info: ModelInfo | None, loading: bool = False) -> None:
+        self._float_model = info is not None and not loading and not info.bits
         if loading:
             self.model_label.setText("Loading model\u2026")
         elif info is None:
@@ -107,9 +109,10 @@ class SessionStatusBar(QStatusBar):
                 parts.append(f"{stats.dropped_s:.1f} s of audio dropped")
             detail = ", ".join(parts)
             self.keepup_label.setText("\u26a0 Can't keep up")
+            weights = "8-bit weights (Model \u25b8 Weights), " if self._float_model else ""
             self.keepup_label.setToolTip(
-                f"{detail[0].upper()}{detail[1:]}. The model is slower than real time on this machine; try a "
-                "smaller model or another backend."
+                f"{detail[0].upper()}{detail[1:]}. The model is slower than real time on this machine; try "
+                f"{weights}a smaller model or another backend."
             )
             self.keepup_label.setAccessibleName(f"Can't keep up: {detail}")
             self.keepup_label.show()

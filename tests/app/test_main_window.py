@@ -247,6 +247,14 @@ def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, settings, speech):
         w.start_action.trigger()
         qtbot.waitUntil(lambda: w.status.keepup_label.isVisible(), timeout=6000)
         assert w.status.keepup_label.text().startswith("\u26a0 Can't keep up")
+        assert "try 8-bit weights (Model \u25b8 Weights), a smaller model" in w.status.keepup_label.toolTip()
+        with qtbot.waitSignal(c.session_finished, timeout=8000):
+            w.stop_action.trigger()
+        settings.set_value(Key.WEIGHTS, "8-bit")  # already 8-bit: the hint names the other ways only
+        load(qtbot, w, "fake-slow")
+        w.start_action.trigger()
+        qtbot.waitUntil(lambda: w.status.keepup_label.isVisible(), timeout=6000)
+        assert "try a smaller model or another backend" in w.status.keepup_label.toolTip()
         with qtbot.waitSignal(c.session_finished, timeout=8000):
             w.stop_action.trigger()
     finally:
