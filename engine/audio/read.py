@@ -8,7 +8,8 @@ decoder is chosen by the file's first bytes, not by its name:
 - MP3 and anything else FFmpeg opens, for its first audio stream (M4A/AAC, MP4, MOV, MKV, WebM, ...):
   PyAV (imported only for such files; its wheels bundle FFmpeg). MP3 goes to FFmpeg although libsndfile
   reads it: libsndfile 1.2.2 (soundfile 0.14's wheels) inserts ~50 ms of silence at every read boundary in
-  MP3 files without a Xing/Info header (tests/engine/audio/test_formats.py writes such a file).
+  MP3 files without a Xing/Info header (tests/engine/audio/test_formats.py writes such a file). A file that
+  starts as MP3 goes there without libsndfile's look, whose mpg123 writes notes on damaged files to stderr.
 
 Every decoder hands over blocks of the same number of native frames, which are downmixed (mean) and
 resampled by one streaming soxr filter (``engine.audio.Resampler``), so a lossless file gives exactly the
@@ -331,6 +332,8 @@ class _AvDecoder:
 def _open_other(path: str, name: str, head: bytes) -> AudioStream:
     import soundfile
 
+    if _mpeg_audio(head):  # FFmpeg decodes MP3 (below); libsndfile's look at it lets mpg123 write to stderr
+        return _open_av(path, name, head)
     try:
         f = soundfile.SoundFile(path)
     except (soundfile.SoundFileError, RuntimeError, OSError):
@@ -344,6 +347,11 @@ def _open_other(path: str, name: str, head: bytes) -> AudioStream:
                 raise
         f.close()  # libsndfile 1.2.2 inserts silence between pieces of some MP3 files: FFmpeg decodes MP3
     return _open_av(path, name, head)
+
+
+def _mpeg_audio(head: bytes) -> bool:
+    """Whether a file starts as MP3 (an ID3v2 tag or an MPEG audio frame header) or ADTS AAC does."""
+    return head[:3] == b"ID3" or (len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0)
 
 
 def _open_av(path: str, name: str, head: bytes) -> AudioStream:

@@ -1,5 +1,5 @@
-"""Compressed and container formats through ``open_audio``: FLAC, OGG Vorbis/Opus, MP3 (libsndfile) and
-AAC in M4A/MP4/MKV, Opus in WebM (PyAV). Each test file is a few seconds, written at test time."""
+"""Compressed and container formats through ``open_audio``: FLAC, OGG Vorbis/Opus (libsndfile), MP3, AAC in
+M4A/MP4/MKV and Opus in WebM (PyAV). Each test file is a few seconds, written at test time."""
 
 from __future__ import annotations
 
@@ -172,3 +172,20 @@ def test_memory_stays_at_a_few_blocks(tmp_path):
     tracemalloc.stop()
     assert n == 16000 * 600
     assert peak < 12 * 2**20, peak
+
+
+def test_a_damaged_mp3_reads_without_decoder_noise_on_stderr(tmp_path):
+    """An MP3 with junk in the middle (a damaged download) reads, and nothing but our own output reaches the
+    process's stderr: libsndfile's look at it made mpg123 print "Warning: Xing stream size off ..."."""
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    data = MAKERS["mp3"](tmp_path / "ok.mp3").read_bytes()
+    bad = tmp_path / "damaged.mp3"
+    bad.write_bytes(data[: len(data) // 2] + b"\x13" * 500 + data[len(data) // 2 :])
+    code = f"from engine.audio import read_audio; print(len(read_audio({str(bad)!r})))"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert int(proc.stdout) > 0.9 * 16000 * SECONDS
