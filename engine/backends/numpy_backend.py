@@ -120,6 +120,12 @@ def one_row_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.nda
     return out.reshape(x.shape)
 
 
+def _one_row(x: np.ndarray, plain: bool) -> bool:
+    """Whether ``one_row_norm`` norms ``x`` (float32) before weights of this kind: one row, ``plain`` float32 ones
+    (a matrix, or a block of ``FLOAT_BLOCKS``)."""
+    return plain and x.size == x.shape[-1]
+
+
 class NumpyBackend(Backend):
     """The op set on NumPy; computes in float32 whatever the checkpoint dtype."""
 
@@ -188,7 +194,7 @@ class NumpyBackend(Backend):
         """The input of a pre-norm product or block: ``one_row_norm`` for one row before float32 weights
         (``plain``: a float32 matrix or block), else the generic norm (``_normed``), which the 8/4-bit graphs
         that hold a norm reproduce."""
-        if plain and x.size == x.shape[-1] and dtype == "float32":
+        if dtype == "float32" and _one_row(x, plain):
             return one_row_norm(x, norm, eps)
         return self._normed(x, norm, eps, dtype)
 
@@ -271,7 +277,7 @@ class NumpyBackend(Backend):
         op = self._op("layer_norm", float(eps), False)  # made now: the twin forks after this and runs it
 
         def layer_norm(x, weight, block):  # as _pre_norm (both processes run it: no lookups on self)
-            if x.shape[0] == 1 and isinstance(block, FLOAT_BLOCKS):
+            if _one_row(x, isinstance(block, FLOAT_BLOCKS)):
                 return one_row_norm(x, weight, eps)
             return op(x, weight) if op is not None else Backend.layer_norm(self, x, weight, None, eps)
 

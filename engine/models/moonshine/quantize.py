@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import quantize
-from ..quantize import cache_path, quantize_targets
+from ..quantize import GROUPS, cache_path, quantize_targets
 
 _ENC = ("qkv", "o", "fc1", "fc2")
 _DEC = ("qkv", "o", "xq", "xkv", "xo", "fc1", "fc2")
@@ -32,9 +31,9 @@ def half_head_groups(model) -> dict[str, tuple[int, ...]]:
     faster per 8-bit step than its op-by-op path). Empty where the default already fits (small, medium)."""
     cfg = model.cfg
     half = cfg.num_attention_heads // 2 * cfg.head_dim
-    if cfg.num_attention_heads % 2 or half % quantize.GROUPS[0] == 0:
+    if cfg.num_attention_heads % 2 or half % GROUPS[0] == 0:
         return {}
-    fits = tuple(g for g in quantize.GROUPS if half % g == 0)
+    fits = tuple(g for g in GROUPS if half % g == 0)
     if not fits:
         return {}
     return {f"dec.{i}.{a}": fits for i in range(len(model.dec_layers)) for a in ("o", "xo")}
