@@ -34,14 +34,8 @@ def livecap_env(tmp_path: Path, base: Mapping[str, str] | None = None) -> dict[s
     """The environment of a livecap child process: ``base`` (default: this process's) with Qt offscreen, the
     settings, data, state and cache folders under ``tmp_path``, and the repository importable."""
     env = dict(os.environ if base is None else base)
-    env.update(
-        QT_QPA_PLATFORM="offscreen",
-        XDG_CONFIG_HOME=str(tmp_path / "config"),
-        XDG_DATA_HOME=str(tmp_path / "data"),
-        XDG_STATE_HOME=str(tmp_path / "state"),
-        XDG_CACHE_HOME=str(tmp_path / "cache"),  # quantized copies of the models (engine/models/quantize.py)
-        PYTHONPATH=str(REPO),
-    )
+    env.update({var: str(tmp_path / sub) for var, sub in XDG_DIRS.items()})  # the cache: quantized copies
+    env.update(QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(REPO))
     return env
 
 

@@ -104,7 +104,7 @@ def test_replay_with_the_real_engine(tmp_path):
 
 
 @pytest.mark.parametrize("bits", [8, 4])
-def test_replay_with_quantized_weights(tmp_path, monkeypatch, bits):
+def test_replay_with_quantized_weights(tmp_path, bits):
     """``--weights 8-bit|4-bit`` loads the real engine with ``quantize``: the saved .txt equals the committed
     text of the engine's own quantized model over the same audio, and the child process cached its converted
     copy (so the option reached the engine). At 4 bits this random-weight model's text also differs from
@@ -112,7 +112,6 @@ def test_replay_with_quantized_weights(tmp_path, monkeypatch, bits):
     pytest.importorskip("onnxruntime")
     model = REPO / "tests" / "fixtures" / "models" / "moon_tiny_like"
     audio = REPO / "tests" / "fixtures" / "audio" / "speech.wav"
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "here"))
     import engine
     from engine.audio import read_audio
 

@@ -239,7 +239,7 @@ def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, speech):
         c.shutdown(5000)
 
 
-def test_the_loaded_model_reports_its_weights(qtbot, tmp_path, monkeypatch):
+def test_the_loaded_model_reports_its_weights(qtbot):
     """The real engine through the worker's slot: ``ModelInfo.bits`` is what the model holds. Float32 as stored
     is 0, a float checkpoint at 8 bits is 8, and the mlx-community 4-bit checkpoint is 4 whether or not 8 bits
     were asked for (its matrices stay as stored)."""
@@ -249,7 +249,6 @@ def test_the_loaded_model_reports_its_weights(qtbot, tmp_path, monkeypatch):
     from app.worker import EngineWorker, default_loader
     from tests.conftest import FIXTURES
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     worker = EngineWorker(default_loader)
     got = []
     worker.model_loaded.connect(lambda info: got.append(info.bits))
