@@ -3,12 +3,41 @@ latency, and "can't keep up" (short, with the numbers in its tooltip; gone when 
 
 from __future__ import annotations
 
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QPainter, QPaintEvent
 from PySide6.QtWidgets import QLabel, QStatusBar, QWidget
 
 from app.export import clock
 from app.worker import ModelInfo, Stats
 
 BACKLOG_WARN_S = 2.0
+MIN_CHARS = 12  # an elided label may shrink to about this many characters
+
+
+class ElidedLabel(QLabel):
+    """A one-line label that shortens its text with "\u2026" to the width it is given. A plain QLabel asks for its
+    whole text as its minimum width, so a long device or model name in the status bar set how narrow the main
+    window could be (1700 px for a long output name: wider than a laptop screen, and no room beside a call).
+    ``text()`` stays whole, and so does what screen readers get."""
+
+    def minimumSizeHint(self) -> QSize:
+        hint = super().minimumSizeHint()
+        return QSize(min(hint.width(), self.fontMetrics().horizontalAdvance("x" * MIN_CHARS)), hint.height())
+
+    def shown_text(self) -> str:
+        """The text as painted: whole where it fits, else cut with "\u2026" to the label's width."""
+        return self.fontMetrics().elidedText(self.text(), Qt.TextElideMode.ElideRight, self.contentsRect().width())
+
+    def paintEvent(self, event: QPaintEvent) -> None:
+        shown = self.shown_text()
+        if shown == self.text():
+            super().paintEvent(event)
+            return
+        painter = QPainter(self)
+        align = int(self.alignment())
+        self.style().drawItemText(
+            painter, self.contentsRect(), align, self.palette(), self.isEnabled(), shown, self.foregroundRole()
+        )
 
 
 class SessionStatusBar(QStatusBar):
@@ -17,9 +46,9 @@ class SessionStatusBar(QStatusBar):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("statusBar")
-        self.input_label = QLabel("", self)
+        self.input_label = ElidedLabel("", self)
         self.input_label.setObjectName("inputLabel")
-        self.model_label = QLabel("No model", self)
+        self.model_label = ElidedLabel("No model", self)
         self.model_label.setObjectName("modelLabel")
         self.elapsed_label = QLabel("00:00:00", self)
         self.elapsed_label.setObjectName("elapsedLabel")
@@ -53,13 +82,15 @@ class SessionStatusBar(QStatusBar):
         self._float_model = info is not None and not loading and not info.bits
         if loading:
             self.model_label.setText("Loading model\u2026")
+            self.model_label.setToolTip("")
         elif info is None:
             self.model_label.setText("No model")
+            self.model_label.setToolTip("")
         else:
             family = {"moonshine_streaming": "Moonshine", "voxtral_realtime": "Voxtral"}.get(info.family, info.family)
             bits = f" \u00b7 {info.bits}-bit" if info.bits else ""
             self.model_label.setText(f"{info.name} \u00b7 {family} \u00b7 {info.backend}{bits}")
-            self.model_label.setToolTip(info.source)
+            self.model_label.setToolTip(f"{self.model_label.text()}\n{info.source}")
 
     def set_state(self, state: str) -> None:
         """Show the session state: "Captioning" while running, "Paused" while paused, nothing otherwise."""
@@ -77,6 +108,7 @@ class SessionStatusBar(QStatusBar):
 
     def set_input(self, description: str) -> None:
         self.input_label.setText(f"Input: {description}" if description else "")
+        self.input_label.setToolTip(self.input_label.text())
 
     def set_elapsed(self, seconds: float) -> None:
         self.elapsed_label.setText(clock(seconds))

@@ -430,3 +430,29 @@ def test_space_presses_a_focused_button_instead_of_starting(qtbot, window):
     window.history.copy_button.setFocus()
     QTest.keyClick(window.history.copy_button, Qt.Key.Key_Space)
     assert copied and window.controller.state == "idle"
+
+
+def test_long_input_and_model_names_are_elided_not_widening_the_window(qtbot, window):
+    """A caption window sits beside a video call: long device and model names shorten to fit the status bar
+    (full text in the tooltip and for screen readers) instead of setting how narrow the window may be."""
+    from PySide6.QtGui import QAccessible
+
+    from app.worker import ModelInfo
+
+    narrow = window.minimumSizeHint().width()
+    description = "System audio: Family 17h/19h HD Audio Controller Analog Stereo (48 kHz) \u2014 follows the output"
+    window.status.set_input(description)
+    long_model = "/home/someone/models/" + "moonshine-streaming-medium-finetuned-" * 3
+    window.status.set_model(ModelInfo(long_model, "moonshine_streaming", "numpy", 8))
+    window.resize(640, 400)
+    assert window.minimumSizeHint().width() <= max(narrow, 700)
+    label = window.status.input_label
+    qtbot.waitUntil(lambda: window.width() <= 700 and label.shown_text() != label.text())
+    assert label.text() == f"Input: {description}" and label.toolTip() == label.text()
+    assert QAccessible.queryAccessibleInterface(label).text(QAccessible.Text.Name) == label.text()
+    shown = label.shown_text()
+    assert shown.endswith("\u2026") and shown[:-1] and label.text().startswith(shown[:-1])
+    model = window.status.model_label
+    assert model.shown_text().endswith("\u2026") and model.text() in model.toolTip()
+    window.resize(3000, 400)  # room again: the whole text
+    qtbot.waitUntil(lambda: label.shown_text() == label.text())
