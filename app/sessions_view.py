@@ -323,14 +323,18 @@ class SessionsWindow(QWidget):
         return [self.table.topLevelItem(i).data(0, ID_ROLE) for i in range(self.table.topLevelItemCount())]
 
     def select(self, session_id: str | None) -> None:
-        """Open ``session_id`` (None: nothing)."""
+        """Open ``session_id`` (None: nothing), once: the change of the current row opens nothing itself here."""
+        found = None
         for i in range(self.table.topLevelItemCount()):
             item = self.table.topLevelItem(i)
             if item.data(0, ID_ROLE) == session_id:
-                self.table.setCurrentItem(item)
-                self._open_current()
-                return
-        self.table.setCurrentItem(None)
+                found = item
+                break
+        self.table.blockSignals(True)
+        try:
+            self.table.setCurrentItem(found)
+        finally:
+            self.table.blockSignals(False)
         self._open_current()
 
     def selected_version(self) -> int | None:

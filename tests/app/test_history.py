@@ -83,3 +83,29 @@ def test_search_highlights_the_matches(qtbot):
     pane.search.setText("00")  # a timestamp is not a match: nothing shown, nothing marked
     assert pane.matches.text() == "0 matches"
     assert pane.delegate.matches("00:00:01   Welcome to the talk.", 11) == []
+
+
+def test_many_lines_are_laid_out_once_each_not_once_per_line_before_them(qtbot, monkeypatch):
+    """Opening an hour's session (800 lines) took 3 s, three hours ~30 s: each line scrolled to the end, which
+    sizes every row before it. Counted, not timed: setting N lines sizes rows a few times N, not N * N / 2."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.history import MatchDelegate
+
+    sized = []
+    original = MatchDelegate.sizeHint
+    monkeypatch.setattr(MatchDelegate, "sizeHint", lambda self, o, i: sized.append(1) or original(self, o, i))
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    pane.resize(400, 300)
+    pane.show()
+    qtbot.waitExposed(pane)
+    lines = [Line(f"line number {i} of the session", 4.0 * i, 4.0 * i + 3.0) for i in range(300)]
+    pane.set_lines(lines)
+    QApplication.processEvents()
+    assert len(sized) <= 4 * len(lines) and pane.lines() == lines
+    bar = pane.list.verticalScrollBar()
+    assert bar.maximum() > 0 and bar.value() == bar.maximum()  # it shows the end, as a live session does
+    pane.search.setText("number 29")  # with a search on, the new lines are filtered and counted
+    pane.set_lines(lines[:200])
+    assert pane.matches.text() == "1 match" and len(pane.lines()) == 200

@@ -193,3 +193,29 @@ def test_a_damaged_session_opens_with_what_could_be_read(qtbot, window, journal_
     assert view.ids() == ["20240501-100000"]
     assert [line.text for line in view.history.lines()] == ["still here"]
     assert "2 unreadable lines skipped" in view.details_label.text()
+
+
+def test_opening_a_session_reads_and_shows_it_once(qtbot, tmp_path, monkeypatch):
+    """Selecting a session opened it twice (the change of row, then the call itself): twice the reading and the
+    laying out of an hour's lines for every keystroke of a search."""
+    from app.session_store import SessionStore
+    from app.sessions_view import SessionsWindow
+    from app.settings import Settings
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for sid, words in (("20260101-090000", "first"), ("20260102-090000", "second")):
+        records = [{"type": "start", "time": sid[:4] + "-01-01T09:00:00", "source": "microphone", "model": "m"}]
+        records += [{"type": "line", "text": f"{words} {i}", "start": 2.0 * i, "end": 2.0 * i + 1} for i in range(5)]
+        (folder / f"{sid}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    store = SessionStore(folder)
+    view = SessionsWindow(store, Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(view)
+    assert view.ids() == ["20260102-090000", "20260101-090000"]
+    read = []
+    original = store.lines
+    monkeypatch.setattr(store, "lines", lambda *a, **k: read.append(a[0]) or original(*a, **k))
+    view.select("20260101-090000")
+    assert read == ["20260101-090000"] and [line.text for line in view.history.lines()][0] == "first 0"
+    view.table.setCurrentItem(view.table.topLevelItem(0))  # a click on the other row opens it, once
+    assert read[1:] == ["20260102-090000"] and view.history.lines()[0].text == "second 0"
