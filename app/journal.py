@@ -28,6 +28,7 @@ from engine.events import Line
 log = logging.getLogger(__name__)
 
 MAX_RECORD_BYTES = 1 << 20  # a committed line is a few KB at most; longer records are damage
+TAIL_BYTES = 4096  # where ``ends_finished`` looks for the end record
 
 
 @dataclass(frozen=True)
@@ -247,6 +248,31 @@ def _newest_first(folder: Path) -> list[Path]:
     return sorted(paths, key=mtime, reverse=True)
 
 
+def ends_finished(path: str | Path) -> bool:
+    """Whether the journal's last record is its end record, read from the file's last ``TAIL_BYTES`` only
+    (True means ``read_journal_data`` would find it finished; False: read it to know). A finished journal,
+    the usual case, then costs one small read: parsing every line of every session made each start-up take
+    ~1 s per 300 hour-long sessions. Never raises."""
+    try:
+        if not Path(path).is_file():  # a pipe would block the open
+            return False
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            f.seek(max(0, size - TAIL_BYTES))
+            tail = f.read(TAIL_BYTES)
+    except OSError:
+        return False
+    body = tail.rstrip(b"\r\n")
+    cut = body.rfind(b"\n")
+    if cut < 0 and size > TAIL_BYTES:  # the last record starts before the tail: not an end record's size
+        return False
+    try:
+        record = json.loads(body[cut + 1 :].decode("utf-8"))
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(record, dict) and record.get("type") == "end"
+
+
 def find_unfinished(folder: str | Path) -> RecoveredSession | None:
     """The most recent journal in ``folder`` without an end record that holds at least one line.
     Unreadable journals are skipped; never raises."""
@@ -254,6 +280,8 @@ def find_unfinished(folder: str | Path) -> RecoveredSession | None:
     if not folder.is_dir():
         return None
     for path in _newest_first(folder):
+        if ends_finished(path):
+            continue
         data = read_journal_data(path)
         if data.finished or data.error is not None:
             continue

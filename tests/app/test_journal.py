@@ -88,3 +88,39 @@ def test_an_end_record_that_cannot_be_written_is_reported_not_raised(tmp_path, m
     assert j.failed == "The session backup could not be written (No space left on device)."
     assert not j.is_open
     j.close()  # again: nothing left to do
+
+
+def test_start_up_reads_only_the_tails_of_finished_journals(tmp_path, monkeypatch):
+    """Looking for a session to recover parsed every line of every kept session at each start (~1 s per 300
+    hour-long sessions): a journal that ends with its end record is known finished from its last bytes."""
+    import os
+
+    for day in range(1, 21):
+        j = journal.Journal(tmp_path, {"model": "m"})
+        for i in range(50):
+            j.add(Line(f"line {i} " + "words " * 20, float(i), i + 0.5))
+        j.close()
+        os.utime(j.path, (day * 1000.0, day * 1000.0))  # older than the unfinished one below
+        j.path.rename(tmp_path / f"2026010{day:02d}-000000.jsonl")
+    crashed = journal.Journal(tmp_path)
+    crashed.add(Line("kept line", 0.5, 1.5))
+    crashed._file.write('{"type": "end"')  # died while writing its end record: not finished
+    crashed._file.flush()
+    big_end = tmp_path / "20250101-000000.jsonl"  # an end record longer than the tail read: read in full
+    big_end.write_text(
+        json.dumps({"type": "line", "text": "old", "start": 0, "end": 1})
+        + "\n"
+        + json.dumps({"type": "end", "note": "x" * 20000})
+        + "\n"
+    )
+    os.utime(big_end, (1.0, 1.0))
+    read = []
+    original = journal.read_journal_data
+    monkeypatch.setattr(journal, "read_journal_data", lambda p: read.append(p) or original(p))
+    rec = journal.find_unfinished(tmp_path)
+    assert rec is not None and rec.lines == (Line("kept line", 0.5, 1.5),) and read == [crashed.path]
+    journal.mark_finished(rec.path, "recovered")
+    read.clear()
+    assert journal.find_unfinished(tmp_path) is None and read == [big_end]  # every other one by its tail
+    assert journal.ends_finished(crashed.path) and not journal.ends_finished(big_end)
+    assert not journal.ends_finished(tmp_path) and not journal.ends_finished(tmp_path / "missing.jsonl")
