@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The sessions library at scale: how long the app's session work takes with a year of kept sessions.
+
+Writes ``--sessions`` journals of ``--lines`` committed lines each (the app's format, random words; 800 lines
+is about an hour of speech) into a temporary folder, then times, each the median of ``--runs``:
+
+- **start-up**: ``journal.find_unfinished``, what the app does at every start to offer a crashed session;
+- **Sessions window, first open**: a new store and window (every journal read once);
+- **search keystroke**: the Sessions window's search box typed one letter at a time (its list and the open
+  session are refreshed per keystroke);
+- **open a session**: another row selected (its lines laid out in the history pane);
+- **history, set / add**: the history pane given ``--lines`` lines at once, then one more line (a live commit).
+
+Offscreen Qt; nothing is written outside the temporary folder.
+
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/sessions_scale.py --sessions 300 --lines 800
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+WORDS = "the quarterly planning meeting release schedule spring milestones beta translation agenda reminder".split()
+
+
+def write_sessions(folder: Path, sessions: int, lines: int) -> None:
+    """``sessions`` finished journals of ``lines`` lines, one a day (ids and times as the app writes them)."""
+    rng = random.Random(0)
+    for n in range(sessions):
+        day = time.gmtime(1_735_700_000 + 86400 * n)
+        sid = time.strftime("%Y%m%d-%H%M%S", day)
+        records = [{"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S", day), "source": "microphone"}]
+        records += [
+            {
+                "type": "line",
+                "text": " ".join(rng.choice(WORDS) for _ in range(12)),
+                "start": 4.0 * i,
+                "end": 4.0 * i + 3,
+            }
+            for i in range(lines)
+        ]
+        records.append({"type": "end", "audio_s": 4.0 * lines})
+        path = folder / f"{sid}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+        os.utime(path, (1_735_700_000 + 86400 * n,) * 2)
+
+
+def timed(fn, runs: int) -> float:
+    """Median milliseconds of ``fn()`` over ``runs`` calls."""
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        samples.append(1000 * (time.perf_counter() - t))
+    return statistics.median(samples)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--sessions", type=int, default=300)
+    p.add_argument("--lines", type=int, default=800)
+    p.add_argument("--runs", type=int, default=5)
+    args = p.parse_args(argv)
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+    from PySide6.QtWidgets import QApplication
+
+    from app.history import HistoryPane
+    from app.journal import find_unfinished
+    from app.session_store import SessionStore
+    from app.sessions_view import SessionsWindow
+    from app.settings import Settings
+    from engine.events import Line
+
+    app = QApplication.instance() or QApplication([])
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "sessions"
+        folder.mkdir()
+        write_sessions(folder, args.sessions, args.lines)
+        rows = {"start-up (find_unfinished)": timed(lambda: find_unfinished(folder), args.runs)}
+
+        windows = []
+
+        def first_open():
+            w = SessionsWindow(SessionStore(folder), Settings(Path(tmp) / "settings.ini"))
+            w.show()
+            app.processEvents()
+            windows.append(w)
+
+        rows["Sessions window, first open"] = timed(first_open, args.runs)
+        w = windows[-1]
+
+        def keystrokes():
+            for text in ("m", "mi", "mil", "mile"):
+                w.search.setText(text)
+                app.processEvents()
+            w.search.clear()
+            app.processEvents()
+
+        rows["search, per keystroke"] = timed(keystrokes, args.runs) / 5
+        ids = w.ids()
+
+        def open_other():
+            w.select(ids[1] if w.current_id() == ids[0] else ids[0])
+            app.processEvents()
+
+        rows["open a session"] = timed(open_other, args.runs)
+        pane = HistoryPane()
+        pane.resize(500, 600)
+        pane.show()
+        lines = list(w.store.lines(ids[0]))
+        rows[f"history, {len(lines)} lines set"] = timed(
+            lambda: (pane.set_lines(lines), app.processEvents()), args.runs
+        )
+        more = iter(range(10**6))
+        rows["history, one line added after them"] = timed(
+            lambda: (pane.add_line(Line(f"one more {next(more)}", 1e5, 1e5 + 1)), app.processEvents()), args.runs
+        )
+        for window in windows:
+            window.close()
+    print(f"{args.sessions} sessions of {args.lines} lines, median of {args.runs} runs (ms):\n")
+    print("| step | ms |\n|:---|---:|")
+    for name, ms in rows.items():
+        print(f"| {name} | {ms:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
