@@ -28,8 +28,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+HERE = Path(__file__).resolve().parent
+for _p in (HERE.parent, HERE):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import _common  # noqa: E402
 
 WORDS = "the quarterly planning meeting release schedule spring milestones beta translation agenda reminder".split()
 
@@ -130,9 +134,7 @@ def main(argv=None) -> int:
         for window in windows:
             window.close()
     print(f"{args.sessions} sessions of {args.lines} lines, median of {args.runs} runs (ms):\n")
-    print("| step | ms |\n|:---|---:|")
-    for name, ms in rows.items():
-        print(f"| {name} | {ms:.0f} |")
+    print(_common.markdown_table(["step", "ms"], [[name, f"{ms:.0f}"] for name, ms in rows.items()]))
     return 0
 
 
