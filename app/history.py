@@ -178,8 +178,9 @@ class HistoryPane(QWidget):
         """Append a committed line (keeps following the end unless the user scrolled up)."""
         bar = self.list.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 2
-        self._append(line, self.search.text().strip().lower())
-        if self.search.text().strip():
+        needle = self.search.text().strip().lower()
+        self._append(line, needle)
+        if needle:
             self._update_matches()
         if follow:
             self.list.scrollToBottom()
