@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from PySide6.QtCore import QModelIndex, QPoint, QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QAction,
@@ -56,7 +56,8 @@ class MatchDelegate(QStyledItemDelegate):
     def __init__(self, parent: QWidget) -> None:
         super().__init__(parent)
         self.needle = ""
-        self._heights: dict[tuple[str, int, str], int] = {}
+        self._heights: dict[tuple[str, int], int] = {}
+        parent.installEventFilter(self)  # its font changes (eventFilter)
 
     def document(self, text: str, width: float, option: QStyleOptionViewItem, skip: int = 0) -> QTextDocument:
         """``text`` laid out at ``width`` with the matches of ``needle`` after its first ``skip`` characters
@@ -111,16 +112,24 @@ class MatchDelegate(QStyledItemDelegate):
         painter.restore()
 
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
-        opt = QStyleOptionViewItem(option)
-        self.initStyleOption(opt, index)
-        width = self._text_width(opt)
-        key = (opt.text, int(width), opt.font.key())
+        # The list sizes every row again for each new line (rows of different heights), so a known row costs a
+        # lookup only: heights are cached per text and width (highlighting never changes the layout), and the
+        # cache is emptied when the view's font changes (``eventFilter``).
+        width = self._text_width(option)
+        key = (index.data(), int(width))
         height = self._heights.get(key)
-        if height is None:  # highlighting never changes the layout, so heights are cached per text and width
+        if height is None:
+            opt = QStyleOptionViewItem(option)
+            self.initStyleOption(opt, index)
             if len(self._heights) > HEIGHT_CACHE:
                 self._heights.clear()
             height = self._heights[key] = int(self.document(opt.text, width, opt).size().height())
         return QSize(int(width), height + ITEM_PAD.height())
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._heights.clear()
+        return False
 
 
 class HistoryPane(QWidget):

@@ -109,3 +109,21 @@ def test_many_lines_are_laid_out_once_each_not_once_per_line_before_them(qtbot, 
     pane.search.setText("number 29")  # with a search on, the new lines are filtered and counted
     pane.set_lines(lines[:200])
     assert pane.matches.text() == "1 match" and len(pane.lines()) == 200
+
+
+def test_rows_are_sized_again_when_the_font_changes(qtbot):
+    """Row heights are remembered per text and width; a larger font (the theme, the user's font) must not leave
+    rows at their old height, clipping the text."""
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    pane.resize(300, 400)
+    pane.show()
+    qtbot.waitExposed(pane)
+    pane.set_lines(LINES)
+    first = pane.list.item(0)
+    qtbot.waitUntil(lambda: pane.list.visualItemRect(first).height() > 0)
+    before = pane.list.visualItemRect(first).height()
+    font = pane.list.font()
+    font.setPointSizeF(font.pointSizeF() * 3)
+    pane.list.setFont(font)
+    qtbot.waitUntil(lambda: pane.list.visualItemRect(first).height() > 2 * before)
