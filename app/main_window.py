@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QFontDialog,
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QSplitter,
     QStackedWidget,
@@ -270,28 +271,19 @@ class MainWindow(QMainWindow):
         model_menu = menus.addMenu("&Model")
         model_menu.addAction(self.open_model_action)
         model_menu.addAction(self.open_folder_action)
-        backend_menu = model_menu.addMenu("Backend")
-        self.backend_group = QActionGroup(self)
-        current = self.settings.value(Key.BACKEND)
-        for name in BACKENDS:
-            action = backend_menu.addAction(name)
-            action.setCheckable(True)
-            action.setChecked(name == current)
-            action.setData(name)
-            self.backend_group.addAction(action)
-        self.backend_group.triggered.connect(self._backend_chosen)
-        weights_menu = model_menu.addMenu("Weights")
-        self.weights_group = QActionGroup(self)
-        current = self.settings.value(Key.WEIGHTS)
-        for name, label, tip in WEIGHT_ITEMS:
-            action = weights_menu.addAction(label)
-            action.setCheckable(True)
-            action.setChecked(name == current or (name == "stored" and current not in WEIGHTS))
-            action.setData(name)
-            action.setToolTip(tip)
-            self.weights_group.addAction(action)
-        weights_menu.setToolTipsVisible(True)
-        self.weights_group.triggered.connect(self._weights_chosen)
+        self.backend_group = self._choices(
+            model_menu.addMenu("Backend"),
+            [(name, name, "") for name in BACKENDS],
+            self.settings.value(Key.BACKEND),
+            self._backend_chosen,
+        )
+        weights = self.settings.value(Key.WEIGHTS)
+        self.weights_group = self._choices(
+            model_menu.addMenu("Weights"),
+            WEIGHT_ITEMS,
+            weights if weights in WEIGHTS else "stored",
+            self._weights_chosen,
+        )
 
         view_menu = menus.addMenu("&View")
         view_menu.addMenu(self.overlays.menu)
@@ -300,15 +292,12 @@ class MainWindow(QMainWindow):
         view_menu.addAction("Caption font\u2026").triggered.connect(self.choose_caption_font)
         view_menu.addAction(self.larger_action)
         view_menu.addAction(self.smaller_action)
-        theme_menu = view_menu.addMenu("Theme")
-        self.theme_group = QActionGroup(self)
-        for name in THEMES:
-            action = theme_menu.addAction(name.replace("-", " ").capitalize())
-            action.setCheckable(True)
-            action.setData(name)
-            action.setChecked(name == self.settings.value(Key.THEME))
-            self.theme_group.addAction(action)
-        self.theme_group.triggered.connect(lambda action: self.set_theme(action.data()))
+        self.theme_group = self._choices(
+            view_menu.addMenu("Theme"),
+            [(name, name.replace("-", " ").capitalize(), "") for name in THEMES],
+            self.settings.value(Key.THEME),
+            lambda action: self.set_theme(action.data()),
+        )
         view_menu.addAction(self.find_action)
 
         help_menu = menus.addMenu("&Help")
@@ -373,6 +362,22 @@ class MainWindow(QMainWindow):
             self.live_srt_action.setText(f"Live SRT file: {Path(live).name}")
         if s.value(Key.OVERLAY_VISIBLE):
             QTimer.singleShot(0, lambda: self.overlays.set_visible(True))
+
+    def _choices(self, menu: QMenu, items, current: str, chosen) -> QActionGroup:
+        """Checkable, exclusive actions in ``menu``, one per ``(value, text, tooltip or "")`` of ``items``, the one
+        whose value is ``current`` checked; ``chosen(action)`` runs on a choice (``action.data()`` is its value)."""
+        group = QActionGroup(self)
+        for value, text, tip in items:
+            action = menu.addAction(text)
+            action.setCheckable(True)
+            action.setChecked(value == current)
+            action.setData(value)
+            if tip:
+                action.setToolTip(tip)
+            group.addAction(action)
+        menu.setToolTipsVisible(any(tip for _, _, tip in items))
+        group.triggered.connect(chosen)
+        return group
 
     # -- public commands ---------------------------------------------------------------------------
     def load_model(self, source: str, backend: str | None = None, bits: int | None = None) -> None:
@@ -634,12 +639,14 @@ class MainWindow(QMainWindow):
 
     def _backend_chosen(self, action: QAction) -> None:
         self.settings.set_value(Key.BACKEND, str(action.data()))
-        source = self.settings.value(Key.MODEL_SOURCE)
-        if source and self.controller.state in ("idle", "no-model"):
-            self.load_model(source, str(action.data()))
+        self._reload_model()
 
     def _weights_chosen(self, action: QAction) -> None:
         self.settings.set_value(Key.WEIGHTS, str(action.data()))
+        self._reload_model()
+
+    def _reload_model(self) -> None:
+        """Load the remembered model again with the saved backend and weights, unless a session runs."""
         source = self.settings.value(Key.MODEL_SOURCE)
         if source and self.controller.state in ("idle", "no-model"):
             self.load_model(source)
