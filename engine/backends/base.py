@@ -49,9 +49,12 @@ class Backend:
         """A zero-filled array."""
         raise NotImplementedError
 
+    lazy_zeros = False  # True where a large zero buffer costs memory only where it is written
+
     def kv_zeros(self, shape: tuple[int, ...], dtype: str = "float32") -> Array:
-        """A zero-filled key/value buffer that many later attention calls read whole (a decoder's cross-attention
-        memory); a backend may place it where a helper process reads it too. Otherwise as ``zeros``."""
+        """A zero-filled key/value buffer that many later attention calls read (a decoder's cross-attention
+        memory, a KV ring); a backend may place it where a helper process reads it too. Otherwise as
+        ``zeros``. Where ``lazy_zeros`` is True, its pages cost memory only once written."""
         return self.zeros(shape, dtype)
 
     def compute_dtype(self, wanted: str) -> str:

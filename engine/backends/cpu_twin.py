@@ -57,11 +57,13 @@ DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is
 NUDGE_S = 0.0005  # a parked twin not yet awake is woken again this often (a wake-up may cross the park)
 MAX_ROWS = 32  # products of up to this many rows go to the twin
 MAX_CHUNKS = 64
-ARENA_BYTES = 256 << 20  # shared memory for attention K/V (virtual: pages cost memory once written)
+ARENA_BYTES = (4 << 30, 1 << 30, 256 << 20)  # shared memory for attention K/V, the first size the system
+# maps (virtual: pages cost memory once written); Voxtral's two KV rings at their full windows take 2.2 GB
 GO, DONE, STATE, SERVED = 0, 8, 16, 24  # int64 slots of the control block (a cache line apart)
 WEIGHT, ROWS, K, STEP, NCHUNKS, KIND, EDGES = 32, 33, 34, 35, 36, 37, 40
 PRODUCT, ATTENTION, BLOCK, PROGRAM = 0, 1, 2, 3  # KIND; an attention's fields sit where a product's edges do:
 H0, TQ, SCALE, K_AT, V_AT, KV_LAYOUT = range(EDGES, EDGES + 6)  # K's, V's shapes and strides from KV_LAYOUT
+MASK_COLS = KV_LAYOUT + 12  # an attention's mask: its columns (0: none), as 0/1 floats after the queries
 FIELDS = 1024  # int64 slots from EDGES on: a product's edges, an attention's or a block's fields
 MINE, THEIRS, ABORT = EDGES + FIELDS, EDGES + FIELDS + 8, EDGES + FIELDS + 16  # a program's (lockstep) slots
 TAG0 = ABORT + 1  # the tag its exchanges count from
@@ -90,10 +92,12 @@ class Twin:
         self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
         self._layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # submit_block's, per block
         if not self.failed:
-            try:
-                self.arena = SharedArena(ARENA_BYTES)
-            except (OSError, ValueError):  # no shared memory here: products only
-                pass
+            for size in ARENA_BYTES:
+                try:
+                    self.arena = SharedArena(size)
+                    break
+                except (OSError, ValueError, OverflowError):  # not that much shared memory here (none: products only)
+                    continue
         _twins.add(self)
         weakref.finalize(self, _end, self.__dict__)
 
@@ -137,10 +141,11 @@ class Twin:
         c[EDGES : EDGES + len(edges)] = edges
         return self._go(xs)
 
-    def submit_attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, h0: int):
-        """Hand heads ``h0:`` of ``softmax(q k^T * scale) v`` (no mask) to the twin: ``q [H, Tq, d]``, ``k, v
-        [H, Tk, d]`` arrays in ``arena`` (views allowed). Returns a ticket for ``collect`` (the result: heads
-        ``h0:`` as ``[H - h0, Tq, dv]``, flat), or None when the caller must compute every head."""
+    def submit_attention(self, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, h0: int, mask=None):
+        """Hand heads ``h0:`` of ``softmax(q k^T * scale, mask) v`` to the twin: ``q [H, Tq, d]``, ``k, v
+        [H, Tk, d]`` arrays in ``arena`` (views allowed), ``mask [Tq, Tk]`` boolean (True = may attend) or None.
+        Returns a ticket for ``collect`` (the result: heads ``h0:`` as ``[H - h0, Tq, dv]``, flat), or None
+        when the caller must compute every head."""
         arena = self.arena
         if arena is None or q.shape[1] > MAX_ROWS:
             return None
@@ -148,13 +153,17 @@ class Twin:
         h, tq, d = q.shape
         if k_at is None or v_at is None or min(k.strides + v.strides) <= 0 or not self._claim():
             return None
-        if (h - h0) * tq * d > self._x.size or (h - h0) * tq * v.shape[2] > self._y.size:
+        n_q, n_mask = (h - h0) * tq * d, 0 if mask is None else tq * k.shape[1]
+        if n_q + n_mask > self._x.size or (h - h0) * tq * v.shape[2] > self._y.size:
             self._lock.release()
             return None
         c = self._ctrl
-        xs = self._x[: (h - h0) * tq * d].reshape(h - h0, tq, d)
+        xs = self._x[:n_q].reshape(h - h0, tq, d)
         xs[...] = q[h0:]
+        if n_mask:
+            self._x[n_q : n_q + n_mask] = np.asarray(mask, bool).reshape(-1)
         c[KIND], c[H0], c[TQ], c[K_AT], c[V_AT] = ATTENTION, h0, tq, k_at, v_at
+        c[MASK_COLS] = n_mask // tq
         c[SCALE : SCALE + 1].view(np.float64)[0] = scale
         c[KV_LAYOUT : KV_LAYOUT + 12] = [*k.shape, *k.strides, *v.shape, *v.strides]
         return self._go(xs)
@@ -548,9 +557,11 @@ def _attend(ctrl, xbuf, ybuf, arena) -> None:
     k = arena.view(int(ctrl[K_AT]), tuple(layout[0:3]), tuple(layout[3:6]))
     v = arena.view(int(ctrl[V_AT]), tuple(layout[6:9]), tuple(layout[9:12]))
     h1, d, dv = k.shape[0], k.shape[2], v.shape[2]
-    q = xbuf[: (h1 - h0) * tq * d].reshape(h1 - h0, tq, d)
+    n_q, cols = (h1 - h0) * tq * d, int(ctrl[MASK_COLS])
+    q = xbuf[:n_q].reshape(h1 - h0, tq, d)
+    mask = xbuf[n_q : n_q + tq * cols].reshape(tq, cols) != 0 if cols else None
     out = ybuf[: (h1 - h0) * tq * dv].reshape(h1 - h0, tq, dv)
-    numpy_attention.dense(q, k[h0:h1], v[h0:h1], scale, None, out)
+    numpy_attention.dense(q, k[h0:h1], v[h0:h1], scale, mask, out)
 
 
 def _block(ctrl, xbuf, ybuf, ex, arena, block, views: dict, seq: int) -> None:

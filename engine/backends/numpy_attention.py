@@ -13,9 +13,9 @@ is remembered for the next few calls with an equal mask (an encoder's layers sha
 softmax runs on ONNX Runtime's kernel when the backend passes it (one pass over the short rows, where NumPy's
 reductions along a 34-wide axis cost more than the two products: 0.31 of ~0.8 ms for a Moonshine small layer).
 
-A decoder step over K/V in the twin's shared arena (``cpu_twin``: Moonshine's cross-attention memory) hands
-the second half of the heads to the twin process; every head is computed by the same code either way, so
-the result does not depend on it (tested bit for bit).
+A dense attention over K/V in the twin's shared arena (``cpu_twin``: Moonshine's cross-attention memory,
+Voxtral's KV rings, masked or not) hands the second half of the heads to the twin process; every head is
+computed by the same code either way, so the result does not depend on it (tested bit for bit).
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ def attend(q, k, v, scale: float, mask=None, twin=None, softmax=None) -> np.ndar
         if band is not None:
             return _windowed(q, k, v, scale, *band, softmax)
     out = np.empty((hq, q.shape[1], v.shape[2]), np.float32)
-    if twin is not None and mask is None and hq >= 2 and k.nbytes + v.nbytes >= TWIN_BYTES:
+    if twin is not None and hq >= 2 and k.nbytes + v.nbytes >= TWIN_BYTES:
         h0 = hq // 2
-        ticket = twin.submit_attention(q, k, v, scale, h0)
+        ticket = twin.submit_attention(q, k, v, scale, h0, mask)
         if ticket is not None:
-            dense(q[:h0], k[:h0], v[:h0], scale, None, out[:h0])
+            dense(q[:h0], k[:h0], v[:h0], scale, mask, out[:h0])
             theirs = twin.collect(ticket)
             if theirs is None:  # no answer in time (the twin is gone): these heads here too
-                dense(q[h0:], k[h0:], v[h0:], scale, None, out[h0:])
+                dense(q[h0:], k[h0:], v[h0:], scale, mask, out[h0:])
             else:
                 out[h0:] = theirs[: out[h0:].size].reshape(out[h0:].shape)
             return out

@@ -130,6 +130,7 @@ class NumpyBackend(Backend):
     """The op set on NumPy; computes in float32 whatever the checkpoint dtype."""
 
     name = "numpy"
+    lazy_zeros = True  # fresh pages from the system (np.zeros, the twin's arena) are zero until written
     xp = np
 
     def __init__(self, kernels: bool | None = None):

@@ -10,8 +10,9 @@ Contract:
   missing (callers then use ordinary memory); the block returns to the arena when the array and every view
   of it are gone.
 - ``locate(a)`` tells whether an array (or a view) lies in the arena, and where.
-- Pages cost memory only once written; they then stay with the process (as the C heap keeps freed memory),
-  for the next buffer.
+- Pages cost memory only once written. A released block of under ``GIVE_BACK_BYTES`` keeps its pages (zeroed,
+  as the C heap keeps freed memory) for the next buffer; a larger one (a long KV ring, mostly unwritten in a
+  short session) gives them back to the system where it can (``MADV_REMOVE``) and reads as zeros again.
 - A process forked from this one shares the arena too; the only such process is the twin (``hub`` starts
   its workers with fork + exec, which drops the mapping).
 """
@@ -25,6 +26,8 @@ import weakref
 import numpy as np
 
 PAGE = mmap.PAGESIZE
+GIVE_BACK_BYTES = 16 << 20  # released blocks from this size return their pages to the system (Linux): a
+# Voxtral decoder ring's layer (34 MB); Moonshine's cross K/V blocks (under 5 MB) come and go clip after clip
 
 
 class SharedArena:
@@ -54,11 +57,22 @@ class SharedArena:
         return a
 
     def _release(self, off: int, n: int) -> None:
-        # zero again for the next owner; the pages stay (giving them back and faulting them in again cost
-        # 12 ms per 20 MB, measured, against 1 ms for this: a decoder allocates the same size clip after clip).
-        # No lock here: this runs when the garbage collector frees the array, which may be inside zeros().
-        np.frombuffer(self._buf, np.uint8, n, off)[:] = 0
+        # zero again for the next owner; small blocks keep their pages (giving them back and faulting them in
+        # again cost 12 ms per 20 MB, measured, against 1 ms for this: a decoder allocates the same size clip
+        # after clip), large ones give them back: zeroing would make every page of a mostly unwritten ring
+        # resident. No lock here: this runs when the garbage collector frees the array, which may be inside zeros().
+        if not (n >= GIVE_BACK_BYTES and self._give_back(off, n)):
+            np.frombuffer(self._buf, np.uint8, n, off)[:] = 0
         self._released.append((off, n))
+
+    def _give_back(self, off: int, n: int) -> bool:
+        """Return the pages of ``[off, off + n)`` to the system (they read as zeros after); False where the
+        platform cannot."""
+        try:
+            self._buf.madvise(mmap.MADV_REMOVE, off, n)
+        except (AttributeError, OSError, ValueError):
+            return False
+        return True
 
     def _merge_released(self) -> None:
         """Move the released blocks into the free list, coalescing neighbours (under the lock)."""

@@ -8,8 +8,11 @@ Before it wraps, a single new position sees every slot written so far and needs 
 case: the decoder's 8192 window lasts 11 minutes). Nothing is built on the host per step.
 
 Capacity must be at least ``window - 1 + block`` for blocks of ``block`` new positions written before they
-attend (so no key still needed is overwritten). The ring grows (doubling, up to ``max_capacity``) so short
-sessions hold little memory; it only grows before it has wrapped, so growing is a plain prefix copy.
+attend (so no key still needed is overwritten). Where the backend's zero buffers cost memory only once
+written (``Backend.lazy_zeros``: NumPy) the ring has its full capacity from the start, in ``kv_zeros`` buffers
+(the CPU twin's shared memory, so it can take half of the heads); elsewhere (MLX) it grows, doubling up to
+``max_capacity``, so short sessions hold little memory. Either way a step sees the same keys in the same
+slots: a ring only grows before it has wrapped, so growing is a plain prefix copy.
 """
 
 from __future__ import annotations
@@ -40,13 +43,13 @@ class KVRing:
         self.written = 0  # positions written so far (the next position to write)
         self.k: list = []
         self.v: list = []
-        self._resize(min(initial, max_capacity))
+        self._resize(max_capacity if B.lazy_zeros else min(initial, max_capacity))
 
     def _resize(self, cap: int) -> None:
         B, (h, d) = self.B, self.shape
         old_k, old_v, keep = self.k, self.v, min(self.written, self.cap)
-        self.k = [B.zeros((h, cap, d), self.dtype) for _ in range(self.n_layers)]
-        self.v = [B.zeros((h, cap, d), self.dtype) for _ in range(self.n_layers)]
+        self.k = [B.kv_zeros((h, cap, d), self.dtype) for _ in range(self.n_layers)]
+        self.v = [B.kv_zeros((h, cap, d), self.dtype) for _ in range(self.n_layers)]
         if keep:  # never wrapped yet (growth happens first), so the old ring is a prefix
             for i in range(self.n_layers):
                 self.k[i] = B.write(self.k[i], (slice(None), slice(0, keep)), old_k[i][:, :keep])

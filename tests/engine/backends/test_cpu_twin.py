@@ -218,18 +218,38 @@ def test_attention_over_shared_kv_goes_half_to_the_twin_with_identical_results(B
     np.testing.assert_allclose(with_twin, ref, atol=1e-5, rtol=0)
 
 
-def test_attention_over_private_memory_or_with_a_mask_is_the_callers(B):
+def test_attention_over_private_memory_is_the_callers(B):
     B.linear(r(1, 512), B.prepare_linear(r(1024, 512)))
     k, v = cross_kv(B, 8, 500, 500, 64)
     q = r(8, 1, 64)
     served = B.twin.served()
     private = B.attention(q, k.copy(), v.copy(), 0.125)
-    mask = np.ones((1, 500), bool)
-    mask[0, 400:] = False
-    masked = B.attention(q, k, v, 0.125, mask)
     assert B.twin.served() == served
     assert np.array_equal(private, B.attention(q, k, v, 0.125))
-    np.testing.assert_allclose(masked, B.attention(q, k[:, :400], v[:, :400], 0.125), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("heads,kv_heads,rows", [(8, 8, 4), (32, 8, 1), (8, 8, 1)])
+def test_a_masked_attention_over_shared_kv_goes_half_to_the_twin_with_identical_results(B, heads, kv_heads, rows):
+    """A KV ring that has wrapped (Voxtral's encoder after 15 s, its decoder after 11 min): every query sees a
+    window of the slots, given as a mask; grouped-query heads fold their queries into rows first."""
+    B.linear(r(1, 512), B.prepare_linear(r(1024, 512)))
+    k, v = cross_kv(B, kv_heads, 500, 500, 64)
+    q = r(heads, rows, 64)
+    mask = np.ones((rows, 500), bool)
+    for i in range(rows):
+        mask[i, 100 + 30 * i : 160 + 30 * i] = False  # another window per query
+    served = B.twin.served()
+    with_twin = B.attention(q, k, v, 0.125, mask)
+    assert B.twin.served() == served + 1
+    B.twin.failed = True
+    assert np.array_equal(with_twin, B.attention(q, k, v, 0.125, mask))
+    g = heads // kv_heads
+    kk, vv = np.repeat(k, g, axis=0).astype(np.float64), np.repeat(v, g, axis=0).astype(np.float64)
+    s = np.einsum("htd,hkd->htk", q.astype(np.float64), kk) * 0.125
+    s = np.where(mask, s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = np.einsum("htk,hkd->htd", p / p.sum(-1, keepdims=True), vv)
+    np.testing.assert_allclose(with_twin, ref, atol=1e-5, rtol=0)
 
 
 def test_a_stopped_twin_during_attention_is_killed_and_the_caller_computes_every_head(B):
@@ -396,3 +416,51 @@ def test_products_and_mlps_fused_with_their_norm_go_half_to_the_twin_with_identi
     alone = B.norm_linear(x, norm, 1e-5, qkv, "float32"), B.gated_mlp(x, *mlp, norm=norm)
     B.twin.failed = False
     assert all(np.array_equal(a, b) for a, b in zip(with_twin, alone))
+
+
+def test_voxtral_streams_the_reference_ids_with_half_of_each_attention_on_the_twin(monkeypatch):
+    """Voxtral's KV rings lie in the twin's shared memory at their full capacity from the start; every attention
+    over them (masked once a ring has wrapped: windows of 16 and 24 here) goes half to the twin, and the
+    session streams the reference's ids, as without the twin."""
+    from engine import load_model
+    from engine.audio import read_audio
+
+    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
+    monkeypatch.setattr(numpy_backend, "TWIN_BYTES", 0)  # the fixture's matrices are small: known to the twin
+    monkeypatch.setattr(numpy_attention, "TWIN_BYTES", 0)
+    handed = []
+    submit = cpu_twin.Twin.submit_attention
+
+    def spy(self, q, k, v, scale, h0, mask=None):
+        ticket = submit(self, q, k, v, scale, h0, mask)
+        handed.append((ticket is not None, mask is not None, q.shape[1]))
+        return ticket
+
+    monkeypatch.setattr(cpu_twin.Twin, "submit_attention", spy)
+    fixtures = REPO / "tests" / "fixtures"
+    m = load_model(fixtures / "models" / "vox_tiny_hf", backend="numpy")
+    g = np.load(fixtures / "models" / "vox_tiny_hf" / "golden" / "speech_d6.npz")
+    audio = read_audio(fixtures / "audio" / "speech.wav")
+
+    def stream():
+        s = m.start_session(delay_ms=480, keep_tokens=True)
+        for i in range(0, len(audio), 1280):
+            s.feed(audio[i : i + 1280])
+        s.finish()
+        return s
+
+    B = m.B
+    B.twin.failed = False
+    try:
+        s = stream()
+        rings = [s.enc_ring, s.dec_ring]
+        assert all(r.cap == r.max_capacity for r in rings)
+        assert all(B.twin.arena.locate(a) is not None for r in rings for a in r.k + r.v)
+        steps = [(taken, masked) for taken, masked, rows in handed if rows <= cpu_twin.MAX_ROWS]  # not a prefill
+        assert len(steps) > 100 and all(taken for taken, _ in steps) and any(masked for _, masked in steps)
+        B.twin.failed = True
+        alone = stream()
+    finally:
+        B.twin.failed = not cpu_twin.enabled()
+        B.twin.stop()
+    assert s.tokens == alone.tokens == g["generate_ids"].tolist()

@@ -12,7 +12,7 @@ import pytest
 
 from engine.backends import cpu_twin
 from engine.backends.numpy_backend import NumpyBackend
-from engine.backends.shared_arena import PAGE, SharedArena
+from engine.backends.shared_arena import GIVE_BACK_BYTES, PAGE, SharedArena
 
 
 def test_buffers_are_zero_and_a_released_block_comes_back_zeroed():
@@ -28,6 +28,28 @@ def test_buffers_are_zero_and_a_released_block_comes_back_zeroed():
     del view
     gc.collect()
     b = arena.zeros((8, 100, 64))
+    assert arena.locate(b) == 0 and not b.any()
+
+
+def shared_kb() -> int:
+    """This process's resident shared memory (kB; Linux)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssShmem:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux")
+def test_a_large_released_block_gives_its_pages_back_and_reads_zeros_again():
+    """A long KV ring is mostly unwritten in a short session: zeroing it on release would make every page
+    resident; its pages go back to the system instead."""
+    arena = SharedArena(2 * GIVE_BACK_BYTES)
+    a = arena.zeros((GIVE_BACK_BYTES // 4,))
+    before = shared_kb()
+    a[:] = 1.0
+    assert shared_kb() - before >= 0.9 * GIVE_BACK_BYTES / 1024
+    del a
+    gc.collect()
+    assert shared_kb() - before <= 0.1 * GIVE_BACK_BYTES / 1024
+    b = arena.zeros((GIVE_BACK_BYTES // 4,))
     assert arena.locate(b) == 0 and not b.any()
 
 

@@ -1,7 +1,10 @@
 """The KV ring and the RoPE row cache against brute force: every slot's position, the window mask, the
-growth, on both backends, for blocks that wrap and for single steps; RoPE rows equal the float64 formula."""
+growth (MLX; a NumPy ring has its full capacity from the start), on both backends, for blocks that wrap and
+for single steps; RoPE rows equal the float64 formula."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,3 +67,34 @@ def test_rope_cache_rows_equal_the_float64_formula(backend):
         cos, sin = rc(start, n)
         c, s = rope_tables(np.arange(start, start + n), inv_freq(64, 1e6))
         assert np.abs(B.to_numpy(cos) - c).max() < 1e-6 and np.abs(B.to_numpy(sin) - s).max() < 1e-6
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="Linux")
+def test_a_numpy_ring_has_its_full_capacity_and_costs_memory_only_where_written():
+    """Voxtral's decoder ring at the real size (8 KV heads x 8255 slots x 128, 34 MB per layer and side): a short
+    session writes a few positions and must not hold the whole window in memory, nor keep it once dropped."""
+    import gc
+
+    from engine.backends.numpy_backend import NumpyBackend
+
+    B = NumpyBackend()
+    gc.collect()
+    before = rss_kb()
+    ring = KVRing(B, 4, 8, 128, 8255, "float32")
+    assert ring.cap == 8255  # no growth: the keys a step sees stay where they were written
+    claim = ring.advance(0, 40, 8192)
+    kv = B.asarray(np.ones((8, 40, 128), np.float32))
+    for layer in range(4):
+        ring.write(layer, claim, kv, kv)
+    grown = rss_kb() - before
+    assert grown < 16 * 1024, f"{grown} kB for 40 positions (the full ring: {4 * 2 * 8255 * 8 * 128 * 4 >> 10} kB)"
+    assert B.to_numpy(ring.keys(3, claim)[0]).sum() == 8 * 40 * 128
+    del ring, claim
+    gc.collect()
+    B.twin.stop()
+    assert rss_kb() - before < 16 * 1024
