@@ -91,8 +91,12 @@ def helpers() -> ThreadPoolExecutor | None:
     return _pool
 
 
-def run(jobs: Sequence[Callable[[], None]]) -> None:
-    """Run every job (independent; each releases the GIL while it computes), in parallel when that pays."""
+def run(jobs: Sequence[Callable[[], None]], width: int | None = None) -> None:
+    """Run every job (independent; each releases the GIL while it computes), in parallel when that pays, on at
+    most ``width`` threads at once (the calling thread included; None: every CPU)."""
+    if width is not None and 0 < width < len(jobs):  # consecutive jobs in turn on one thread each
+        groups = [jobs[len(jobs) * i // width : len(jobs) * (i + 1) // width] for i in range(width)]
+        jobs = [lambda group=group: [job() for job in group] for group in groups]
     pool = helpers() if len(jobs) > 1 else None
     if pool is None or contention.busy():
         for job in jobs:

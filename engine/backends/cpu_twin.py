@@ -425,14 +425,26 @@ def _await_caller(c, tag: int, seq: int) -> None:
             raise Abandoned
 
 
+def caller_share(parts: int) -> int:
+    """How many of a product's ``parts`` (the leading ones) the caller keeps when the twin takes the rest: half
+    on two CPUs; on more, all but one CPU's share (``parts // CPUS``), which ``run_parts`` then spreads over
+    ``cpu_pool``'s threads, so that a large product uses every core, not two."""
+    cpus = cpu_pool.CPUS
+    return parts // 2 if cpus <= 2 or parts < cpus else parts - parts // cpus
+
+
 def run_parts(twin: Twin | None, ticket, jobs: list, half: int, place, threads: bool) -> None:
     """Run ``jobs``, the independent parts of one product. With a ``ticket`` (``submit`` handed the parts from
-    ``half`` on to ``twin``): the first ``half`` here, then ``place(results)`` with the twin's (``collect``),
+    ``half`` on to ``twin``): the first ``half`` here (over ``cpu_pool``'s threads but one, the twin's, when
+    ``threads`` and the machine has more than two CPUs), then ``place(results)`` with the twin's (``collect``),
     or, when it did not answer in time, its parts here too. Without: every part here, over ``cpu_pool``'s
     threads when ``threads``."""
     if ticket is not None:
-        for run in jobs[:half]:
-            run()
+        if threads and cpu_pool.CPUS > 2:
+            cpu_pool.run(jobs[:half], width=cpu_pool.CPUS - 1)
+        else:
+            for run in jobs[:half]:
+                run()
         theirs = twin.collect(ticket)
         if theirs is not None:
             place(theirs)

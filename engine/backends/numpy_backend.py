@@ -7,8 +7,9 @@ which NumPy has no equivalent for; so do GELU, the norms and large SiLUs (``ort_
 of NumPy's pass per operation), with NumPy formulas where ONNX Runtime is missing.
 Float32 products are OpenBLAS calls on one thread each, cut into parts in a way that depends only on the
 shapes and the CPU count, so results never depend on the machine's load: many-row products (encoders) run
-their parts on ``cpu_pool``'s helper thread, few-row ones (decoder steps) hand half of them to ``cpu_twin``'s
-helper process where the platform has one.
+their parts on ``cpu_pool``'s helper threads, few-row ones (decoder steps) hand half of them to ``cpu_twin``'s
+helper process where the platform has one (on more than two CPUs, a large matrix's parts go over every core:
+one CPU's share to the twin, the rest over ``cpu_pool``).
 Attention is in ``numpy_attention``, memory placement in ``heap``."""
 
 from __future__ import annotations
@@ -422,16 +423,16 @@ class NumpyBackend(Backend):
 
     def _linear_split(self, x, w, step: int, chunks: int, threads: bool = True):
         """``x [rows <= 32, in] @ w.T`` as independent products over ``chunks`` row ranges of ``w``, one
-        OpenBLAS thread each: the second half of the ranges on the twin process where it runs (``cpu_twin``),
-        else all of them through ``cpu_pool`` (the calling thread plus a helper; only the calling thread unless
-        ``threads``). Within a range, 2-12 rows go over blocks of ``step`` weight rows: OpenBLAS's few-column
-        GEMM over a whole large matrix runs at a third of the memory bandwidth, over blocks that stay in L2 at
-        nearly all of it (1.3-2x faster; benchmarks/RESULTS.md). The ranges do not depend on who computes
-        them, so neither do the results."""
+        OpenBLAS thread each: the last ranges on the twin process where it runs (half of them on two CPUs, one
+        CPU's share on more: ``cpu_twin.caller_share``), the others through ``cpu_pool`` (only the calling
+        thread unless ``threads``). Within a range, 2-12 rows go over blocks of ``step`` weight rows:
+        OpenBLAS's few-column GEMM over a whole large matrix runs at a third of the memory bandwidth, over
+        blocks that stay in L2 at nearly all of it (1.3-2x faster; benchmarks/RESULTS.md). The ranges do not
+        depend on who computes them, so neither do the results."""
         n, rows = w.shape[0], x.shape[0]
         out = np.empty((n, rows), np.float32)
         edges = [n * i // chunks for i in range(chunks + 1)]
-        half = chunks // 2
+        half = cpu_twin.caller_share(chunks)
         ticket = self.twin.submit(w, x, edges[half:], step)
         xt = (x if ticket is None else ticket[1]).T
 

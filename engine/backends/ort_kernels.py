@@ -131,7 +131,7 @@ class _RowChunks:
             return self._runs[0](["y"], {"x": x})[0]
         rows = x.shape[0]
         out = np.empty((rows, self.shape[0]), np.float32)
-        half = chunks // 2
+        half = cpu_twin.caller_share(chunks)
         ticket = self.twin.submit(self, x, [half, chunks]) if self.twin is not None else None
         if ticket is not None:
             x = ticket[1]

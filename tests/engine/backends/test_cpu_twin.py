@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -284,6 +285,73 @@ def test_quantized_products_go_half_to_the_twin_with_identical_results(B, bits):
         B.twin.failed = False
         for a, b in zip(with_twin, alone):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("bits", [None, 8, 4])
+def test_on_more_cpus_the_twin_takes_one_cpus_share_of_a_large_product_and_the_rest_spreads(B, monkeypatch, bits):
+    """On 8 CPUs a large matrix is cut in 16 ranges: the twin takes 2 (one core's share), the caller's 14 go over
+    ``cpu_pool`` at most 7 at once (the eighth core is the twin's), so the product uses every core, not two; the
+    results are the same bits as without the twin. (On two CPUs the twin takes half: the tests above.)"""
+    from engine.backends import ort_kernels
+
+    monkeypatch.setattr(cpu_pool, "CPUS", 8)
+    monkeypatch.setattr(numpy_backend, "CHUNKS", 16)
+    monkeypatch.setattr(ort_kernels, "CHUNKS", 16)
+    spread, handed = [], []
+    pool_run, submit = cpu_pool.run, cpu_twin.Twin.submit
+
+    def spy_run(jobs, width=None):
+        spread.append((len(jobs), width))
+        pool_run(jobs, width)
+
+    def spy_submit(self, w, x, edges, step=0):
+        ticket = submit(self, w, x, edges, step)
+        handed.append(list(edges) if ticket is not None else None)
+        return ticket
+
+    monkeypatch.setattr(cpu_pool, "run", spy_run)
+    monkeypatch.setattr(cpu_twin.Twin, "submit", spy_submit)
+    w = r(4096, 1024)  # 16 MB as float32; 8 / 4-bit: 4.3 / 2.3 MB, cut alike when asked to be
+    if bits is not None:
+        monkeypatch.setattr(ort_kernels, "SPLIT_BYTES", 1 << 20)
+        w = B.quantize(w, 64, bits)
+    W = B.prepare_linear(w)
+    x = r(3, 1024)
+    with_twin = B.linear(x, W)
+    if bits is None:
+        assert handed == [[4096 * 14 // 16, 4096 * 15 // 16, 4096]]  # the last two of 16 row ranges
+    else:
+        assert len(W.bounds) == 17 and handed == [[14, 16]]
+    assert spread == [(14, 7)]
+    B.twin.failed = True
+    assert np.array_equal(with_twin, B.linear(x, W))
+
+
+def test_pool_width_bounds_the_threads_and_runs_every_job_once(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    pool = ThreadPoolExecutor(7)  # as on 8 CPUs
+    monkeypatch.setattr(cpu_pool, "helpers", lambda: pool)
+    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
+    done, threads, lock = [], set(), threading.Lock()
+
+    def job(i):
+        def run():
+            time.sleep(0.01)
+            with lock:
+                done.append(i)
+                threads.add(threading.get_ident())
+
+        return run
+
+    try:
+        cpu_pool.run([job(i) for i in range(14)], width=3)
+        assert sorted(done) == list(range(14)) and len(threads) <= 3
+        done.clear(), threads.clear()
+        cpu_pool.run([job(i) for i in range(14)])
+        assert sorted(done) == list(range(14)) and len(threads) > 3  # without a width: every helper
+    finally:
+        pool.shutdown()
 
 
 def test_matmulnbits_results_do_not_depend_on_the_row_cut(monkeypatch):
