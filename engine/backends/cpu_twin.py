@@ -57,8 +57,9 @@ DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is
 NUDGE_S = 0.0005  # a parked twin not yet awake is woken again this often (a wake-up may cross the park)
 MAX_ROWS = 32  # products of up to this many rows go to the twin
 MAX_CHUNKS = 64
-ARENA_BYTES = (4 << 30, 1 << 30, 256 << 20)  # shared memory for attention K/V, the first size the system
-# maps (virtual: pages cost memory once written); Voxtral's two KV rings at their full windows take 2.2 GB
+ARENA_BYTES = (4 << 30, 1 << 30, 256 << 20)  # shared memory for attention K/V: the first size the system
+# maps (virtual: pages cost memory once written; Voxtral's two KV rings at their full windows take 2.2 GB),
+# at most a quarter of the memory, the smallest where shared memory is charged when mapped (arena_sizes)
 GO, DONE, STATE, SERVED = 0, 8, 16, 24  # int64 slots of the control block (a cache line apart)
 WEIGHT, ROWS, K, STEP, NCHUNKS, KIND, EDGES = 32, 33, 34, 35, 36, 37, 40
 PRODUCT, ATTENTION, BLOCK, PROGRAM = 0, 1, 2, 3  # KIND; an attention's fields sit where a product's edges do:
@@ -79,6 +80,22 @@ def enabled() -> bool:
     return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64") and cpu_pool.CPUS >= 2
 
 
+def arena_sizes() -> tuple[int, ...]:
+    """The sizes of shared arena to try, largest first: from ``ARENA_BYTES``, those up to a quarter of the
+    machine's memory; only the smallest where the system charges a mapping's whole size when it is made (Linux
+    strict overcommit, ``vm.overcommit_memory = 2``), so that the arena never takes memory a model needs."""
+    try:
+        with open("/proc/sys/vm/overcommit_memory") as f:
+            strict = f.read().strip() == "2"
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        strict, memory = False, 0
+    smallest = ARENA_BYTES[-1]
+    if strict:
+        return (smallest,)
+    return tuple(n for n in ARENA_BYTES if n == smallest or n <= memory // 4)
+
+
 class Twin:
     """The twin process of one backend: registered weights, the shared control block and buffers."""
 
@@ -92,7 +109,7 @@ class Twin:
         self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
         self._layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # submit_block's, per block
         if not self.failed:
-            for size in ARENA_BYTES:
+            for size in arena_sizes():
                 try:
                     self.arena = SharedArena(size)
                     break

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -131,7 +132,9 @@ class NumpyBackend(Backend):
     """The op set on NumPy; computes in float32 whatever the checkpoint dtype."""
 
     name = "numpy"
-    lazy_zeros = True  # fresh pages from the system (np.zeros, the twin's arena) are zero until written
+    # fresh pages from the system (np.zeros, the twin's arena) cost memory once written (Windows charges its commit
+    # limit at once: rings grow there)
+    lazy_zeros = sys.platform != "win32"
     xp = np
 
     def __init__(self, kernels: bool | None = None):

@@ -4,6 +4,7 @@ falls back to ordinary memory, and a forked process that reads what the parent w
 from __future__ import annotations
 
 import gc
+import io
 import os
 import threading
 
@@ -115,3 +116,20 @@ def test_without_a_twin_there_is_no_arena(monkeypatch):
     monkeypatch.setenv("LIVECAP_CPU_TWIN", "0")
     t = cpu_twin.Twin()
     assert t.arena is None
+
+
+def test_the_arena_takes_a_quarter_of_the_memory_at_most_and_the_smallest_size_under_strict_overcommit(monkeypatch):
+    real_open = open
+
+    def system(mode: str, gib: int):
+        monkeypatch.setattr(
+            "builtins.open",
+            lambda path, *a, **k: io.StringIO(mode + "\n") if "overcommit" in str(path) else real_open(path, *a, **k),
+        )
+        monkeypatch.setattr(os, "sysconf", lambda name: 4096 if name == "SC_PAGE_SIZE" else gib * (1 << 30) // 4096)
+        return cpu_twin.arena_sizes()
+
+    assert system("0", 32) == (4 << 30, 1 << 30, 256 << 20)
+    assert system("1", 8) == (1 << 30, 256 << 20)  # a 4 GB arena would be half of it
+    assert system("0", 2) == (256 << 20,)
+    assert system("2", 64) == (256 << 20,)  # the whole mapping would be charged at once
