@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from app import session_audio
-from app.journal import Journal, JournalData, read_journal_data
+from app.journal import Journal, JournalData, read_journal_data, read_start
 from engine.errors import ExportError, UsageError
 from engine.events import Line
 
@@ -134,8 +134,8 @@ def _order(session_id: str) -> tuple[str, int]:
     return (base, int(n)) if base.count("-") == 1 and n.isdigit() and len(n) < 6 else (session_id, 1)
 
 
-def _started(data: JournalData, session_id: str) -> str:
-    value = data.info.get("time")
+def _started(info: dict[str, Any], session_id: str) -> str:
+    value = info.get("time")
     if isinstance(value, str) and value:
         return value
     m = re.match(r"^(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})", session_id)
@@ -216,7 +216,9 @@ class SessionStore:
         data = self._read(path)
         meta = self._meta(session_id)
         versions = [
-            Version(1, path, _text(data.info, "model"), _started(data, session_id), len(data.lines), data.unreadable)
+            Version(
+                1, path, _text(data.info, "model"), _started(data.info, session_id), len(data.lines), data.unreadable
+            )
         ]
         latest_lines = data.lines
         for number, vpath in self._version_paths(session_id):
@@ -242,7 +244,7 @@ class SessionStore:
             id=session_id,
             path=path,
             title=title if isinstance(title, str) else "",
-            started=_started(data, session_id),
+            started=_started(data.info, session_id),
             duration=duration,
             source=_source(data.info),
             input=_text(data.info, "input"),
@@ -452,7 +454,7 @@ class SessionStore:
         return sorted((n, p) for n, p in found if n >= 2)
 
     def _start_epoch(self, session_id: str) -> float:
-        started = _started(self._read(self.folder / f"{session_id}.jsonl"), session_id)
+        started = _started(read_start(self.folder / f"{session_id}.jsonl"), session_id)
         try:
             return time.mktime(time.strptime(started[:19], "%Y-%m-%dT%H:%M:%S"))
         except (ValueError, OverflowError):

@@ -5,6 +5,8 @@ Writes ``--sessions`` journals of ``--lines`` committed lines each (the app's fo
 is about an hour of speech) into a temporary folder, then times, each the median of ``--runs``:
 
 - **start-up**: ``journal.find_unfinished``, what the app does at every start to offer a crashed session;
+- **retention by age**: a new store's ``apply_retention`` with a "keep the last N days" policy that keeps every
+  session, what the app does at every start (and after each session) with such a setting;
 - **Sessions window, first open**: a new store and window (every journal read once);
 - **search keystroke**: the Sessions window's search box typed one letter at a time (its list and the open
   session are refreshed per keystroke);
@@ -82,7 +84,7 @@ def main(argv=None) -> int:
 
     from app.history import HistoryPane
     from app.journal import find_unfinished
-    from app.session_store import SessionStore
+    from app.session_store import Retention, SessionStore
     from app.sessions_view import SessionsWindow
     from app.settings import Settings
     from engine.events import Line
@@ -93,6 +95,8 @@ def main(argv=None) -> int:
         folder.mkdir()
         write_sessions(folder, args.sessions, args.lines)
         rows = {"start-up (find_unfinished)": timed(lambda: find_unfinished(folder), args.runs)}
+        by_age = Retention("days", 100_000)  # as "keep the last year" once a year of sessions is kept: none goes
+        rows["retention by age"] = timed(lambda: SessionStore(folder).apply_retention(by_age), args.runs)
 
         windows = []
 

@@ -124,3 +124,32 @@ def test_start_up_reads_only_the_tails_of_finished_journals(tmp_path, monkeypatc
     assert journal.find_unfinished(tmp_path) is None and read == [big_end]  # every other one by its tail
     assert journal.ends_finished(crashed.path) and not journal.ends_finished(big_end)
     assert not journal.ends_finished(tmp_path) and not journal.ends_finished(tmp_path / "missing.jsonl")
+
+
+def test_read_start_gives_the_first_start_record_as_a_full_read_does(tmp_path):
+    good = journal.Journal(tmp_path, {"source": "microphone"})
+    good.add(Line("hello", 0.0, 1.0))
+    good.close()
+    assert journal.read_start(good.path) == journal.read_journal_data(good.path).info
+    damaged = tmp_path / "20260101-000000.jsonl"  # garbage and a line before the start record
+    damaged.write_bytes(
+        b"\x00\xff garbage\n"
+        + json.dumps({"type": "line", "text": "x", "start": 0, "end": 1}).encode()
+        + b"\n"
+        + json.dumps({"type": "start", "time": "2026-01-01T00:00:00"}).encode()
+        + b"\n"
+        + json.dumps({"type": "start", "time": "later"}).encode()
+        + b"\n"
+    )
+    assert (
+        journal.read_start(damaged)
+        == journal.read_journal_data(damaged).info
+        == {
+            "type": "start",
+            "time": "2026-01-01T00:00:00",
+        }
+    )
+    none = tmp_path / "20260102-000000.jsonl"
+    none.write_text(json.dumps({"type": "line", "text": "x", "start": 0, "end": 1}) + "\n")
+    assert journal.read_start(none) == {} and journal.read_start(tmp_path) == {}
+    assert journal.read_start(tmp_path / "missing.jsonl") == {}

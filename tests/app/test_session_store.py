@@ -153,3 +153,22 @@ def test_unknown_and_malformed_ids(folder, tmp_path):
     for bad in ("nope", "../x", "", "a/b"):
         with pytest.raises(SessionNotFound):
             store.summary(bad)
+
+
+def test_retention_by_age_reads_only_the_start_of_each_kept_session(folder, monkeypatch):
+    """ "Keep the last year" runs at every start-up: a kept session's age comes from its start record alone
+    (parsing every line of every session took ~1 s per 300 hour-long sessions, and kept them all in memory);
+    only a session old enough to go is read whole (is it finished?)."""
+    from app import session_store
+
+    old = make_session(folder).session_id
+    kept = [make_session(folder, [Line(f"line {i}", i, i + 1.0) for i in range(50)]).session_id for _ in range(3)]
+    path = folder / f"{old}.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records[0]["time"] = "2001-01-01T09:00:00"  # the start record's time decides, not the id
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    whole = []
+    original = session_store.read_journal_data
+    monkeypatch.setattr(session_store, "read_journal_data", lambda p: whole.append(p.name) or original(p))
+    assert SessionStore(folder).apply_retention(Retention("days", 365)) == [old]
+    assert whole == [path.name] and sorted(SessionStore(folder).ids()) == sorted(kept)
