@@ -9,6 +9,7 @@ Layout of the sessions folder (``app.paths.journal_dir()``)::
     <id>/audio.flac     the audio the engine was fed (16 kHz mono), when "keep audio" was on
     <id>/audio.pcm      the same while recording (raw s16le; compressed to FLAC when the session ends)
     <id>/v<N>.jsonl     version N >= 2: a re-transcription of the audio with another model
+    index.json          what the list shows of each journal, a cache (``app.session_index``)
 
 The id is the journal's file name without ``.jsonl`` (its start time, ``YYYYmmdd-HHMMSS[-n]``). Every
 change is atomic: meta and versions are written to a temporary file and moved into place; a delete first
@@ -26,13 +27,14 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app import session_audio
+from app import session_audio, session_index
 from app.journal import Journal, JournalData, read_journal_data, read_start
+from app.session_index import SummaryIndex
 from engine.errors import ExportError, UsageError
 from engine.events import Line
 
@@ -41,7 +43,6 @@ log = logging.getLogger(__name__)
 SESSION_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")  # never a path: no dots, no separators
 VERSION_FILE = re.compile(r"^v([0-9]{1,4})\.jsonl$")
 DELETED_SUFFIX = ".deleted"
-FIRST_WORDS = 80
 
 
 class SessionNotFound(UsageError):
@@ -142,25 +143,6 @@ def _started(info: dict[str, Any], session_id: str) -> str:
     return f"{m[1]}-{m[2]}-{m[3]}T{m[4]}:{m[5]}:{m[6]}" if m else ""
 
 
-def _text(info: dict[str, Any], key: str) -> str:
-    value = info.get(key)
-    return value if isinstance(value, str) else ""
-
-
-def _source(info: dict[str, Any]) -> str:
-    kind = _text(info, "source")
-    if kind:
-        return kind
-    if not info:
-        return "unknown"
-    return "file" if "(replay" in _text(info, "input") else "microphone"
-
-
-def _first_words(lines: Sequence[Line]) -> str:
-    text = " ".join(" ".join(line.text.split()) for line in lines[:6]).strip()
-    return text if len(text) <= FIRST_WORDS else text[: FIRST_WORDS - 1].rstrip() + "\u2026"
-
-
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Replace ``path`` with ``obj`` as JSON: temporary file beside it, fsync, rename."""
     write_bytes_atomic(path, (json.dumps(obj, ensure_ascii=False, indent=1) + "\n").encode("utf-8"))
@@ -189,6 +171,7 @@ class SessionStore:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
         self._cache: dict[Path, tuple[tuple[int, int], JournalData]] = {}
+        self._index = SummaryIndex(self.folder)
 
     # -- reading -----------------------------------------------------------------------------------
     def ids(self) -> list[str]:
@@ -201,58 +184,41 @@ class SessionStore:
         return sorted((i for i in ids if SESSION_ID.match(i)), key=_order, reverse=True)
 
     def list(self) -> list[SessionSummary]:
-        """A summary of every session, newest first (a damaged one is listed with what could be read)."""
+        """A summary of every session, newest first (a damaged one is listed with what could be read). What it
+        took from each journal is kept in the folder's index (``app.session_index``) for the next listing."""
         out = []
         for session_id in self.ids():
             try:
                 out.append(self.summary(session_id))
             except SessionNotFound:  # deleted meanwhile
                 continue
+        self._index.save()
         return out
 
     def summary(self, session_id: str) -> SessionSummary:
         """One session's summary (``SessionNotFound`` when there is none)."""
         path = self.journal_path(session_id)
-        data = self._read(path)
-        meta = self._meta(session_id)
-        versions = [
-            Version(
-                1, path, _text(data.info, "model"), _started(data.info, session_id), len(data.lines), data.unreadable
-            )
-        ]
-        latest_lines = data.lines
+        live = self._index.brief(path, self._read)
+        started = _started({"time": live.time}, session_id)
+        versions = [Version(1, path, live.model, started, live.lines, live.unreadable)]
+        latest = live
         for number, vpath in self._version_paths(session_id):
-            vdata = self._read(vpath)
-            versions.append(
-                Version(
-                    number,
-                    vpath,
-                    _text(vdata.info, "model"),
-                    _text(vdata.info, "time"),
-                    len(vdata.lines),
-                    vdata.unreadable,
-                )
-            )
-            latest_lines = vdata.lines
-        audio_s = data.end.get("audio_s")
-        if isinstance(audio_s, (int, float)) and not isinstance(audio_s, bool) and audio_s >= 0:
-            duration = float(audio_s)
-        else:
-            duration = max((line.end for line in data.lines), default=0.0)
-        title = meta.get("title")
+            latest = self._index.brief(vpath, self._read)
+            versions.append(Version(number, vpath, latest.model, latest.time, latest.lines, latest.unreadable))
+        title = self._meta(session_id).get("title")
         return SessionSummary(
             id=session_id,
             path=path,
             title=title if isinstance(title, str) else "",
-            started=_started(data.info, session_id),
-            duration=duration,
-            source=_source(data.info),
-            input=_text(data.info, "input"),
+            started=started,
+            duration=live.duration,
+            source=live.source,
+            input=live.input,
             model=versions[-1].model,
             lines=versions[-1].lines,
-            first_words=_first_words(latest_lines),
-            finished=data.finished,
-            unreadable=data.unreadable,
+            first_words=latest.first_words,
+            finished=live.finished,
+            unreadable=live.unreadable,
             versions=tuple(versions),
             audio=self.audio_file(session_id),
         )
@@ -410,6 +376,8 @@ class SessionStore:
             try:
                 if name.endswith(".jsonl" + DELETED_SUFFIX):
                     self._remove_leftovers(name[: -len(".jsonl" + DELETED_SUFFIX)], entry)
+                elif name.startswith(f".{session_index.NAME}.") and name.endswith(".tmp") and entry.is_file():
+                    entry.unlink()  # an index write cut short
                 elif entry.is_dir() and SESSION_ID.match(name) and name not in ids:
                     shutil.rmtree(entry)  # the rest of a session whose journal was deleted
                 elif entry.is_dir() and name in ids and name not in keep:

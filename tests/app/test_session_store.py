@@ -69,7 +69,8 @@ def test_delete_removes_everything_and_survives_an_interruption(folder, tmp_path
     store.rename(gone, "to delete")
     store.delete(gone)
     assert [s.id for s in store.list()] == [keep]
-    assert sorted(p.name for p in folder.iterdir()) == [f"{keep}.jsonl"]
+    assert sorted(p.name for p in folder.iterdir()) == [f"{keep}.jsonl", "index.json"]  # the list's index
+    assert gone not in (folder / "index.json").read_text()
     with pytest.raises(SessionNotFound):
         store.delete(gone)
     # a delete interrupted after its first step (journal renamed away): gone from the list, tidied later
@@ -77,8 +78,9 @@ def test_delete_removes_everything_and_survives_an_interruption(folder, tmp_path
     store.rename(third, "x")
     os.replace(folder / f"{third}.jsonl", folder / f"{third}.jsonl.deleted")
     assert [s.id for s in store.list()] == [keep]
+    (folder / ".index.json.k2j4.tmp").write_text("{")  # an index write cut short
     store.repair()
-    assert sorted(p.name for p in folder.iterdir()) == [f"{keep}.jsonl"]
+    assert sorted(p.name for p in folder.iterdir()) == [f"{keep}.jsonl", "index.json"]
 
 
 def test_search_across_sessions(folder, tmp_path):
@@ -172,3 +174,57 @@ def test_retention_by_age_reads_only_the_start_of_each_kept_session(folder, monk
     monkeypatch.setattr(session_store, "read_journal_data", lambda p: whole.append(p.name) or original(p))
     assert SessionStore(folder).apply_retention(Retention("days", 365)) == [old]
     assert whole == [path.name] and sorted(SessionStore(folder).ids()) == sorted(kept)
+
+
+def make_library(folder):
+    """Sessions of every kind the list shows: versions, a title, a replay, an unfinished one, damage."""
+    store = SessionStore(folder)
+    plain = make_session(folder).session_id
+    store.add_version(plain, [Line("second take", 0.0, 1.0)], {"model": "/models/other"})
+    store.rename(plain, "Board meeting")
+    make_session(folder, [Line("a talk \u2014 \u00fcn\u00efcode", 0.0, 2.0)], source="file", input="talk.wav (replay)")
+    make_session(folder, finished=False)
+    damaged = make_session(folder).path
+    with open(damaged, "ab") as f:
+        f.write(b'{"type": "line", "text": 5}\n\xff\xfe not json\n')
+    bare = folder / "20200101-000000.jsonl"  # no start record: the time comes from the id
+    bare.write_text(json.dumps({"type": "line", "text": "only a line", "start": 0, "end": 1}) + "\n")
+    return store
+
+
+def test_the_list_comes_from_the_index_unchanged_and_reads_no_journal(folder, monkeypatch):
+    from app import session_store
+
+    first = make_library(folder).list()
+    assert (folder / "index.json").is_file()
+    read = []
+    original = session_store.read_journal_data
+    monkeypatch.setattr(session_store, "read_journal_data", lambda p: read.append(p) or original(p))
+    again = SessionStore(folder).list()
+    assert again == first and read == []
+    assert [(s.lines, s.unreadable, s.finished) for s in again] == [(2, 2, True), (2, 0, False)] + [
+        (1, 0, True)
+    ] * 2 + [(1, 0, False)]
+    assert again[3].title == "Board meeting" and again[3].model == "/models/other" and len(again[3].versions) == 2
+    assert again[2].source == "file" and again[-1].started == "2020-01-01T00:00:00" and again[-1].source == "unknown"
+
+
+def test_a_changed_journal_is_read_again_and_a_damaged_index_is_ignored(folder, monkeypatch):
+    from app import session_store
+
+    store = make_library(folder)
+    store.list()
+    running = Journal(folder, {"source": "microphone"})  # a session in progress: its journal grows
+    running.add(Line("one", 0.0, 1.0))
+    assert SessionStore(folder).summary(running.session_id).lines == 1
+    SessionStore(folder).list()
+    running.add(Line("two", 1.0, 2.0))
+    assert [s.lines for s in SessionStore(folder).list() if s.id == running.session_id] == [2]
+    truth = SessionStore(folder).list()
+    for damage in (b"\x00garbage", b"[]", b'{"format": 1, "files": {"x.jsonl": [1, 2, {"lines": "many"}]}}'):
+        (folder / "index.json").write_bytes(damage)
+        assert SessionStore(folder).list() == truth
+        assert json.loads((folder / "index.json").read_text())["format"] == 1  # rewritten
+    monkeypatch.setattr(session_store, "write_json_atomic", lambda *a: (_ for _ in ()).throw(OSError(28, "full")))
+    (folder / "index.json").unlink()
+    assert SessionStore(folder).list() == truth and not (folder / "index.json").exists()  # a full disk: no index
