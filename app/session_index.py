@@ -11,8 +11,9 @@ Contract:
 - An entry is used only while its file's size and modification time are the ones it was made from: journals
   are only appended to and versions written once (atomically), so either changes whenever the content does.
 - ``index.json`` is a cache, never the truth: missing, damaged, of another format or unwritable, it is ignored
-  and (where it can be) rewritten; a read that failed (``JournalData.error``) is never stored, so it is tried
-  again next time.
+  and (where it can be) rewritten. Only finished journals are stored: an unfinished one is most likely the
+  session in progress, which grows line by line (the index would be rewritten at every listing), and a read
+  that failed (``JournalData.error``) is tried again next time.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class SummaryIndex:
             return entry[2]
         data = read(path)
         brief = Brief.of(data)
-        if data.error is None:
+        if data.error is None and brief.finished:  # an unfinished journal is likely growing: the session running
             entries[name] = (*key, brief)
             self._dirty = True
         return brief

@@ -183,7 +183,7 @@ def make_library(folder):
     store.add_version(plain, [Line("second take", 0.0, 1.0)], {"model": "/models/other"})
     store.rename(plain, "Board meeting")
     make_session(folder, [Line("a talk \u2014 \u00fcn\u00efcode", 0.0, 2.0)], source="file", input="talk.wav (replay)")
-    make_session(folder, finished=False)
+    make_session(folder, finished=False)  # listed from a full read every time, as any unfinished journal
     damaged = make_session(folder).path
     with open(damaged, "ab") as f:
         f.write(b'{"type": "line", "text": 5}\n\xff\xfe not json\n')
@@ -192,7 +192,7 @@ def make_library(folder):
     return store
 
 
-def test_the_list_comes_from_the_index_unchanged_and_reads_no_journal(folder, monkeypatch):
+def test_the_list_comes_from_the_index_unchanged_and_reads_no_finished_journal(folder, monkeypatch):
     from app import session_store
 
     first = make_library(folder).list()
@@ -201,7 +201,7 @@ def test_the_list_comes_from_the_index_unchanged_and_reads_no_journal(folder, mo
     original = session_store.read_journal_data
     monkeypatch.setattr(session_store, "read_journal_data", lambda p: read.append(p) or original(p))
     again = SessionStore(folder).list()
-    assert again == first and read == []
+    assert again == first and sorted(p.name for p in read) == sorted(s.path.name for s in first if not s.finished)
     assert [(s.lines, s.unreadable, s.finished) for s in again] == [(2, 2, True), (2, 0, False)] + [
         (1, 0, True)
     ] * 2 + [(1, 0, False)]
@@ -218,8 +218,14 @@ def test_a_changed_journal_is_read_again_and_a_damaged_index_is_ignored(folder, 
     running.add(Line("one", 0.0, 1.0))
     assert SessionStore(folder).summary(running.session_id).lines == 1
     SessionStore(folder).list()
+    stamp = (folder / "index.json").stat().st_mtime_ns
     running.add(Line("two", 1.0, 2.0))
     assert [s.lines for s in SessionStore(folder).list() if s.id == running.session_id] == [2]
+    assert (folder / "index.json").stat().st_mtime_ns == stamp  # not rewritten for the running session
+    assert running.session_id not in (folder / "index.json").read_text()
+    running.close()
+    assert [s.finished for s in SessionStore(folder).list() if s.id == running.session_id] == [True]
+    assert running.session_id in (folder / "index.json").read_text()
     truth = SessionStore(folder).list()
     for damage in (b"\x00garbage", b"[]", b'{"format": 1, "files": {"x.jsonl": [1, 2, {"lines": "many"}]}}'):
         (folder / "index.json").write_bytes(damage)
