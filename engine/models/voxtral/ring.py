@@ -9,10 +9,10 @@ case: the decoder's 8192 window lasts 11 minutes). Nothing is built on the host 
 
 Capacity must be at least ``window - 1 + block`` for blocks of ``block`` new positions written before they
 attend (so no key still needed is overwritten). Where the backend's zero buffers cost memory only once
-written (``Backend.lazy_zeros``: NumPy) the ring has its full capacity from the start, in ``kv_zeros`` buffers
-(the CPU twin's shared memory, so it can take half of the heads); elsewhere (MLX) it grows, doubling up to
-``max_capacity``, so short sessions hold little memory. Either way a step sees the same keys in the same
-slots: a ring only grows before it has wrapped, so growing is a plain prefix copy.
+written (``Backend.lazy_zeros``: NumPy outside Windows) the ring has its full capacity from the start, in
+``kv_zeros`` buffers (the CPU twin's shared memory, so it can take half of the heads); elsewhere (MLX,
+Windows) it grows, doubling up to ``max_capacity``, so short sessions hold little memory. Either way a step
+sees the same keys in the same slots: a ring only grows before it has wrapped, so growing is a plain prefix copy.
 """
 
 from __future__ import annotations
