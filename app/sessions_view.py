@@ -128,6 +128,7 @@ class SessionsWindow(QWidget):
         self._process_session: str | None = None
         self._process_out = b""
         self._hits: dict[str, int] = {}
+        self._shown: str | None = None  # the session the right side shows
         self._build()
         if settings.value(Key.SESSIONS_GEOMETRY):
             self.restoreGeometry(settings.value(Key.SESSIONS_GEOMETRY))
@@ -146,7 +147,7 @@ class SessionsWindow(QWidget):
         self.search.setPlaceholderText("Search all sessions")
         self.search.setClearButtonEnabled(True)
         self.search.setAccessibleName("Search all sessions")
-        self.search.textChanged.connect(lambda _text: self.refresh())
+        self.search.textChanged.connect(lambda _text: self.refresh(reopen=False))
         self.count_label = QLabel(self)
         self.count_label.setObjectName("sessionsCount")
         self.table = QTreeWidget(self)
@@ -288,8 +289,9 @@ class SessionsWindow(QWidget):
         self.addAction(find)
 
     # -- public ------------------------------------------------------------------------------------
-    def refresh(self) -> None:
-        """Re-read the store; keeps the open session open when it still exists."""
+    def refresh(self, reopen: bool = True) -> None:
+        """Re-read the store; keeps the open session open when it still exists (shown again unless ``reopen``
+        is False: a search keystroke only moves its highlights)."""
         keep = self.current_id()
         needle = self.search.text().strip()
         self._hits = self.store.search(needle) if needle else {}
@@ -312,7 +314,13 @@ class SessionsWindow(QWidget):
             self.count_label.setText(f"{n} session{'s' if n != 1 else ''} match")
         else:
             self.count_label.setText(f"{n} session{'s' if n != 1 else ''}")
-        self.select(keep if keep in {s.id for s in summaries} else (summaries[0].id if summaries else None))
+        target = keep if keep in {s.id for s in summaries} else (summaries[0].id if summaries else None)
+        if reopen or target is None or target != self._shown:
+            self.select(target)
+            return
+        self._set_current(target)
+        if needle:
+            self.history.search.setText(needle)
 
     def current_id(self) -> str | None:
         item = self.table.currentItem()
@@ -324,6 +332,11 @@ class SessionsWindow(QWidget):
 
     def select(self, session_id: str | None) -> None:
         """Open ``session_id`` (None: nothing), once: the change of the current row opens nothing itself here."""
+        self._set_current(session_id)
+        self._open_current()
+
+    def _set_current(self, session_id: str | None) -> None:
+        """Make ``session_id``'s row the current one (none when it is not listed), opening nothing."""
         found = None
         for i in range(self.table.topLevelItemCount()):
             item = self.table.topLevelItem(i)
@@ -335,7 +348,6 @@ class SessionsWindow(QWidget):
             self.table.setCurrentItem(found)
         finally:
             self.table.blockSignals(False)
-        self._open_current()
 
     def selected_version(self) -> int | None:
         data = self.version_combo.currentData()
@@ -447,7 +459,7 @@ class SessionsWindow(QWidget):
         return getattr(self.controller, "session_id", None) if self.controller is not None else None
 
     def _open_current(self) -> None:
-        session_id = self.current_id()
+        session_id = self._shown = self.current_id()
         self.version_combo.clear()
         if session_id is None:
             self.title_label.setText("No session" if not self.table.topLevelItemCount() else "")

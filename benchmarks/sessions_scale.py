@@ -11,7 +11,7 @@ is about an hour of speech) into a temporary folder, then times, each the median
   read once, as the first time ever) and with it (kept from the earlier open: no journal read);
 - **search, first keystroke**: a new store's search (every journal read once: the search looks at every line);
 - **search keystroke**: the Sessions window's search box typed one letter at a time (its list and the open
-  session are refreshed per keystroke);
+  session are refreshed per keystroke), a word every session holds and one none does;
 - **open a session**: another row selected (its lines laid out in the history pane);
 - **history, set / add**: the history pane given ``--lines`` lines at once, then one more line (a live commit).
 
@@ -123,6 +123,15 @@ def main(argv=None) -> int:
             app.processEvents()
 
         rows["search, per keystroke"] = timed(keystrokes, args.runs) / 5
+
+        def keystrokes_rare():  # a word no session holds: each keystroke past the first letters finds nothing
+            for text in ("z", "ze", "zeb", "zebr", "zebra"):
+                w.search.setText(text)
+                app.processEvents()
+
+        rows["search, per keystroke, a word in no session"] = timed(keystrokes_rare, args.runs) / 5
+        w.search.clear()
+        app.processEvents()
         ids = w.ids()
 
         def open_other():

@@ -234,3 +234,21 @@ def test_a_changed_journal_is_read_again_and_a_damaged_index_is_ignored(folder, 
     monkeypatch.setattr(session_store, "write_json_atomic", lambda *a: (_ for _ in ()).throw(OSError(28, "full")))
     (folder / "index.json").unlink()
     assert SessionStore(folder).list() == truth and not (folder / "index.json").exists()  # a full disk: no index
+
+
+def test_search_follows_the_latest_text_and_never_matches_across_lines(folder):
+    store = SessionStore(folder)
+    a = make_session(folder, [Line("Straße closed", 0, 1), Line("the end", 1, 2)]).session_id
+    assert store.search("STRASSE") == {a: 1}  # casefolded, as before
+    assert store.search("closed\nthe") == {} and store.search("closed the") == {}  # one line at a time
+    b = make_session(folder, [Line("two\nlines in one", 0, 1), Line("two", 1, 2), Line("x", 2, 3)]).session_id
+    assert store.search("two") == {b: 2} and store.search("o\nl") == {b: 1} and store.search("lines") == {b: 1}
+    running = Journal(folder, {"source": "microphone"})
+    running.add(Line("first words", 0, 1))
+    assert store.search("words") == {running.session_id: 1}
+    running.add(Line("more words", 1, 2))  # the journal grew: found in its new line too
+    assert store.search("words") == {running.session_id: 2}
+    store.add_version(a, [Line("a new take", 0, 1)], {"model": "other"})  # the latest version is searched
+    assert store.search("straße") == {} and store.search("new take") == {a: 1}
+    store.delete(a)
+    assert store.search("take") == {}

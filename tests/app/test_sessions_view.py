@@ -219,3 +219,11 @@ def test_opening_a_session_reads_and_shows_it_once(qtbot, tmp_path, monkeypatch)
     assert read == ["20260101-090000"] and [line.text for line in view.history.lines()][0] == "first 0"
     view.table.setCurrentItem(view.table.topLevelItem(0))  # a click on the other row opens it, once
     assert read[1:] == ["20260102-090000"] and view.history.lines()[0].text == "second 0"
+    read.clear()
+    view.search.setText("secon")  # the open session still matches: its highlights move, nothing is read again
+    view.search.setText("second")
+    assert read == [] and view.history.search.text() == "second" and view.current_id() == "20260102-090000"
+    assert view.history.lines()[0].text == "second 0"
+    view.search.setText("first")  # it no longer matches: the one that does is opened, once
+    assert read == ["20260101-090000"] and view.history.search.text() == "first"
+    assert view.ids() == ["20260101-090000"] and view.history.lines()[0].text == "first 0"
