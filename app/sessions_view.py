@@ -319,8 +319,7 @@ class SessionsWindow(QWidget):
             self.select(target)
             return
         self._set_current(target)
-        if needle:
-            self.history.search.setText(needle)
+        self.history.search.setText(needle)  # follows the search box, back to the whole session when it is cleared
 
     def current_id(self) -> str | None:
         item = self.table.currentItem()

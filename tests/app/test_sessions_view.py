@@ -227,3 +227,5 @@ def test_opening_a_session_reads_and_shows_it_once(qtbot, tmp_path, monkeypatch)
     view.search.setText("first")  # it no longer matches: the one that does is opened, once
     assert read == ["20260101-090000"] and view.history.search.text() == "first"
     assert view.ids() == ["20260101-090000"] and view.history.lines()[0].text == "first 0"
+    view.search.clear()  # every session again; the open one shown whole, not still filtered by "first"
+    assert view.current_id() == "20260101-090000" and view.history.search.text() == ""
