@@ -11,8 +11,9 @@ from shared memory in about a microsecond while it spins.
 
 Contract:
 - Results do not depend on the twin: the backend cuts each product into the same row ranges whether or
-  not the twin takes half of them, and every range is the same single-threaded OpenBLAS call on the same
-  memory layout in either process (tested bit for bit).
+  not the twin takes its share of them (half on two CPUs; one CPU's share of a large product on more,
+  ``caller_share``), and every range is the same single-threaded OpenBLAS call on the same memory layout in
+  either process (tested bit for bit).
 - Only on Linux x86-64 (``fork``; the handoff relies on x86's ordered stores) with two or more CPUs and
   ``LIVECAP_CPU_TWIN`` not ``0``; elsewhere ``Twin.submit`` returns None and the caller computes alone.
 - The twin knows the weights registered before it forked; registering another (a new model) retires it
