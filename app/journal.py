@@ -177,6 +177,19 @@ def _records(f: Any) -> Any:
         yield raw
 
 
+def _parsed(f: Any) -> Any:
+    """Yield the JSON value of each non-blank record of a binary file, or None for one that is over-long or no
+    JSON (as for a JSON value that is not a record, the caller counts it unreadable)."""
+    for raw in _records(f):
+        if raw is None:
+            yield None
+        elif raw.strip():
+            try:
+                yield json.loads(raw.decode("utf-8", errors="replace"))
+            except (ValueError, RecursionError):
+                yield None
+
+
 def read_journal_data(path: str | Path) -> JournalData:
     """Read a journal, keeping what can be read (see the module docstring). Never raises."""
     info: dict[str, Any] = {}
@@ -190,17 +203,7 @@ def read_journal_data(path: str | Path) -> JournalData:
         if not path.is_file():  # a folder, a pipe or a device where the journal should be
             raise IsADirectoryError(21, "not a regular file")
         with open(path, "rb") as f:
-            for raw in _records(f):
-                if raw is None:
-                    unreadable += 1
-                    continue
-                if not raw.strip():
-                    continue
-                try:
-                    record = json.loads(raw.decode("utf-8", errors="replace"))
-                except (ValueError, RecursionError):
-                    unreadable += 1
-                    continue
+            for record in _parsed(f):
                 kind = record.get("type") if isinstance(record, dict) else None
                 if not isinstance(kind, str):
                     unreadable += 1
@@ -234,13 +237,7 @@ def read_start(path: str | Path) -> dict[str, Any]:
         if not Path(path).is_file():  # a pipe would block the open
             return {}
         with open(path, "rb") as f:
-            for raw in _records(f):
-                if raw is None or not raw.strip():
-                    continue
-                try:
-                    record = json.loads(raw.decode("utf-8", errors="replace"))
-                except (ValueError, RecursionError):
-                    continue
+            for record in _parsed(f):
                 if isinstance(record, dict) and record.get("type") == "start":
                     return record
     except OSError:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -87,8 +87,7 @@ class Brief:
         )
 
 
-_TYPES = {"model": str, "time": str, "source": str, "input": str, "lines": int, "first_words": str}
-_TYPES |= {"duration": float, "finished": bool, "unreadable": int}
+_TYPES = {f.name: {"str": str, "int": int, "float": float, "bool": bool}[f.type] for f in fields(Brief)}
 
 
 def _brief(obj: Any) -> Brief | None:

@@ -135,8 +135,8 @@ def _order(session_id: str) -> tuple[str, int]:
     return (base, int(n)) if base.count("-") == 1 and n.isdigit() and len(n) < 6 else (session_id, 1)
 
 
-def _started(info: dict[str, Any], session_id: str) -> str:
-    value = info.get("time")
+def _started(value: Any, session_id: str) -> str:
+    """A session's start time: its start record's ``time``, else the one its id was made from ("" if neither)."""
     if isinstance(value, str) and value:
         return value
     m = re.match(r"^(\d{4})(\d{2})(\d{2})-(\d{2})(\d{2})(\d{2})", session_id)
@@ -200,7 +200,7 @@ class SessionStore:
         """One session's summary (``SessionNotFound`` when there is none)."""
         path = self.journal_path(session_id)
         live = self._index.brief(path, self._read)
-        started = _started({"time": live.time}, session_id)
+        started = _started(live.time, session_id)
         versions = [Version(1, path, live.model, started, live.lines, live.unreadable)]
         latest = live
         for number, vpath in self._version_paths(session_id):
@@ -226,12 +226,14 @@ class SessionStore:
 
     def lines(self, session_id: str, version: int | None = None) -> tuple[Line, ...]:
         """The lines of ``version`` (default: the latest) of a session."""
-        summary = self.summary(session_id)
+        path = self.journal_path(session_id)
         if version is None:
-            return self._read(summary.latest.path).lines
-        for v in summary.versions:
-            if v.number == version:
-                return self._read(v.path).lines
+            return self._read(self._latest_path(session_id)).lines
+        if version == 1:
+            return self._read(path).lines
+        for number, vpath in self._version_paths(session_id):
+            if number == version:
+                return self._read(vpath).lines
         raise SessionNotFound(f"The session {session_id} has no version {version}.")
 
     def search(self, text: str) -> dict[str, int]:
@@ -242,8 +244,7 @@ class SessionStore:
             return {}
         hits: dict[str, int] = {}
         for session_id in self.ids():
-            path = self._latest_path(session_id)
-            n = sum(needle in line for line in self._folded(path)) if path is not None else 0
+            n = sum(needle in line for line in self._folded(self._latest_path(session_id)))
             if n:
                 hits[session_id] = n
         return hits
@@ -408,13 +409,11 @@ class SessionStore:
         self._cache[path] = (key, data)
         return data
 
-    def _latest_path(self, session_id: str) -> Path | None:
-        """The file of a session's latest version (``summary(...).latest.path``), None when it has gone."""
+    def _latest_path(self, session_id: str) -> Path:
+        """The file of a session's latest version (``summary(...).latest.path``): its last re-transcription, else
+        its journal (which reads as no lines when it has gone meanwhile)."""
         versions = self._version_paths(session_id)
-        if versions:
-            return versions[-1][1]
-        path = self.folder / f"{session_id}.jsonl"
-        return path if path.exists() else None
+        return versions[-1][1] if versions else self.folder / f"{session_id}.jsonl"
 
     def _folded(self, path: Path) -> tuple[str, ...]:
         """The casefolded text of each of a journal's lines, kept with its ``_read``: a search types a letter at
@@ -444,7 +443,7 @@ class SessionStore:
         return sorted((n, p) for n, p in found if n >= 2)
 
     def _start_epoch(self, session_id: str) -> float:
-        started = _started(read_start(self.folder / f"{session_id}.jsonl"), session_id)
+        started = _started(read_start(self.folder / f"{session_id}.jsonl").get("time"), session_id)
         try:
             return time.mktime(time.strptime(started[:19], "%Y-%m-%dT%H:%M:%S"))
         except (ValueError, OverflowError):
