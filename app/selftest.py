@@ -328,14 +328,15 @@ def _check_cpu_twin() -> str:
     if not cpu_twin.enabled():
         return "no CPU twin on this platform"
     rng = np.random.default_rng(1)
-    w = rng.standard_normal((1024, 256)).astype(np.float32)
-    x = rng.standard_normal((1, 256)).astype(np.float32)
     twin = cpu_twin.Twin()
+    w = twin.weight_memory(1024 * 256 * 4).view(np.float32).reshape(1024, 256)  # where a started twin sees it
+    w[...] = rng.standard_normal((1024, 256))
+    x = rng.standard_normal((1, 256)).astype(np.float32)
     twin.register(w)
     busy = cpu_pool.contention.busy
     cpu_pool.contention.busy = lambda: False  # the check runs whatever else keeps this machine busy
     try:
-        ticket = twin.submit(w, x, [512, 1024], 1024)
+        ticket = twin.submit(w, x, [512, 1024], 1024) if twin.wait_ready(30) else None
         theirs = None if ticket is None else twin.collect(ticket)
         got = None if theirs is None else theirs[:512].copy()
     finally:

@@ -24,7 +24,6 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import children
 from .errors import ModelError
 
 log = logging.getLogger(__name__)
@@ -532,17 +532,11 @@ class _Meter:
 
 def _worker_command() -> list[str]:
     """How to start ``engine.hub_worker``: this Python with ``-m``, or a frozen app with the worker flag."""
-    if getattr(sys, "frozen", False):
-        return [sys.executable, WORKER_FLAG]
-    return [sys.executable, "-m", "engine.hub_worker"]
+    return children.command("engine.hub_worker", WORKER_FLAG)
 
 
 def _worker_env() -> dict[str, str]:
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[1])  # the same engine package as this process's
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+    return children.environment()
 
 
 def _stop(proc: subprocess.Popen, interrupt: bool) -> None:

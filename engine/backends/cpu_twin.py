@@ -14,8 +14,11 @@ Contract:
   not the twin takes its share of them (half on two CPUs; one CPU's share of a large product on more,
   ``caller_share``), and every range is the same single-threaded OpenBLAS call on the same memory layout in
   either process (tested bit for bit).
-- Only on Linux x86-64 (``fork``; the handoff relies on x86's ordered stores) with two or more CPUs and
-  ``LIVECAP_CPU_TWIN`` not ``0``; elsewhere ``Twin.submit`` returns None and the caller computes alone.
+- Only on x86-64 (the handoff relies on x86's ordered stores) with two or more CPUs and ``LIVECAP_CPU_TWIN``
+  not ``0``; elsewhere ``Twin.submit`` returns None and the caller computes alone. Forked on Linux; started on
+  Windows (no fork) or with ``LIVECAP_CPU_TWIN=spawn`` (``twin_spawn``: the weights, the arena and the control
+  block in named shared memory, the registered objects pickled over; an object that cannot go over stays the
+  caller's). A started twin serves once it is ready (the caller computes alone until then).
 - The twin knows the weights registered before it forked; registering another (a new model) retires it
   and the next product forks a fresh one. A product over an unknown matrix is the caller's.
 - It never makes a product wait long: a half the twin has not finished ``DEADLINE_S`` (or four times what the
@@ -38,8 +41,10 @@ import gc
 import logging
 import mmap
 import os
+import pickle
 import platform
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -48,7 +53,7 @@ import weakref
 
 import numpy as np
 
-from . import cpu_pool, numpy_attention
+from . import cpu_pool, numpy_attention, twin_spawn
 from .shared_arena import SharedArena
 
 log = logging.getLogger(__name__)
@@ -69,16 +74,25 @@ MASK_COLS = KV_LAYOUT + 12  # an attention's mask: its columns (0: none), as 0/1
 FIELDS = 1024  # int64 slots from EDGES on: a product's edges, an attention's or a block's fields
 MINE, THEIRS, ABORT = EDGES + FIELDS, EDGES + FIELDS + 8, EDGES + FIELDS + 16  # a program's (lockstep) slots
 TAG0 = ABORT + 1  # the tag its exchanges count from
-RUNNING, PARKED = 0, 1
+RUNNING, PARKED, STARTING = 0, 1, 2
+START_S = 60.0  # a started twin not ready by then is given up
 CTRL_BYTES = 8 * (ABORT + 8)
 ABANDON_S = 1.0  # a program's share the caller has not posted by then: the twin gives the program up
 
 
+def start_method() -> str | None:
+    """How this machine and environment make a twin: "fork", "spawn", or None for no twin (the module's contract)."""
+    setting = os.environ.get("LIVECAP_CPU_TWIN", "1")
+    if setting == "0" or platform.machine().lower() not in ("x86_64", "amd64") or cpu_pool.CPUS < 2:
+        return None
+    if sys.platform.startswith("linux"):
+        return "spawn" if setting == "spawn" else "fork"
+    return "spawn" if sys.platform == "win32" else None
+
+
 def enabled() -> bool:
     """Whether this machine and environment allow a twin (see the module's contract)."""
-    if os.environ.get("LIVECAP_CPU_TWIN", "1") == "0":
-        return False
-    return sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64") and cpu_pool.CPUS >= 2
+    return start_method() is not None
 
 
 def arena_sizes() -> tuple[int, ...]:
@@ -92,7 +106,7 @@ def arena_sizes() -> tuple[int, ...]:
     except (OSError, ValueError):
         strict, memory = False, 0
     smallest = ARENA_BYTES[-1]
-    if strict:
+    if strict or sys.platform == "win32":  # Windows charges a section's whole size against its commit limit
         return (smallest,)
     return tuple(n for n in ARENA_BYTES if n == smallest or n <= memory // 4)
 
@@ -106,16 +120,37 @@ class Twin:
         self._registry = threading.Lock()  # models may load on another thread than the one computing
         self._pid = self._known = self._seq = 0
         self._stale = False  # registered weights the twin does not know yet
-        self.failed = not enabled()
+        self.method = start_method()
+        self.failed = self.method is None
         self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
         self._layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # submit_block's, per block
+        self._segments: list = []  # a started twin's: the weights' and the arena's named shared memory
+        self._proc = None  # a started twin's process
+        self._absent: set[int] = set()  # registered objects a started twin could not be given
         if not self.failed:
             for size in arena_sizes():
                 try:
-                    self.arena = SharedArena(size)
+                    if self.method == "spawn":
+                        seg = twin_spawn.Segment(size)
+                        self.arena = SharedArena(size, seg.buf)
+                        self._segments.append(seg)
+                    else:
+                        self.arena = SharedArena(size)
                     break
                 except (OSError, ValueError, OverflowError):  # not that much shared memory here (none: products only)
                     continue
+
+    def weight_memory(self, nbytes: int) -> np.ndarray:
+        """``nbytes`` of zeroed memory for weight matrices (``heap.Arena``'s blocks): ordinary memory, or named
+        shared memory where the twin is started (it maps it too)."""
+        if self.method != "spawn" or self.failed:
+            return np.empty(nbytes, np.uint8)
+        try:
+            seg = twin_spawn.Segment(nbytes)
+        except OSError:
+            return np.empty(nbytes, np.uint8)  # products over these matrices stay the caller's
+        self._segments.append(seg)
+        return seg.array
         _twins.add(self)
         weakref.finalize(self, _end, self.__dict__)
 
@@ -132,7 +167,7 @@ class Twin:
 
     def _index(self, w: np.ndarray) -> int | None:
         entry = self._ids.get(id(w))
-        if entry is None or entry[1]() is not w or entry[0] >= self._known:
+        if entry is None or entry[1]() is not w or entry[0] >= self._known or entry[0] in self._absent:
             return None
         return entry[0]
 
@@ -257,7 +292,7 @@ class Twin:
                     self._start()
                 except OSError as e:  # no memory or processes left for a fork: alone, as before
                     self._fail(f"cannot start: {e}")
-            if not self._pid:
+            if not self._pid or (self._ctrl[STATE] == STARTING and not self._started()):
                 self._lock.release()
                 return False
         except BaseException:
@@ -303,6 +338,17 @@ class Twin:
                 nudge = now + NUDGE_S
         return True
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Start the twin where needed and wait up to ``timeout`` s until it takes jobs (a started one needs
+        ~0.3 s); False when there is none by then (benchmarks and tests; the engine never waits)."""
+        end = time.monotonic() + timeout
+        while not self._claim():
+            if self.failed or not (self._pid or self._stale) or time.monotonic() > end:  # gone, or nothing to serve
+                return False
+            time.sleep(0.01)
+        self._lock.release()
+        return True
+
     def served(self) -> int:
         """How many jobs the current twin has finished (0 without one)."""
         return int(self._ctrl[SERVED]) if self._pid else 0
@@ -323,7 +369,7 @@ class Twin:
         self.failed = True
 
     def _start(self) -> None:
-        """Fork a twin over the weights alive now (retiring a stale one)."""
+        """Fork or start a twin over the weights alive now (retiring a stale one)."""
         if self._pid:
             self.stop()
         with self._registry:
@@ -334,13 +380,13 @@ class Twin:
             return
         max_k = max(w.shape[1] for w in weights)
         max_n = max(w.shape[0] for w in weights)
-        x_bytes, y_bytes = 4 * MAX_ROWS * max_k, 4 * MAX_ROWS * max_n
-        ex_bytes = 4 * 4 * MAX_ROWS * max_k  # a program's shares: two sides, two slots each
-        buf = mmap.mmap(-1, CTRL_BYTES + x_bytes + y_bytes + ex_bytes)  # anonymous and shared with the fork
-        self._ctrl = np.frombuffer(buf, np.int64, CTRL_BYTES // 8)
-        self._x = np.frombuffer(buf, np.float32, x_bytes // 4, CTRL_BYTES)
-        self._y = np.frombuffer(buf, np.float32, y_bytes // 4, CTRL_BYTES + x_bytes)
-        self._ex = np.frombuffer(buf, np.float32, ex_bytes // 4, CTRL_BYTES + x_bytes + y_bytes).reshape(2, 2, -1)
+        sizes = (CTRL_BYTES, 4 * MAX_ROWS * max_k, 4 * MAX_ROWS * max_n, 4 * 4 * MAX_ROWS * max_k)  # control block,
+        # x, y and a program's shares (two sides, two slots each)
+        if self.method == "spawn":
+            self._spawn(weights, sizes)
+            return
+        buf = mmap.mmap(-1, sum(sizes))  # anonymous and shared with the fork
+        self._ctrl, self._x, self._y, self._ex = _buffers(buf, sizes)
         self._seq = 0
         rfd, wfd = os.pipe()
         try:
@@ -355,7 +401,9 @@ class Twin:
             for twin in list(_twins):  # what it runs computes here and never hands on (no fork from the twin)
                 twin.failed = True
             try:
-                _serve(self._ctrl, self._x, self._y, self._ex, weights, self.arena, rfd, os.getppid())
+                _forked(rfd)
+                ppid = os.getppid()
+                _serve(self._ctrl, self._x, self._y, self._ex, weights, self.arena, lambda: _parked(rfd, ppid))
             finally:
                 os._exit(0)
         os.close(rfd)
@@ -363,11 +411,56 @@ class Twin:
         cpu_pool.contention.also_ours(pid)
         log.info("CPU twin %d started over %d matrices", pid, len(weights))
 
+    def _spawn(self, weights: list, sizes: tuple) -> None:
+        """Start a twin process (``twin_spawn``) over ``weights``: those that cannot go over stay the caller's."""
+        ctrl = twin_spawn.Segment(sum(sizes))
+        segments = [*self._segments, ctrl]
+        self._ctrl, self._x, self._y, self._ex = _buffers(ctrl.buf, sizes)
+        self._ctrl[STATE] = STARTING
+        self._seq = 0
+        pickled, self._absent = [], set()
+        for j, w in enumerate(weights):
+            try:
+                pickled.append(twin_spawn.dumps(w, segments, (Twin,)))
+            except ValueError as e:
+                log.info("CPU twin: computed here alone: %s", e)
+                pickled.append(None)
+                self._absent.add(j)
+        arena = 0 if self.arena is not None else None  # the arena is the first segment (made with the Twin)
+        payload = pickle.dumps({"ctrl": (len(segments) - 1, sizes), "arena": arena, "weights": pickled})
+        self._proc, self._box = twin_spawn.start(payload, segments)
+        self._ctrl_segment, self._since = ctrl, time.monotonic()
+        self._pid, self._wfd = self._proc.pid, self._proc.stdin.fileno()
+        cpu_pool.contention.also_ours(self._pid)
+        log.info("CPU twin %d starting over %d objects (%d stay here)", self._pid, len(weights), len(self._absent))
+
+    def _started(self) -> bool:
+        """Whether a starting twin is ready now (False while it starts; it is given up when it died or is late)."""
+        if self._ctrl[STATE] != STARTING:
+            self._box.close()
+            return True
+        if self._proc.poll() is not None or time.monotonic() - self._since > START_S:
+            self._fail("it did not start")
+        return False
+
     def stop(self, kill: bool = False) -> None:
         """End the twin (at once with ``kill``) and wait for it; the next ``submit`` forks a new one."""
         if not self._pid:
             return
         pid, self._pid = self._pid, 0
+        proc, self._proc = self._proc, None
+        if proc is not None:  # a started twin
+            if kill:
+                proc.kill()
+            proc.stdin.close()  # end of file: the twin leaves when it parks (within SPIN_S)
+            try:
+                proc.wait(0.2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            self._box.close()
+            cpu_pool.contention.also_ours(pid, False)
+            return
         try:
             if kill:
                 os.kill(pid, signal.SIGKILL)
@@ -505,8 +598,11 @@ _twins: weakref.WeakSet[Twin] = weakref.WeakSet()
 
 def _end(state: dict) -> None:
     """A collected ``Twin``'s process goes with it."""
-    pid = state.get("_pid")
-    if pid:
+    pid, proc = state.get("_pid"), state.get("_proc")
+    if proc is not None:
+        proc.kill()
+        proc.wait()
+    elif pid:
         try:
             os.close(state["_wfd"])
             os.kill(pid, signal.SIGKILL)
@@ -525,10 +621,20 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_in_child)
 
 
-def _serve(ctrl, xbuf, ybuf, ex, weights, arena, rfd: int, ppid: int) -> None:
-    """The twin's loop: spin on ``GO`` for a job, compute its ranges, post ``DONE``; park on the pipe when
-    idle. Only NumPy calls on memory it was handed and ``os`` calls run here: nothing that could wait for a
-    lock another thread of the parent held at the fork."""
+def _buffers(buf, sizes: tuple) -> tuple:
+    """The control block (int64 slots) and the x, y and exchange buffers (float32) over ``buf``, in that order."""
+    ctrl_bytes, x_bytes, y_bytes, ex_bytes = sizes
+    return (
+        np.frombuffer(buf, np.int64, ctrl_bytes // 8),
+        np.frombuffer(buf, np.float32, x_bytes // 4, ctrl_bytes),
+        np.frombuffer(buf, np.float32, y_bytes // 4, ctrl_bytes + x_bytes),
+        np.frombuffer(buf, np.float32, ex_bytes // 4, ctrl_bytes + x_bytes + y_bytes).reshape(2, 2, -1),
+    )
+
+
+def _forked(rfd: int) -> None:
+    """A forked twin's start: only NumPy calls on memory it was handed and ``os`` calls run in it from here on,
+    nothing that could wait for a lock another thread of the parent held at the fork."""
     gc.disable()  # the parent's objects are never collected here: no page of theirs gets written
     for sig in signal.valid_signals():  # no handler of the parent's (Python code) may run here
         if sig != signal.SIGINT and callable(signal.getsignal(sig)):
@@ -536,6 +642,35 @@ def _serve(ctrl, xbuf, ybuf, ex, weights, arena, rfd: int, ppid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's; the twin ends with it
     os.closerange(3, rfd)
     os.closerange(rfd + 1, 1 << 16)
+
+
+def _parked(rfd: int, ppid: int) -> bool:
+    """A forked twin's wait for a wake-up on its pipe: False when the parent is gone."""
+    return bool(os.read(rfd, 64)) and os.getppid() == ppid
+
+
+def serve_started(payload: dict, segments: list, read) -> int:
+    """A started twin's life (``twin_spawn.main``): the objects rebuilt over ``segments``, then ``_serve`` until
+    ``read()`` (its wait for a wake-up) finds the parent gone. Returns the process's exit status."""
+    ctrl, x, y, ex = _buffers(segments[payload["ctrl"][0]].buf, payload["ctrl"][1])
+    at = payload["arena"]
+    arena = None if at is None else SharedArena(segments[at].size, segments[at].buf)
+    weights = [None if b is None else pickle.loads(b) for b in payload["weights"]]
+    ctrl[STATE] = RUNNING  # ready: the caller hands jobs over from now on
+
+    def park() -> bool:
+        try:
+            return bool(read())
+        except OSError:
+            return False
+
+    _serve(ctrl, x, y, ex, weights, arena, park)
+    return 0
+
+
+def _serve(ctrl, xbuf, ybuf, ex, weights, arena, park) -> None:
+    """The twin's loop: spin on ``GO`` for a job, compute its ranges, post ``DONE``; when idle, ``park()`` until
+    woken (False: the parent is gone, and the loop ends)."""
     last, views = 0, {}
     clock = time.monotonic
     while True:
@@ -543,9 +678,8 @@ def _serve(ctrl, xbuf, ybuf, ex, weights, arena, rfd: int, ppid: int) -> None:
         while ctrl[GO] == last:
             if clock() > idle_until:
                 ctrl[STATE] = PARKED
-                if ctrl[GO] == last:
-                    if not os.read(rfd, 64) or os.getppid() != ppid:
-                        return  # the parent is gone
+                if ctrl[GO] == last and not park():
+                    return  # the parent is gone
                 ctrl[STATE] = RUNNING
                 idle_until = clock() + SPIN_S
         last = int(ctrl[GO])

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -50,11 +51,15 @@ def keep_temporaries() -> bool:
 
 
 class Arena:
-    """Float32 weight matrices copied one after another into ``BLOCK``-byte blocks (64-byte aligned)."""
+    """Float32 weight matrices copied one after another into ``BLOCK``-byte blocks (64-byte aligned). ``memory(n)``
+    gives the blocks (and the large matrices' own allocations): ``n`` bytes as a uint8 array, page-aligned
+    (``cpu_twin.Twin.weight_memory``: named shared memory where the twin is a started process); ordinary memory
+    by default."""
 
     BLOCK = 64 << 20
 
-    def __init__(self):
+    def __init__(self, memory: Callable[[int], np.ndarray] | None = None):
+        self._memory = memory
         self._block: np.ndarray | None = None
         self._used = 0
 
@@ -62,10 +67,15 @@ class Arena:
         """A C-contiguous float32 copy of ``a`` in the arena (its own allocation when it is large)."""
         a = np.asarray(a, dtype=np.float32)
         if a.nbytes >= self.BLOCK // 4:
-            return np.array(a, dtype=np.float32, order="C")
+            if self._memory is None:
+                return np.array(a, dtype=np.float32, order="C")
+            out = self._memory(max(4, a.nbytes)).view(np.float32)[: a.size].reshape(a.shape)
+            out[...] = a
+            return out
         n = a.size
         if self._block is None or self._used + n > self._block.size:
-            self._block = np.empty(self.BLOCK // 4, np.float32)
+            fresh = np.empty(self.BLOCK, np.uint8) if self._memory is None else self._memory(self.BLOCK)
+            self._block = fresh.view(np.float32)
             self._used = (-self._block.ctypes.data % 64) // 4  # cache-line aligned from the start
         out = self._block[self._used : self._used + n].reshape(a.shape)
         out[...] = a

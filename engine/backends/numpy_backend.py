@@ -122,6 +122,26 @@ def one_row_norm(x: np.ndarray, weight: np.ndarray | None, eps: float) -> np.nda
     return out.reshape(x.shape)
 
 
+class StackNorm:
+    """The layer norm a ``numpy_stack.SplitStack`` applies before its sublayers (both processes run it), as
+    ``_pre_norm``: ``one_row_norm`` for one row before a float32 block, else ONNX Runtime's kernel (``kernels``),
+    else NumPy's formula. Pickled (for a started twin) as its arguments: the child makes its own kernel."""
+
+    def __init__(self, eps: float, kernels: bool):
+        self.eps, self.kernels = eps, kernels
+        self.op = ort_ops.get("layer_norm", eps, False) if kernels else None  # made now: the twin forks after
+
+    def __call__(self, x: np.ndarray, weight: np.ndarray, block) -> np.ndarray:
+        if _one_row(x, isinstance(block, FLOAT_BLOCKS)):
+            return one_row_norm(x, weight, self.eps)
+        if self.op is not None:
+            return self.op(x, weight)
+        return Backend.layer_norm(NumpyBackend, x, weight, None, self.eps)
+
+    def __reduce__(self):
+        return StackNorm, (self.eps, self.kernels)
+
+
 def _one_row(x: np.ndarray, plain: bool) -> bool:
     """Whether ``one_row_norm`` norms ``x`` (float32) before weights of this kind: one row, ``plain`` float32 ones
     (a matrix, or a block of ``FLOAT_BLOCKS``)."""
@@ -141,8 +161,9 @@ class NumpyBackend(Backend):
         self.blas = BlasThreads()
         self.blas.pin(1)  # parallelism comes from cpu_pool (see there why not OpenBLAS's pool)
         heap.keep_temporaries()  # large temporaries reused from the heap, not faulted in per op
-        self.arena = heap.Arena()  # weight matrices on huge pages
-        self.twin = cpu_twin.Twin()  # a forked helper process for few-row products (where the platform allows)
+        self.twin = cpu_twin.Twin()  # a helper process for few-row products (where the platform allows)
+        # weight matrices on huge pages, or in shared memory a started twin maps
+        self.arena = heap.Arena(self.twin.weight_memory if self.twin.method == "spawn" else None)
         self.kernels = ort_kernels.available() if kernels is None else kernels
         self._ones_cache: dict[int, np.ndarray] = {}
         self._last_rotation = None  # (cos, sin, cos + i sin) of the last self_attention_block
@@ -279,15 +300,8 @@ class NumpyBackend(Backend):
         return block(h.reshape(-1, h.shape[-1]), k, v, mask=mask).reshape(*lead, -1)
 
     def prepare_block_stack(self, sublayers, eps):
-        op = self._op("layer_norm", float(eps), False)  # made now: the twin forks after this and runs it
-
-        def layer_norm(x, weight, block):  # as _pre_norm (both processes run it: no lookups on self)
-            if _one_row(x, isinstance(block, FLOAT_BLOCKS)):
-                return one_row_norm(x, weight, eps)
-            return op(x, weight) if op is not None else Backend.layer_norm(self, x, weight, None, eps)
-
         try:
-            stack = numpy_stack.SplitStack(sublayers, layer_norm, eps)
+            stack = numpy_stack.SplitStack(sublayers, StackNorm(float(eps), self.kernels), eps)
         except ValueError:  # blocks of other forms: one by one
             return None
         return self._with_twin(stack)

@@ -14,7 +14,8 @@ Contract:
   as the C heap keeps freed memory) for the next buffer; a larger one (a long KV ring, mostly unwritten in a
   short session) gives them back to the system where it can (``MADV_REMOVE``) and reads as zeros again.
 - A process forked from this one shares the arena too; the only such process is the twin (``hub`` starts
-  its workers with fork + exec, which drops the mapping).
+  its workers with fork + exec, which drops the mapping). Over a ``buf`` of named shared memory, a started twin
+  maps the same pages (``twin_spawn``); it only reads and writes arrays at the places it is told (``view``).
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ GIVE_BACK_BYTES = 16 << 20  # released blocks from this size return their pages 
 class SharedArena:
     """A first-fit allocator of page-aligned float32 arrays over one shared anonymous mapping of ``nbytes``."""
 
-    def __init__(self, nbytes: int):
+    def __init__(self, nbytes: int, buf: mmap.mmap | None = None):
         self.size = -(-nbytes // PAGE) * PAGE
-        self._buf = mmap.mmap(-1, self.size)  # anonymous and MAP_SHARED: a fork writes and reads the same pages
+        # anonymous and MAP_SHARED: a fork writes and reads the same pages; or ``buf``, named shared memory of that
+        # size that a started twin maps too (``twin_spawn.Segment``)
+        self._buf = mmap.mmap(-1, self.size) if buf is None else buf
         self.base = np.frombuffer(self._buf, np.uint8).ctypes.data
         self._free = [(0, self.size)]  # (offset, length), sorted, coalesced
         self._released: list[tuple[int, int]] = []  # blocks given back, merged into _free by the next zeros()

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.main import build_parser
 from engine.backends import cpu_twin
 from tests.conftest import FIXTURES, golden
@@ -70,6 +72,14 @@ def test_passes_from_the_source_tree(tmp_path):
     assert f"reproduced all {n} reference ids" in lines[0]
     assert ("CPU twin process computed" if cpu_twin.enabled() else "no CPU twin on this platform") in lines[0]
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not cpu_twin.enabled(), reason="started twin: Linux")
+def test_passes_with_a_started_cpu_twin(tmp_path):
+    """As on Windows, which has no fork: the twin is a process started over shared memory (``twin_spawn``)."""
+    r = run_selftest(tmp_path, env={"LIVECAP_CPU_TWIN": "spawn"})
+    assert r.returncode == 0, r.stderr
+    assert "CPU twin process computed" in r.stdout and "Traceback" not in r.stderr
 
 
 def test_fails_when_the_expected_ids_are_altered(tmp_path):

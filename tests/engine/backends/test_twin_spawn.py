@@ -1,0 +1,206 @@
+"""The CPU twin as a started process (Windows has no fork; ``LIVECAP_CPU_TWIN=spawn`` makes one on Linux too): what
+it is given goes over as references to shared memory, its results are bit-identical to the caller's own, and
+every way it can go wrong (not picklable, dead at start, killed, parent gone) ends in a right result."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend, twin_spawn
+from engine.backends.numpy_backend import NumpyBackend
+
+REPO = Path(__file__).resolve().parents[3]
+rng = np.random.default_rng(11)
+started = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or cpu_twin.start_method() is None,
+    reason="a started twin is tested on Linux x86-64 with 2+ CPUs (as Windows runs it)",
+)
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+@pytest.fixture
+def S(monkeypatch):
+    """A NumPy backend whose twin is a started process, used whatever the load; stopped afterwards."""
+    monkeypatch.setenv("LIVECAP_CPU_TWIN", "spawn")
+    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
+    backend = NumpyBackend()
+    yield backend
+    backend.twin.stop()
+
+
+def test_the_start_method_follows_the_platform_and_the_setting(monkeypatch):
+    monkeypatch.setattr(cpu_pool, "CPUS", 2)
+    monkeypatch.setattr(cpu_twin.platform, "machine", lambda: "x86_64")
+    for plat, setting, method in [
+        ("linux", "1", "fork"),
+        ("linux", "spawn", "spawn"),
+        ("win32", "1", "spawn"),
+        ("darwin", "1", None),
+        ("win32", "0", None),
+    ]:
+        monkeypatch.setattr(cpu_twin.sys, "platform", plat)
+        monkeypatch.setenv("LIVECAP_CPU_TWIN", setting)
+        assert cpu_twin.start_method() == method, (plat, setting)
+    monkeypatch.setattr(cpu_twin.platform, "machine", lambda: "arm64")  # no x86 store order: no twin
+    assert cpu_twin.start_method() is None
+
+
+@started
+def test_arrays_in_shared_memory_go_over_as_references_and_the_rest_by_value_or_not_at_all(monkeypatch):
+    seg = twin_spawn.Segment(1 << 22)
+    w = seg.array[4096 : 4096 + 4 * 64 * 32].view(np.float32).reshape(64, 32)
+    w[...] = r(64, 32)
+    small = r(8)
+    data = twin_spawn.dumps({"w": w[:, 16:], "small": small, "twin": cpu_twin.Twin()}, [seg], (cpu_twin.Twin,))
+    assert len(data) < 2000  # the matrix is not in it
+    monkeypatch.setattr(twin_spawn, "_attached", [twin_spawn.Segment(handle=seg.handle)])  # as a child maps it
+    back = pickle.loads(data)
+    assert np.array_equal(back["w"], w[:, 16:]) and np.array_equal(back["small"], small) and back["twin"] is None
+    w[0, 16] = 42.0  # the same memory, not a copy
+    assert back["w"][0, 0] == 42.0
+    with pytest.raises(ValueError):
+        twin_spawn.dumps(np.zeros(twin_spawn.COPY_LIMIT // 4, np.float32), [seg])  # a weight left outside
+    with pytest.raises(ValueError):
+        twin_spawn.dumps(lambda x: x, [seg])
+
+
+@started
+@pytest.mark.parametrize("rows", [1, 3])
+def test_products_on_a_started_twin_are_bit_identical_to_the_callers(S, rows):
+    assert S.twin.method == "spawn"
+    ws = [S.prepare_linear(r(n, k)) for n, k in [(1024, 512), (3072, 1024)]]
+    x = r(rows, 1024)
+    assert S.twin.wait_ready(30)
+    before = S.twin.served()
+    with_twin = [S.linear(x[:, : w.shape[1]], w) for w in ws]
+    assert S.twin.served() == before + 2
+    S.twin.failed = True
+    alone = [S.linear(x[:, : w.shape[1]], w) for w in ws]
+    for a, b in zip(with_twin, alone):
+        assert np.array_equal(a, b)
+
+
+@started
+def test_attention_over_the_shared_arena_goes_half_to_a_started_twin(S):
+    w = S.prepare_linear(r(1024, 512))  # the twin starts over this matrix, before the K/V exist
+    assert S.twin.wait_ready(30) and w is not None
+    k, v = S.kv_zeros((8, 600, 64)), S.kv_zeros((8, 600, 64))
+    k[:, :500], v[:, :500] = r(8, 500, 64), r(8, 500, 64)  # written after the twin started
+    q = r(8, 1, 64)
+    before = S.twin.served()
+    with_twin = S.attention(q, k[:, :500], v[:, :500], 0.125)
+    assert S.twin.served() == before + 1
+    S.twin.failed = True
+    assert np.array_equal(with_twin, S.attention(q, k[:, :500], v[:, :500], 0.125))
+
+
+@started
+def test_a_model_gives_the_same_logits_with_a_started_twin_and_without(S, monkeypatch):
+    """Moonshine's decoder steps on the fixture (one stack program per step) with every matrix known to the twin."""
+    from engine import build, load_model
+
+    monkeypatch.setattr(build, "get_backend", lambda name: S)
+    monkeypatch.setattr(numpy_backend, "TWIN_BYTES", 0)
+    monkeypatch.setattr(numpy_attention, "TWIN_BYTES", 0)
+    m = load_model(REPO / "tests" / "fixtures" / "models" / "moon_tiny_like", backend="numpy")
+    enc, valid = m.encode(r(16000) * 0.1)
+
+    def steps():
+        xkv = m.cross_kv(m.memory(enc))
+        cache = m.new_self_cache(8)
+        out = [m.decode([m.cfg.decoder_start_token_id], 0, cache, xkv, valid)]
+        for i, tok in enumerate([5, 9, 11, 7]):
+            out.append(m.decode([tok], i + 1, cache, xkv, valid))
+        return out
+
+    assert S.twin.wait_ready(30) and not S.twin._absent  # every object went over
+    before = S.twin.served()
+    with_twin = steps()
+    assert S.twin.served() >= before + 5  # a program per step at least
+    S.twin.failed = True
+    alone = steps()
+    for a, b in zip(with_twin, alone):
+        assert np.array_equal(a, b)
+
+
+@started
+def test_what_cannot_go_over_stays_the_callers_with_identical_results(S):
+    """8-bit products run on ONNX Runtime sessions, which a started twin cannot be given: the caller computes them."""
+    w = S.prepare_linear(S.quantize(r(2048, 512), 64, 8))
+    f = S.prepare_linear(r(1024, 512))
+    x = r(1, 512)
+    assert S.twin.wait_ready(30) and S.twin._absent
+    before = S.twin.served()
+    y = S.linear(x, w)
+    S.linear(x, f)
+    assert S.twin.served() == before + 1  # the float32 product only
+    S.twin.failed = True
+    assert np.array_equal(y, S.linear(x, w))
+
+
+@started
+def test_a_started_twin_that_dies_is_given_up_and_the_caller_goes_on_alone(S):
+    w = S.prepare_linear(r(2048, 512))
+    x = r(1, 512)
+    assert S.twin.wait_ready(30)
+    S.twin._proc.kill()
+    S.twin._proc.wait()
+    t = time.monotonic()
+    y = S.linear(x, w)
+    assert time.monotonic() - t < 1.0 and S.twin.failed and not S.twin.pid
+    assert np.array_equal(y, (w @ x.T).T)
+
+
+@started
+def test_a_twin_that_never_starts_is_given_up(S, monkeypatch):
+    monkeypatch.setattr(twin_spawn.children, "command", lambda module, flag: [sys.executable, "-c", "pass"])
+    w = S.prepare_linear(r(1024, 512))
+    x = r(1, 512)
+    assert not S.twin.wait_ready(5)
+    assert S.twin.failed
+    assert np.array_equal(S.linear(x, w), (w @ x.T).T)
+
+
+@started
+def test_a_started_twin_ends_with_its_process():
+    script = (
+        "import os, sys\n"
+        "os.environ['LIVECAP_CPU_TWIN'] = 'spawn'\n"
+        "import numpy as np\n"
+        "from engine.backends import cpu_pool\n"
+        "from engine.backends.numpy_backend import NumpyBackend\n"
+        "cpu_pool.contention.busy = lambda: False\n"
+        "B = NumpyBackend()\n"
+        "w = B.prepare_linear(np.ones((1024, 512), np.float32))\n"
+        "assert B.twin.wait_ready(30)\n"
+        "print(B.twin.pid, flush=True)\n"
+        "sys.stdin.readline()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    pid = int(proc.stdout.readline())
+    proc.kill()  # no chance to stop it: the twin sees its standard input end
+    proc.wait(30)
+    end = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.01)
+    assert not alive(pid)
