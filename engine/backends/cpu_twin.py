@@ -418,14 +418,15 @@ class Twin:
         self._ctrl, self._x, self._y, self._ex = _buffers(ctrl.buf, sizes)
         self._ctrl[STATE] = STARTING
         self._seq = 0
-        pickled, self._absent = [], set()
-        for j, w in enumerate(weights):
+        self._absent = set()
+        for j, w in enumerate(weights):  # each alone first, to find those that cannot go
             try:
-                pickled.append(twin_spawn.dumps(w, segments, (Twin,)))
+                twin_spawn.dumps(w, segments, (Twin,))
             except ValueError as e:
                 log.info("CPU twin: computed here alone: %s", e)
-                pickled.append(None)
                 self._absent.add(j)
+        sent = [None if j in self._absent else w for j, w in enumerate(weights)]
+        pickled = twin_spawn.dumps(sent, segments, (Twin,))  # then together: a stack and its blocks share objects
         arena = 0 if self.arena is not None else None  # the arena is the first segment (made with the Twin)
         payload = pickle.dumps({"ctrl": (len(segments) - 1, sizes), "arena": arena, "weights": pickled})
         self._proc, self._box = twin_spawn.start(payload, segments)
@@ -655,7 +656,9 @@ def serve_started(payload: dict, segments: list, read) -> int:
     ctrl, x, y, ex = _buffers(segments[payload["ctrl"][0]].buf, payload["ctrl"][1])
     at = payload["arena"]
     arena = None if at is None else SharedArena(segments[at].size, segments[at].buf)
-    weights = [None if b is None else pickle.loads(b) for b in payload["weights"]]
+    weights = pickle.loads(payload["weights"])
+    for w in weights:  # sessions of 8/4-bit kernels made now, not in the first job (its deadline)
+        getattr(w, "twin_ready", lambda: None)()
     ctrl[STATE] = RUNNING  # ready: the caller hands jobs over from now on
 
     def park() -> bool:

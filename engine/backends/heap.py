@@ -63,21 +63,20 @@ class Arena:
         self._block: np.ndarray | None = None
         self._used = 0
 
-    def place(self, a) -> np.ndarray:
-        """A C-contiguous float32 copy of ``a`` in the arena (its own allocation when it is large)."""
-        a = np.asarray(a, dtype=np.float32)
+    def place(self, a, dtype=np.float32) -> np.ndarray:
+        """A C-contiguous copy of ``a`` as ``dtype`` (float32: a weight matrix; a quantized matrix's packed words,
+        scales and biases keep theirs) in the arena, cache-line aligned (its own allocation when it is large)."""
+        a = np.asarray(a, dtype=dtype)
         if a.nbytes >= self.BLOCK // 4:
             if self._memory is None:
-                return np.array(a, dtype=np.float32, order="C")
-            out = self._memory(max(4, a.nbytes)).view(np.float32)[: a.size].reshape(a.shape)
+                return np.array(a, order="C")
+            out = self._memory(max(a.itemsize, a.nbytes))[: a.nbytes].view(a.dtype).reshape(a.shape)
             out[...] = a
             return out
-        n = a.size
-        if self._block is None or self._used + n > self._block.size:
-            fresh = np.empty(self.BLOCK, np.uint8) if self._memory is None else self._memory(self.BLOCK)
-            self._block = fresh.view(np.float32)
-            self._used = (-self._block.ctypes.data % 64) // 4  # cache-line aligned from the start
-        out = self._block[self._used : self._used + n].reshape(a.shape)
+        if self._block is None or self._used + a.nbytes > self._block.size:
+            self._block = np.empty(self.BLOCK, np.uint8) if self._memory is None else self._memory(self.BLOCK)
+            self._used = -self._block.ctypes.data % 64  # cache-line aligned from the start
+        out = self._block[self._used : self._used + a.nbytes].view(a.dtype).reshape(a.shape)
         out[...] = a
-        self._used += -(-n // 16) * 16
+        self._used += -(-a.nbytes // 64) * 64
         return out

@@ -175,7 +175,7 @@ class NumpyBackend(Backend):
         if isinstance(w, QuantizedWeight):
             if self.kernels and ort_kernels.supports(w.group_size, w.bits, w.packed_cols):
                 try:
-                    return self._nbits(w)
+                    return self._nbits(self._shared(w))
                 except ValueError:  # a padded matrix with a float rest (another quantizer than ours)
                     pass
             return self.arena.place(dequantize(w))  # computed in float32 (dequantized once, at load)
@@ -196,6 +196,15 @@ class NumpyBackend(Backend):
         if len(k.bounds) > 2:
             self._with_twin(k)
         return k
+
+    def _shared(self, q: QuantizedWeight) -> QuantizedWeight:
+        """``q`` with its arrays in the weight arena where the twin is a started process (which rebuilds the
+        8/4-bit kernels from them: ``ort_kernels``' pickling), else ``q``."""
+        if self.twin.method != "spawn" or self.twin.failed:
+            return q
+        place = self.arena.place
+        w, scales, biases = place(q.w, np.uint32), place(q.scales), place(q.biases)
+        return QuantizedWeight(w, scales, biases, q.group_size, q.bits, q.cols)
 
     def _with_twin(self, work):
         """``work`` (a product in chunks, a block cut in halves, a stack) registered with the twin, which may then
@@ -246,7 +255,7 @@ class NumpyBackend(Backend):
             return up_gate, up_gate_b, down, down_b
         if norm is not None and not self._ln_op(eps):
             norm = None  # no ONNX Runtime layer norm: gated_mlp applies it before the fused block
-        mlp = ort_kernels.GatedMlp(up_gate.q, up_gate_b, down.q, down_b, norm, eps)
+        mlp = ort_kernels.GatedMlp(up_gate.q, up_gate_b, down.q, down_b, norm, eps, keep=self.twin.method == "spawn")
         return self._with_twin(mlp), None, mlp, None
 
     def gated_mlp(self, x, up_gate, up_gate_b, down, down_b, norm=None, eps=1e-5, dtype="float32"):
@@ -264,7 +273,7 @@ class NumpyBackend(Backend):
             else:  # 8/4-bit: the norm goes into the halves' graphs where ONNX Runtime runs it
                 norm = norm if norm is not None and self._ln_op(eps) else None
                 block = ort_blocks.QuantSplitAttention(
-                    w_in, w_out, heads, kv_heads, head_dim, scale, interleaved, norm, eps
+                    w_in, w_out, heads, kv_heads, head_dim, scale, interleaved, norm, eps, self.twin.method == "spawn"
                 )
         except ValueError:  # odd head counts, halves that are no whole groups, other forms: separate ops
             return None

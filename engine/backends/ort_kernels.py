@@ -104,24 +104,43 @@ class _RowChunks:
     Products of more rows than the twin takes (an encoder over a whole segment: compute-bound) run their
     chunks over ``cpu_pool``'s threads.
     Chunks start at multiples of ``ALIGN``: ``MatMulNBits`` then computes every output column alike whatever
-    the cut (tested), so results do not depend on the cut nor on who computes which chunk."""
+    the cut (tested), so results do not depend on the cut nor on who computes which chunk.
+    ``chunks`` and ``lazy`` are for a started twin (``twin_spawn``), which rebuilds the product from its
+    arguments: the caller's number of chunks, each chunk's session made when it is first run."""
 
     twin = None  # a cpu_twin.Twin that knows this product (set by the backend), or None
 
-    def __init__(self, out_dim: int, in_dim: int, nbytes: int, make):
+    def __init__(self, out_dim: int, in_dim: int, nbytes: int, make, chunks: int = 0, lazy: bool = False):
         self.shape, self.nbytes = (out_dim, in_dim), nbytes
         n = CHUNKS if nbytes >= SPLIT_BYTES and out_dim >= 8 * CHUNKS and cpu_pool.CPUS > 1 else 1
         threads = n > 1
         if n == 1 and nbytes >= HALF_BYTES and out_dim >= 16 and cpu_twin.enabled():
             n = 2
+        n = chunks or n
         self.bounds = sorted({out_dim * i // n // ALIGN * ALIGN for i in range(n)} | {out_dim})  # none empty
         self._threads = threads and len(self.bounds) > 2
-        self._sessions = [_session(make(a, b)) for a, b in zip(self.bounds[:-1], self.bounds[1:])]
-        self._runs = [runner(s) for s in self._sessions]
+        spans = list(zip(self.bounds[:-1], self.bounds[1:]))
+        self._make = make if lazy else None
+        self._sessions = [None if lazy else _session(make(a, b)) for a, b in spans]
+        self._runs = [None if lazy else runner(s) for s in self._sessions]
 
     def run_chunk(self, i: int, x: np.ndarray) -> np.ndarray:
         """Rows ``bounds[i]:bounds[i + 1]`` of the product: ``[rows, n_i]`` float32 for ``x [rows, in]``."""
-        return self._runs[i](["y"], {"x": x})[0]
+        return (self._runs[i] or self._made(i))(["y"], {"x": x})[0]
+
+    def _made(self, i: int):
+        """A lazy copy's chunk ``i``, its session made now."""
+        self._sessions[i] = _session(self._make(self.bounds[i], self.bounds[i + 1]))
+        self._runs[i] = runner(self._sessions[i])
+        return self._runs[i]
+
+    def twin_ready(self) -> None:
+        """In a started twin: make the sessions of the chunks a caller hands it (``cpu_twin.caller_share``) now,
+        so that no job waits for one."""
+        n = len(self._runs)
+        for i in range(cpu_twin.caller_share(n) if n > 1 else 0, n):
+            if self._runs[i] is None:
+                self._made(i)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         """``x [rows, in]`` (float32) -> ``[rows, out]`` float32."""
@@ -237,10 +256,13 @@ class NBitsLinear(_RowChunks):
         norm: np.ndarray | None = None,
         eps: float = 1e-5,
         cols: int = 0,
+        chunks: int = 0,
+        lazy: bool = False,
     ):
         """``norm``: a layer norm weight (no bias) applied to ``x`` first, in every chunk's graph: the product of
         ``layer_norm(x, norm, eps)`` (a pre-norm projection in one session run per chunk). ``cols``: the real
-        width when the packed one is padded (``QuantizedWeight.cols``); ``x`` then has ``cols`` columns."""
+        width when the packed one is padded (``QuantizedWeight.cols``); ``x`` then has ``cols`` columns.
+        ``chunks``, ``lazy``: as ``_RowChunks``'."""
         out_dim = w.shape[0]
         packed = w.shape[1] * 32 // bits
         if not supports(group_size, bits, packed):
@@ -276,7 +298,22 @@ class NBitsLinear(_RowChunks):
             return _model(nodes, inits, in_dim, c - a)
 
         self.with_rest = with_rest
-        super().__init__(out_dim, in_dim, blob.nbytes + s.nbytes + (rest.nbytes if with_rest else 0), make)
+        nbytes = blob.nbytes + s.nbytes + (rest.nbytes if with_rest else 0)
+        super().__init__(out_dim, in_dim, nbytes, make, chunks, lazy)
+
+    def __reduce__(self):
+        """For a started twin: rebuilt from ``q`` (its arrays in shared memory) with the same chunks, each
+        chunk's session made on first use; without ``q`` it cannot go (TypeError)."""
+        q = self.q
+        if q is None:
+            raise TypeError("an 8/4-bit product without its QuantizedWeight")
+        return _rebuilt_nbits, (q, self.norm, self.eps, len(self.bounds) - 1)
+
+
+def _rebuilt_nbits(q, norm, eps: float, chunks: int) -> NBitsLinear:
+    k = NBitsLinear(q.w, q.scales, q.biases, q.group_size, q.bits, norm, eps, q.cols, chunks, lazy=True)
+    k.q = q
+    return k
 
 
 def gated_halves(up_gate, down) -> bool:
@@ -309,50 +346,87 @@ class GatedMlp:
 
     twin = None  # a cpu_twin.Twin that knows this MLP (set by the backend), or None
 
-    def __init__(self, up_gate, up_gate_b, down, down_b, norm: np.ndarray | None = None, eps: float = 1e-5):
-        """``norm``: a layer norm weight (no bias) applied to ``x`` first, in both halves' graphs."""
+    def __init__(
+        self,
+        up_gate,
+        up_gate_b,
+        down,
+        down_b,
+        norm: np.ndarray | None = None,
+        eps: float = 1e-5,
+        keep: bool = False,
+        lazy: bool = False,
+    ):
+        """``norm``: a layer norm weight (no bias) applied to ``x`` first, in both halves' graphs. ``keep``: hold
+        on to the arguments, so that a started twin can rebuild it (pickled; else they may go once the graphs
+        hold their copies); ``lazy``: such a rebuilt copy, each half's session made when it is first run."""
         if not gated_halves(up_gate, down):
             raise ValueError("These matrices cannot run as a fused gated MLP.")
         d_out, f = down.shape
-        d_in, gs = up_gate.shape[1], down.group_size
-        cut = f // gs // 2 * gs
         self.bits, self.group_size = down.bits, down.group_size
-        self.shape, self.bounds = (d_out, d_in), [0, d_out, 2 * d_out]
-        ub = np.zeros(2 * f, np.float32) if up_gate_b is None else np.asarray(up_gate_b, np.float32)
-        db = np.zeros(d_out, np.float32) if down_b is None else np.asarray(down_b, np.float32)
-        self._runs, self.nbytes = [], 0
+        self.shape, self.bounds = (d_out, up_gate.shape[1]), [0, d_out, 2 * d_out]
         self.norm, self.eps = norm, eps
+        args = (up_gate, up_gate_b, down, down_b)
+        self._args = args if keep or lazy else None
+        cut = f // self.group_size // 2 * self.group_size
+        self._halves = ((0, cut), (cut, f))
+        self._runs: list = [None, None]
+        self.nbytes = 0
+        for i in () if lazy else (0, 1):
+            self._runs[i] = self._half(i, args)
+
+    def _half(self, i: int, args: tuple):
+        """The runner of half ``i``'s graph (channels ``_halves[i]`` of the middle width)."""
+        up_gate, up_gate_b, down, down_b = args
+        (d_out, f), gs, norm = down.shape, self.group_size, self.norm
+        a, c = self._halves[i]
+        rows = np.r_[a:c, f + a : f + c]  # up rows, then the gate rows of the same channels
+        b1, s1, z1, _, rest1 = _affine_blocks(up_gate, rows)
+        b2, s2, z2, _, rest2 = _affine_blocks(down, slice(None), slice(a // gs, c // gs))
+        if rest1 or rest2:
+            raise ValueError("These matrices cannot run as a fused gated MLP.")
         x = "x" if norm is None else "xn"
-        for i, (a, c) in enumerate(((0, cut), (cut, f))):
-            rows = np.r_[a:c, f + a : f + c]  # up rows, then the gate rows of the same channels
-            b1, s1, z1, _, rest1 = _affine_blocks(up_gate, rows)
-            b2, s2, z2, _, rest2 = _affine_blocks(down, slice(None), slice(a // gs, c // gs))
-            if rest1 or rest2:
-                raise ValueError("These matrices cannot run as a fused gated MLP.")
-            n1, i1 = _matmul_nbits(x, "u0", "up", b1, s1, z1, up_gate.group_size, self.bits)
-            n2, i2 = _matmul_nbits("m", "y0" if i == 0 else "y", "down", b2, s2, z2, self.group_size, self.bits)
-            nodes = n1 + [
-                P.node("Add", ["u0", "ub"], ["u"]),
-                P.node("Split", ["u", "halves"], ["up", "gate"], axis=1),
-                P.node("Sigmoid", ["gate"], ["sg"]),
-                P.node("Mul", ["gate", "sg"], ["act"]),
-                P.node("Mul", ["act", "up"], ["m"]),
-                *n2,
-            ]
-            inits = i1 + i2 + [P.tensor("ub", ub[rows]), P.tensor("halves", np.array([c - a, c - a], np.int64))]
-            if i == 0:
-                nodes.append(P.node("Add", ["y0", "db"], ["y"]))
-                inits.append(P.tensor("db", db))
-            if norm is not None:
-                node, weight = _norm("x", "xn", norm, eps)
-                nodes.insert(0, node)
-                inits.append(weight)
-            self._runs.append(runner(_session(_model(nodes, inits, d_in, d_out))))
-            self.nbytes += b1.nbytes + s1.nbytes + b2.nbytes + s2.nbytes
+        n1, i1 = _matmul_nbits(x, "u0", "up", b1, s1, z1, up_gate.group_size, self.bits)
+        n2, i2 = _matmul_nbits("m", "y0" if i == 0 else "y", "down", b2, s2, z2, gs, self.bits)
+        nodes = n1 + [
+            P.node("Add", ["u0", "ub"], ["u"]),
+            P.node("Split", ["u", "halves"], ["up", "gate"], axis=1),
+            P.node("Sigmoid", ["gate"], ["sg"]),
+            P.node("Mul", ["gate", "sg"], ["act"]),
+            P.node("Mul", ["act", "up"], ["m"]),
+            *n2,
+        ]
+        ub = np.zeros(2 * f, np.float32) if up_gate_b is None else np.asarray(up_gate_b, np.float32)
+        inits = i1 + i2 + [P.tensor("ub", ub[rows]), P.tensor("halves", np.array([c - a, c - a], np.int64))]
+        if i == 0:
+            db = np.zeros(d_out, np.float32) if down_b is None else np.asarray(down_b, np.float32)
+            nodes.append(P.node("Add", ["y0", "db"], ["y"]))
+            inits.append(P.tensor("db", db))
+        if norm is not None:
+            node, weight = _norm("x", "xn", norm, self.eps)
+            nodes.insert(0, node)
+            inits.append(weight)
+        self.nbytes += b1.nbytes + s1.nbytes + b2.nbytes + s2.nbytes
+        return runner(_session(_model(nodes, inits, up_gate.shape[1], d_out)))
+
+    def __reduce__(self):
+        """For a started twin: rebuilt from its arguments (arrays in shared memory), each half made on first use;
+        TypeError unless it kept them (``keep``)."""
+        if self._args is None:
+            raise TypeError("a fused gated MLP that did not keep its matrices")
+        return GatedMlp, (*self._args, self.norm, self.eps, True, True)
 
     def run_chunk(self, i: int, x: np.ndarray) -> np.ndarray:
         """Half ``i``'s share of the output, ``[rows, out]`` float32, for ``x [rows, in]``."""
-        return self._runs[i](["y"], {"x": x})[0]
+        run = self._runs[i]
+        if run is None:
+            run = self._runs[i] = self._half(i, self._args)
+        return run(["y"], {"x": x})[0]
+
+    def twin_ready(self) -> None:
+        """In a started twin: make the second half's session (the one it is handed) now."""
+        if self._runs[1] is None:
+            self._runs[1] = self._half(1, self._args)
 
     def combine(self, share0: np.ndarray, share1: np.ndarray) -> np.ndarray:
         """The MLP's output from its halves' shares (``down_b`` is in the first)."""

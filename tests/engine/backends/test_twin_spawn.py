@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend, twin_spawn
+from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend, ort_kernels, twin_spawn
 from engine.backends.numpy_backend import NumpyBackend
 
 REPO = Path(__file__).resolve().parents[3]
@@ -113,14 +113,17 @@ def test_attention_over_the_shared_arena_goes_half_to_a_started_twin(S):
 
 
 @started
-def test_a_model_gives_the_same_logits_with_a_started_twin_and_without(S, monkeypatch):
-    """Moonshine's decoder steps on the fixture (one stack program per step) with every matrix known to the twin."""
+@pytest.mark.parametrize("quantize", [None, 8])
+def test_a_model_gives_the_same_logits_with_a_started_twin_and_without(S, monkeypatch, tmp_path, quantize):
+    """Moonshine's decoder steps on the fixture (one stack program per step) with every matrix known to the twin,
+    float32 and 8-bit (fused MLPs and attention blocks on ONNX Runtime, rebuilt by the twin)."""
     from engine import build, load_model
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the 8-bit copy is made here, not in the user cache
     monkeypatch.setattr(build, "get_backend", lambda name: S)
     monkeypatch.setattr(numpy_backend, "TWIN_BYTES", 0)
     monkeypatch.setattr(numpy_attention, "TWIN_BYTES", 0)
-    m = load_model(REPO / "tests" / "fixtures" / "models" / "moon_tiny_like", backend="numpy")
+    m = load_model(REPO / "tests" / "fixtures" / "models" / "moon_tiny_like", backend="numpy", quantize=quantize)
     enc, valid = m.encode(r(16000) * 0.1)
 
     def steps():
@@ -142,18 +145,33 @@ def test_a_model_gives_the_same_logits_with_a_started_twin_and_without(S, monkey
 
 
 @started
+@pytest.mark.parametrize("bits", [8, 4])
+def test_quantized_products_go_half_to_a_started_twin_with_identical_results(S, bits):
+    """8/4-bit products run on ONNX Runtime sessions: the twin rebuilds them from the weights in shared memory."""
+    w = S.prepare_linear(S.quantize(r(2048, 512), 64, bits))
+    x = r(1, 512)
+    assert S.twin.wait_ready(30) and not S.twin._absent
+    before = S.twin.served()
+    y = S.linear(x, w)
+    assert S.twin.served() == before + 1
+    S.twin.failed = True
+    assert np.array_equal(y, S.linear(x, w))
+
+
+@started
 def test_what_cannot_go_over_stays_the_callers_with_identical_results(S):
-    """8-bit products run on ONNX Runtime sessions, which a started twin cannot be given: the caller computes them."""
-    w = S.prepare_linear(S.quantize(r(2048, 512), 64, 8))
+    """An 8-bit product without its ``QuantizedWeight`` (nothing to rebuild it from) is computed by the caller."""
+    q = S.quantize(r(2048, 512), 64, 8)
+    k = S._with_twin(ort_kernels.NBitsLinear(np.asarray(q.w), q.scales, q.biases, 64, 8))
     f = S.prepare_linear(r(1024, 512))
     x = r(1, 512)
     assert S.twin.wait_ready(30) and S.twin._absent
     before = S.twin.served()
-    y = S.linear(x, w)
+    y = k(x)
     S.linear(x, f)
     assert S.twin.served() == before + 1  # the float32 product only
     S.twin.failed = True
-    assert np.array_equal(y, S.linear(x, w))
+    assert np.array_equal(y, k(x))
 
 
 @started
