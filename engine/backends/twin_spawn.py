@@ -146,6 +146,7 @@ def start(payload: bytes, segments: list[Segment]) -> tuple[subprocess.Popen, Se
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         env=env,
+        creationflags=getattr(subprocess, "CREATE_NO_WINDOW", 0),  # Windows: no console window for it
         **({"pass_fds": fds} if os.name == "posix" else {}),
     )
     header = json.dumps({"box": box.handle, "size": len(payload), "segments": [s.handle for s in segments]})
