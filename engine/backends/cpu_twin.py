@@ -124,16 +124,16 @@ class Twin:
         self.failed = self.method is None
         self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
         self._layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # submit_block's, per block
-        self._segments: list = []  # a started twin's: the weights' and the arena's named shared memory
+        self._arena_segment = None  # a started twin's arena in named shared memory
+        self._weight_segments: dict = {}  # and the weights' (by the id of the array over each, while it lives)
         self._proc = None  # a started twin's process
         self._absent: set[int] = set()  # registered objects a started twin could not be given
         if not self.failed:
             for size in arena_sizes():
                 try:
                     if self.method == "spawn":
-                        seg = twin_spawn.Segment(size)
-                        self.arena = SharedArena(size, seg.buf)
-                        self._segments.append(seg)
+                        self._arena_segment = twin_spawn.Segment(size)
+                        self.arena = SharedArena(size, self._arena_segment.buf)
                     else:
                         self.arena = SharedArena(size)
                     break
@@ -149,8 +149,11 @@ class Twin:
             seg = twin_spawn.Segment(nbytes)
         except OSError:
             return np.empty(nbytes, np.uint8)  # products over these matrices stay the caller's
-        self._segments.append(seg)
-        return seg.array
+        array = seg.array
+        key = id(array)
+        self._weight_segments[key] = seg
+        weakref.finalize(array, self._weight_segments.pop, key, None)  # weights dropped: the memory goes back
+        return array
         _twins.add(self)
         weakref.finalize(self, _end, self.__dict__)
 
@@ -414,7 +417,8 @@ class Twin:
     def _spawn(self, weights: list, sizes: tuple) -> None:
         """Start a twin process (``twin_spawn``) over ``weights``: those that cannot go over stay the caller's."""
         ctrl = twin_spawn.Segment(sum(sizes))
-        segments = [*self._segments, ctrl]
+        arena = [] if self._arena_segment is None else [self._arena_segment]
+        segments = [*arena, *list(self._weight_segments.values()), ctrl]
         self._ctrl, self._x, self._y, self._ex = _buffers(ctrl.buf, sizes)
         self._ctrl[STATE] = STARTING
         self._seq = 0
@@ -427,8 +431,8 @@ class Twin:
                 self._absent.add(j)
         sent = [None if j in self._absent else w for j, w in enumerate(weights)]
         pickled = twin_spawn.dumps(sent, segments, (Twin,))  # then together: a stack and its blocks share objects
-        arena = 0 if self.arena is not None else None  # the arena is the first segment (made with the Twin)
-        payload = pickle.dumps({"ctrl": (len(segments) - 1, sizes), "arena": arena, "weights": pickled})
+        at = 0 if arena else None  # the arena is the first segment
+        payload = pickle.dumps({"ctrl": (len(segments) - 1, sizes), "arena": at, "weights": pickled})
         self._proc, self._box = twin_spawn.start(payload, segments)
         self._ctrl_segment, self._since = ctrl, time.monotonic()
         self._pid, self._wfd = self._proc.pid, self._proc.stdin.fileno()

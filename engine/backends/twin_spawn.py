@@ -34,6 +34,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 
@@ -46,7 +47,8 @@ _attached: list[Segment] = []  # in a started child: the segments, in the parent
 
 
 class Segment:
-    """Shared memory that a started process maps too (``handle``); ``array`` is all of it as bytes."""
+    """Shared memory that a started process maps too (``handle``); ``array`` views all of it as bytes. It is
+    unmapped and its descriptor closed once this object and every array over it are gone."""
 
     def __init__(self, nbytes: int = 0, handle: tuple | None = None):
         if handle is not None:
@@ -66,21 +68,25 @@ class Segment:
                 os.close(fd)
                 raise
             self.handle, self.fd = ("fd", fd, nbytes), fd
+            self._closer = weakref.finalize(self, os.close, fd)
         else:
             raise OSError("no named shared memory on this platform")
         self.size = nbytes
-        self.array = np.frombuffer(self.buf, np.uint8)
-        self.base = self.array.ctypes.data
+        self.base = np.frombuffer(self.buf, np.uint8).ctypes.data
+
+    @property
+    def array(self) -> np.ndarray:
+        """All of it as a uint8 array (which keeps the mapping alive)."""
+        return np.frombuffer(self.buf, np.uint8)
 
     def close(self) -> None:
-        """Give up this process's mapping (arrays over it must be gone) and descriptor."""
-        self.array = None
+        """Give up this process's mapping (where no array uses it any more) and descriptor now."""
         try:
             self.buf.close()
-        except BufferError:  # an array still uses it: the mapping goes with the process
+        except BufferError:  # an array still uses it: the mapping goes with the array
             pass
         if self.fd is not None:
-            os.close(self.fd)
+            self._closer()
             self.fd = None
 
 

@@ -83,6 +83,21 @@ def test_arrays_in_shared_memory_go_over_as_references_and_the_rest_by_value_or_
 
 
 @started
+def test_weights_dropped_give_their_shared_memory_back(S):
+    """Matrices placed and then replaced (a model converted to 8 bits on load) must not stay in shared memory."""
+    w = S.prepare_linear(r(1024, 512))
+    block = next(iter(S.twin._weight_segments.values()))
+    assert twin_spawn._where(w, [block]) is not None  # the matrix lies in the twin's weight memory
+    big = S.prepare_linear(r(4200, 1024))  # 17 MB: a segment of its own
+    assert len(S.twin._weight_segments) == 2
+    del big
+    assert len(S.twin._weight_segments) == 1
+    del w
+    S.arena._block = None  # the arena's current block goes with its last matrix
+    assert not S.twin._weight_segments
+
+
+@started
 @pytest.mark.parametrize("rows", [1, 3])
 def test_products_on_a_started_twin_are_bit_identical_to_the_callers(S, rows):
     assert S.twin.method == "spawn"
