@@ -139,6 +139,8 @@ class Twin:
                     break
                 except (OSError, ValueError, OverflowError):  # not that much shared memory here (none: products only)
                     continue
+        _twins.add(self)
+        weakref.finalize(self, _end, self.__dict__)
 
     def weight_memory(self, nbytes: int) -> np.ndarray:
         """``nbytes`` of zeroed memory for weight matrices (``heap.Arena``'s blocks): ordinary memory, or named
@@ -154,8 +156,6 @@ class Twin:
         self._weight_segments[key] = seg
         weakref.finalize(array, self._weight_segments.pop, key, None)  # weights dropped: the memory goes back
         return array
-        _twins.add(self)
-        weakref.finalize(self, _end, self.__dict__)
 
     # -- registry ---------------------------------------------------------------------------------
     def register(self, w) -> None:

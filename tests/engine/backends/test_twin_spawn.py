@@ -212,6 +212,27 @@ def test_a_twin_that_never_starts_is_given_up(S, monkeypatch):
     assert np.array_equal(S.linear(x, w), (w @ x.T).T)
 
 
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_backend_that_goes_away_takes_its_twin_with_it(monkeypatch, method):
+    if cpu_twin.start_method() is None or not sys.platform.startswith("linux"):
+        pytest.skip("a twin runs here on Linux x86-64 with 2+ CPUs")
+    import gc
+
+    monkeypatch.setenv("LIVECAP_CPU_TWIN", "spawn" if method == "spawn" else "1")
+    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
+    backend = NumpyBackend()
+    w = backend.prepare_linear(r(1024, 512))
+    assert backend.twin.wait_ready(30)
+    pid = backend.twin.pid
+    assert alive(pid)
+    del backend, w
+    gc.collect()
+    end = time.monotonic() + 5
+    while alive(pid) and time.monotonic() < end:
+        time.sleep(0.01)
+    assert not alive(pid)
+
+
 @started
 def test_a_started_twin_ends_with_its_process():
     script = (
