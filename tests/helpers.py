@@ -1,6 +1,6 @@
 """Plain helpers shared by test modules (a test module never imports another one; tests/test_layout.py checks
 that): the repository root, livecap and its transcription CLI run as child processes, test signals, a Tekken
-tokenizer file."""
+tokenizer file, whether a process is alive."""
 
 from __future__ import annotations
 
@@ -54,6 +54,15 @@ def run_engine_cli(*args, timeout: float = 120, **run_kwargs) -> subprocess.Comp
     ``run_kwargs`` go to ``subprocess.run`` (``capture_output``, ``stdout``, ``preexec_fn``, ...)."""
     cmd = [sys.executable, "-m", "engine.cli", *map(str, args)]
     return subprocess.run(cmd, cwd=REPO, text=True, timeout=timeout, **run_kwargs)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (Linux: a zombie, ended but not yet waited for, counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def tone(freq: float, seconds: float, amp: float = 0.3, rate: int = RATE) -> np.ndarray:

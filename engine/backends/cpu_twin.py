@@ -293,7 +293,7 @@ class Twin:
             if self._stale:
                 try:
                     self._start()
-                except OSError as e:  # no memory or processes left for a fork: alone, as before
+                except (OSError, ValueError) as e:  # no memory or processes left, or nothing to pickle: alone
                     self._fail(f"cannot start: {e}")
             if not self._pid or (self._ctrl[STATE] == STARTING and not self._started()):
                 self._lock.release()
@@ -655,7 +655,7 @@ def _parked(rfd: int, ppid: int) -> bool:
 
 
 def serve_started(payload: dict, segments: list, read) -> int:
-    """A started twin's life (``twin_spawn.main``): the objects rebuilt over ``segments``, then ``_serve`` until
+    """A started twin's life (``twin_child.main``): the objects rebuilt over ``segments``, then ``_serve`` until
     ``read()`` (its wait for a wake-up) finds the parent gone. Returns the process's exit status."""
     ctrl, x, y, ex = _buffers(segments[payload["ctrl"][0]].buf, payload["ctrl"][1])
     at = payload["arena"]

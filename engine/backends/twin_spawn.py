@@ -18,7 +18,7 @@ Contract:
   it and each instance of ``skip`` as None; ValueError when the child could not rebuild it as it is (an ONNX
   Runtime session, a closure, an array of ``COPY_LIMIT`` bytes or more outside the segments, which would be
   copied).
-- ``start(payload, segments)``: the child process (``main``), handed ``payload`` (a pickled dict) and the
+- ``start(payload, segments)``: the child process (``twin_child``), handed ``payload`` (a pickled dict) and the
   segments; what it reads after that on its standard input wakes it (end of file: this process is gone).
 """
 
@@ -31,7 +31,6 @@ import mmap
 import os
 import pickle
 import secrets
-import signal
 import subprocess
 import sys
 import weakref
@@ -41,6 +40,7 @@ import numpy as np
 from .. import children
 
 FLAG = "--livecap-cpu-twin"  # argv[1] of a frozen app run as a started twin (packaging/livecap_main.py)
+HEADER_END = b"\n"  # the line on the child's standard input that says where the payload is ends here
 COPY_LIMIT = 1 << 20  # an array this large outside the segments is a weight that was not placed: refused
 _tags = itertools.count()
 _attached: list[Segment] = []  # in a started child: the segments, in the parent's order
@@ -148,7 +148,7 @@ def start(payload: bytes, segments: list[Segment]) -> tuple[subprocess.Popen, Se
     env = children.environment()
     env["LIVECAP_CPU_TWIN"] = "0"  # the child never starts a twin of its own
     proc = subprocess.Popen(
-        children.command("engine.backends.twin_spawn", FLAG),
+        children.command("engine.backends.twin_child", FLAG),
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         env=env,
@@ -157,45 +157,10 @@ def start(payload: bytes, segments: list[Segment]) -> tuple[subprocess.Popen, Se
     )
     header = json.dumps({"box": box.handle, "size": len(payload), "segments": [s.handle for s in segments]})
     try:
-        os.write(proc.stdin.fileno(), header.encode() + b"\n")
+        os.write(proc.stdin.fileno(), header.encode() + HEADER_END)
     except OSError:
         proc.kill()
         proc.wait()
         box.close()
         raise
     return proc, box
-
-
-def _header(fd: int) -> dict:
-    line = b""
-    while not line.endswith(b"\n"):  # byte by byte: what follows the line is the parent's wake-ups
-        byte = os.read(fd, 1)
-        if not byte:
-            raise EOFError
-        line += byte
-    return json.loads(line)
-
-
-def main() -> int:
-    """The started twin: map the segments, rebuild the objects, serve until this process's parent is gone."""
-    from . import cpu_twin, heap
-    from .blas import BlasThreads
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl+C is the parent's; the twin ends with it
-    BlasThreads().pin(1)  # the same single-threaded OpenBLAS calls as the caller's
-    heap.keep_temporaries()
-    try:
-        head = _header(0)
-    except (EOFError, OSError, ValueError):
-        return 1
-    _attached.extend(Segment(handle=h) for h in head["segments"])
-    box = Segment(handle=head["box"])
-    payload = pickle.loads(box.buf[: head["size"]])
-    box.close()
-    return cpu_twin.serve_started(payload, _attached, lambda: os.read(0, 64))
-
-
-if __name__ == "__main__":  # run as ``-m``: the pickled references name ``engine.backends.twin_spawn``, not this
-    from engine.backends.twin_spawn import main as started
-
-    sys.exit(started())

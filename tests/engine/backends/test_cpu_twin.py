@@ -17,6 +17,7 @@ import pytest
 from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend
 from engine.backends.numpy_backend import NumpyBackend
 from engine.backends.quant import dequantize
+from tests.helpers import alive
 
 pytestmark = pytest.mark.skipif(not cpu_twin.enabled(), reason="the twin runs on Linux x86-64 with 2+ CPUs only")
 REPO = Path(__file__).resolve().parents[3]
@@ -25,14 +26,6 @@ rng = np.random.default_rng(7)
 
 def r(*shape):
     return rng.standard_normal(shape).astype(np.float32)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def products(B, ws, x):
@@ -128,7 +121,9 @@ def test_the_twin_counts_as_this_process_for_the_busy_check(B):
 
 
 @pytest.mark.parametrize("how", ["exit", "kill"])
-def test_the_twin_ends_with_its_process(tmp_path, how):
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_the_twin_ends_with_its_process(tmp_path, how, method):
+    """Forked or started (``twin_spawn``, as on Windows): the twin sees its pipe end and leaves."""
     script = (
         "import os, sys, time\n"
         "import numpy as np\n"
@@ -138,11 +133,13 @@ def test_the_twin_ends_with_its_process(tmp_path, how):
         "B = NumpyBackend()\n"
         "w = B.prepare_linear(np.ones((1024, 512), np.float32))\n"
         "B.linear(np.ones((1, 512), np.float32), w)\n"
+        "assert B.twin.wait_ready(30)\n"  # a started twin takes ~0.3 s; a forked one is ready at once
         "print(B.twin.pid, flush=True)\n"
         "sys.stdin.readline()\n"  # the test looks at the twin, then says go (or kills this process)
     )
+    env = dict(os.environ, LIVECAP_CPU_TWIN="spawn" if method == "spawn" else "1")
     proc = subprocess.Popen(
-        [sys.executable, "-c", script], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
     )
     pid = int(proc.stdout.readline())
     assert alive(pid)
