@@ -1,6 +1,6 @@
 """Plain helpers shared by test modules (a test module never imports another one; tests/test_layout.py checks
 that): the repository root, livecap and its transcription CLI run as child processes, test signals, a Tekken
-tokenizer file, whether a process is alive."""
+tokenizer file, whether a process is alive, a Moonshine model's decoder steps."""
 
 from __future__ import annotations
 
@@ -63,6 +63,17 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def decoder_steps(m, enc, valid, tokens=(5, 9, 11, 7)) -> list:
+    """A Moonshine model's logits for the start token and then each of ``tokens``, decoded step by step with its
+    cache over the memory of ``enc`` (``valid`` frames)."""
+    xkv = m.cross_kv(m.memory(enc))
+    cache = m.new_self_cache(len(tokens) + 4)
+    out = [m.decode([m.cfg.decoder_start_token_id], 0, cache, xkv, valid)]
+    for i, tok in enumerate(tokens):
+        out.append(m.decode([tok], i + 1, cache, xkv, valid))
+    return out
 
 
 def tone(freq: float, seconds: float, amp: float = 0.3, rate: int = RATE) -> np.ndarray:

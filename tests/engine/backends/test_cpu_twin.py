@@ -17,7 +17,7 @@ import pytest
 from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend
 from engine.backends.numpy_backend import NumpyBackend
 from engine.backends.quant import dequantize
-from tests.helpers import alive
+from tests.helpers import alive, decoder_steps
 
 pytestmark = pytest.mark.skipif(not cpu_twin.enabled(), reason="the twin runs on Linux x86-64 with 2+ CPUs only")
 REPO = Path(__file__).resolve().parents[3]
@@ -168,12 +168,7 @@ def test_a_model_gives_the_same_logits_with_and_without_the_twin(monkeypatch):
     enc, valid = m.encode(audio)
 
     def steps():
-        xkv = m.cross_kv(m.memory(enc))
-        cache = m.new_self_cache(8)
-        out = [m.decode([m.cfg.decoder_start_token_id], 0, cache, xkv, valid)]
-        for i, tok in enumerate([5, 9, 11, 7]):
-            out.append(m.decode([tok], i + 1, cache, xkv, valid))
-        return out
+        return decoder_steps(m, enc, valid)
 
     B.twin.failed = False
     pid, before = B.twin.pid, B.twin.served()  # the backend is shared: a twin of an earlier test may still run

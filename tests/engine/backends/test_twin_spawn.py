@@ -14,7 +14,7 @@ import pytest
 
 from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend, ort_kernels, twin_spawn
 from engine.backends.numpy_backend import NumpyBackend
-from tests.helpers import alive
+from tests.helpers import alive, decoder_steps
 
 REPO = Path(__file__).resolve().parents[3]
 rng = np.random.default_rng(11)
@@ -134,12 +134,7 @@ def test_a_model_gives_the_same_logits_with_a_started_twin_and_without(S, monkey
     enc, valid = m.encode(r(16000) * 0.1)
 
     def steps():
-        xkv = m.cross_kv(m.memory(enc))
-        cache = m.new_self_cache(8)
-        out = [m.decode([m.cfg.decoder_start_token_id], 0, cache, xkv, valid)]
-        for i, tok in enumerate([5, 9, 11, 7]):
-            out.append(m.decode([tok], i + 1, cache, xkv, valid))
-        return out
+        return decoder_steps(m, enc, valid)
 
     assert S.twin.wait_ready(30) and not S.twin._absent  # every object went over
     before = S.twin.served()
