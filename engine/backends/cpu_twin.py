@@ -58,7 +58,8 @@ from .shared_arena import SharedArena
 
 log = logging.getLogger(__name__)
 
-SPIN_S = 0.003  # the twin spins this long after its last job, then parks
+SPIN_S = 0.003  # the twin spins this long after its last job, then parks (times: perf_counter, which is fine-grained
+# on Windows too, where Python < 3.13's monotonic clock ticks every ~16 ms)
 DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is the caller's; the twin is killed
 NUDGE_S = 0.0005  # a parked twin not yet awake is woken again this often (a wake-up may cross the park)
 MAX_ROWS = 32  # products of up to this many rows go to the twin
@@ -309,7 +310,7 @@ class Twin:
         c[GO] = self._seq
         if c[STATE] == PARKED:
             self._wake()
-        return self._seq, xs, time.monotonic()
+        return self._seq, xs, time.perf_counter()
 
     def collect(self, ticket) -> np.ndarray | None:
         """The twin's results (flat, in the order ``submit`` describes; valid until the next ``submit``), or
@@ -327,11 +328,11 @@ class Twin:
         c = self._ctrl
         if c[slot] >= value:
             return True
-        start = time.monotonic()
+        start = time.perf_counter()
         limit = max(DEADLINE_S, 4 * (start - since))
         nudge = start + NUDGE_S
         while c[slot] < value:
-            now = time.monotonic()
+            now = time.perf_counter()
             if now - start > limit:
                 self._fail(f"no answer within {limit * 1000:.0f} ms")
                 return False
@@ -344,9 +345,9 @@ class Twin:
     def wait_ready(self, timeout: float) -> bool:
         """Start the twin where needed and wait up to ``timeout`` s until it takes jobs (a started one needs
         ~0.3 s); False when there is none by then (benchmarks and tests; the engine never waits)."""
-        end = time.monotonic() + timeout
+        end = time.perf_counter() + timeout
         while not self._claim():
-            if self.failed or not (self._pid or self._stale) or time.monotonic() > end:  # gone, or nothing to serve
+            if self.failed or not (self._pid or self._stale) or time.perf_counter() > end:  # gone, or nothing to serve
                 return False
             time.sleep(0.01)
         self._lock.release()
@@ -434,7 +435,7 @@ class Twin:
         at = 0 if arena else None  # the arena is the first segment
         payload = pickle.dumps({"ctrl": (len(segments) - 1, sizes), "arena": at, "weights": pickled})
         self._proc, self._box = twin_spawn.start(payload, segments)
-        self._ctrl_segment, self._since = ctrl, time.monotonic()
+        self._ctrl_segment, self._since = ctrl, time.perf_counter()
         self._pid, self._wfd = self._proc.pid, self._proc.stdin.fileno()
         cpu_pool.contention.also_ours(self._pid)
         log.info("CPU twin %d starting over %d objects (%d stay here)", self._pid, len(weights), len(self._absent))
@@ -444,7 +445,7 @@ class Twin:
         if self._ctrl[STATE] != STARTING:
             self._box.close()
             return True
-        if self._proc.poll() is not None or time.monotonic() - self._since > START_S:
+        if self._proc.poll() is not None or time.perf_counter() - self._since > START_S:
             self._fail("it did not start")
         return False
 
@@ -515,7 +516,7 @@ class Channel:
         elif not self.twin._await(THEIRS, tag, self._since):
             self.open = False
             return None
-        self._since = time.monotonic()
+        self._since = time.perf_counter()
         return ex[1 - self.side, tag % 2, :n].reshape(share.shape)
 
     def close(self, aborted: bool = False) -> None:
@@ -535,9 +536,9 @@ def _await_caller(c, tag: int, seq: int) -> None:
     """The twin's wait for the caller's share ``tag`` of program ``seq`` (see ``Channel.swap``)."""
     if c[MINE] >= tag:
         return
-    start = time.monotonic()
+    start = time.perf_counter()
     while c[MINE] < tag:
-        if c[ABORT] == seq or time.monotonic() - start > ABANDON_S:
+        if c[ABORT] == seq or time.perf_counter() - start > ABANDON_S:
             raise Abandoned
 
 
@@ -679,7 +680,7 @@ def _serve(ctrl, xbuf, ybuf, ex, weights, arena, park) -> None:
     """The twin's loop: spin on ``GO`` for a job, compute its ranges, post ``DONE``; when idle, ``park()`` until
     woken (False: the parent is gone, and the loop ends)."""
     last, views = 0, {}
-    clock = time.monotonic
+    clock = time.perf_counter
     while True:
         idle_until = clock() + SPIN_S
         while ctrl[GO] == last:
