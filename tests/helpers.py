@@ -1,6 +1,6 @@
 """Plain helpers shared by test modules (a test module never imports another one; tests/test_layout.py checks
 that): the repository root, livecap and its transcription CLI run as child processes, test signals, a Tekken
-tokenizer file, whether a process is alive, a Moonshine model's decoder steps."""
+tokenizer file, whether a process is alive, a Moonshine model's decoder steps, a Voxtral stream."""
 
 from __future__ import annotations
 
@@ -74,6 +74,20 @@ def decoder_steps(m, enc, valid, tokens=(5, 9, 11, 7)) -> list:
     for i, tok in enumerate(tokens):
         out.append(m.decode([tok], i + 1, cache, xkv, valid))
     return out
+
+
+def voxtral_speech_stream(m):
+    """A streaming session of Voxtral model ``m`` over the fixtures' ``speech.wav`` in 80 ms chunks (480 ms delay,
+    its tokens kept), finished; and the reference's ids for it (``vox_tiny_hf``'s golden)."""
+    from engine.audio import read_audio
+
+    fixtures = REPO / "tests" / "fixtures"
+    audio = read_audio(fixtures / "audio" / "speech.wav")
+    s = m.start_session(delay_ms=480, keep_tokens=True)
+    for i in range(0, len(audio), 1280):
+        s.feed(audio[i : i + 1280])
+    s.finish()
+    return s, np.load(fixtures / "models" / "vox_tiny_hf" / "golden" / "speech_d6.npz")["generate_ids"].tolist()
 
 
 def tone(freq: float, seconds: float, amp: float = 0.3, rate: int = RATE) -> np.ndarray:

@@ -17,7 +17,7 @@ import pytest
 from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend
 from engine.backends.numpy_backend import NumpyBackend
 from engine.backends.quant import dequantize
-from tests.helpers import alive, decoder_steps
+from tests.helpers import alive, decoder_steps, voxtral_speech_stream
 
 pytestmark = pytest.mark.skipif(not cpu_twin.enabled(), reason="the twin runs on Linux x86-64 with 2+ CPUs only")
 REPO = Path(__file__).resolve().parents[3]
@@ -483,7 +483,6 @@ def test_voxtral_streams_the_reference_ids_with_half_of_each_attention_on_the_tw
     over them (masked once a ring has wrapped: windows of 16 and 24 here) goes half to the twin, and the
     session streams the reference's ids, as without the twin."""
     from engine import load_model
-    from engine.audio import read_audio
 
     monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
     monkeypatch.setattr(numpy_backend, "TWIN_BYTES", 0)  # the fixture's matrices are small: known to the twin
@@ -497,30 +496,19 @@ def test_voxtral_streams_the_reference_ids_with_half_of_each_attention_on_the_tw
         return ticket
 
     monkeypatch.setattr(cpu_twin.Twin, "submit_attention", spy)
-    fixtures = REPO / "tests" / "fixtures"
-    m = load_model(fixtures / "models" / "vox_tiny_hf", backend="numpy")
-    g = np.load(fixtures / "models" / "vox_tiny_hf" / "golden" / "speech_d6.npz")
-    audio = read_audio(fixtures / "audio" / "speech.wav")
-
-    def stream():
-        s = m.start_session(delay_ms=480, keep_tokens=True)
-        for i in range(0, len(audio), 1280):
-            s.feed(audio[i : i + 1280])
-        s.finish()
-        return s
-
+    m = load_model(REPO / "tests" / "fixtures" / "models" / "vox_tiny_hf", backend="numpy")
     B = m.B
     B.twin.failed = False
     try:
-        s = stream()
+        s, reference = voxtral_speech_stream(m)
         rings = [s.enc_ring, s.dec_ring]
         assert all(r.cap == r.max_capacity for r in rings)
         assert all(B.twin.arena.locate(a) is not None for r in rings for a in r.k + r.v)
         steps = [(taken, masked) for taken, masked, rows in handed if rows <= cpu_twin.MAX_ROWS]  # not a prefill
         assert len(steps) > 100 and all(taken for taken, _ in steps) and any(masked for _, masked in steps)
         B.twin.failed = True
-        alone = stream()
+        alone, _ = voxtral_speech_stream(m)
     finally:
         B.twin.failed = not cpu_twin.enabled()
         B.twin.stop()
-    assert s.tokens == alone.tokens == g["generate_ids"].tolist()
+    assert s.tokens == alone.tokens == reference

@@ -14,7 +14,7 @@ import pytest
 
 from engine.backends import cpu_pool, cpu_twin, numpy_attention, numpy_backend, ort_kernels, twin_spawn
 from engine.backends.numpy_backend import NumpyBackend
-from tests.helpers import alive, decoder_steps
+from tests.helpers import alive, decoder_steps, voxtral_speech_stream
 
 REPO = Path(__file__).resolve().parents[3]
 rng = np.random.default_rng(11)
@@ -225,26 +225,14 @@ def test_voxtral_streams_the_reference_ids_with_a_started_twin(S, monkeypatch):
     """Voxtral's KV rings in the started twin's arena, its attentions (masked once a ring wraps) half on the twin:
     the reference's ids, as without the twin."""
     from engine import build, load_model
-    from engine.audio import read_audio
 
     monkeypatch.setattr(build, "get_backend", lambda name: S)
     monkeypatch.setattr(numpy_backend, "TWIN_BYTES", 0)  # the fixture's matrices are small: known to the twin
     monkeypatch.setattr(numpy_attention, "TWIN_BYTES", 0)
-    fixtures = REPO / "tests" / "fixtures"
-    m = load_model(fixtures / "models" / "vox_tiny_hf", backend="numpy")
-    g = np.load(fixtures / "models" / "vox_tiny_hf" / "golden" / "speech_d6.npz")
-    audio = read_audio(fixtures / "audio" / "speech.wav")
-
-    def stream():
-        s = m.start_session(delay_ms=480, keep_tokens=True)
-        for i in range(0, len(audio), 1280):
-            s.feed(audio[i : i + 1280])
-        s.finish()
-        return s
-
+    m = load_model(REPO / "tests" / "fixtures" / "models" / "vox_tiny_hf", backend="numpy")
     assert S.twin.wait_ready(30) and not S.twin._absent
     before = S.twin.served()
-    s = stream()
+    s, reference = voxtral_speech_stream(m)
     assert S.twin.served() > before + 100 and all(S.twin.arena.locate(a) is not None for a in s.dec_ring.k)
     S.twin.failed = True
-    assert s.tokens == stream().tokens == g["generate_ids"].tolist()
+    assert s.tokens == voxtral_speech_stream(m)[0].tokens == reference
