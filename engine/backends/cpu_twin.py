@@ -127,12 +127,12 @@ class Twin:
         self._layouts: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # submit_block's, per block
         self._arena_segment = None  # a started twin's arena in named shared memory
         self._weight_segments: dict = {}  # and the weights' (by the id of the array over each, while it lives)
-        self._proc = None  # a started twin's process
+        self._proc = self._box = None  # a started twin's process, and its payload's memory until it is ready
         self._absent: set[int] = set()  # registered objects a started twin could not be given
         if not self.failed:
             for size in arena_sizes():
                 try:
-                    if self.method == "spawn":
+                    if self.started:
                         self._arena_segment = twin_spawn.Segment(size)
                         self.arena = SharedArena(size, self._arena_segment.buf)
                     else:
@@ -143,10 +143,15 @@ class Twin:
         _twins.add(self)
         weakref.finalize(self, _end, self.__dict__)
 
+    @property
+    def started(self) -> bool:
+        """Whether this twin is a started process (not forked): what it runs must be in shared memory or picklable."""
+        return self.method == "spawn"
+
     def weight_memory(self, nbytes: int) -> np.ndarray:
-        """``nbytes`` of zeroed memory for weight matrices (``heap.Arena``'s blocks): ordinary memory, or named
-        shared memory where the twin is started (it maps it too)."""
-        if self.method != "spawn" or self.failed:
+        """``nbytes`` of memory for weight matrices (``heap.Arena``'s blocks): ordinary memory, or named shared
+        memory where the twin is started (it maps it too)."""
+        if not self.started or self.failed:
             return np.empty(nbytes, np.uint8)
         try:
             seg = twin_spawn.Segment(nbytes)
@@ -296,7 +301,7 @@ class Twin:
                     self._start()
                 except (OSError, ValueError) as e:  # no memory or processes left, or nothing to pickle: alone
                     self._fail(f"cannot start: {e}")
-            if not self._pid or (self._ctrl[STATE] == STARTING and not self._started()):
+            if not self._pid or (self._box is not None and not self._started()):
                 self._lock.release()
                 return False
         except BaseException:
@@ -386,7 +391,7 @@ class Twin:
         max_n = max(w.shape[0] for w in weights)
         sizes = (CTRL_BYTES, 4 * MAX_ROWS * max_k, 4 * MAX_ROWS * max_n, 4 * 4 * MAX_ROWS * max_k)  # control block,
         # x, y and a program's shares (two sides, two slots each)
-        if self.method == "spawn":
+        if self.started:
             self._spawn(weights, sizes)
             return
         buf = mmap.mmap(-1, sum(sizes))  # anonymous and shared with the fork
@@ -441,9 +446,11 @@ class Twin:
         log.info("CPU twin %d starting over %d objects (%d stay here)", self._pid, len(weights), len(self._absent))
 
     def _started(self) -> bool:
-        """Whether a starting twin is ready now (False while it starts; it is given up when it died or is late)."""
+        """Whether a starting twin is ready now (then its payload's memory goes); False while it starts, and it is
+        given up when it died or is late."""
         if self._ctrl[STATE] != STARTING:
             self._box.close()
+            self._box = None
             return True
         if self._proc.poll() is not None or time.perf_counter() - self._since > START_S:
             self._fail("it did not start")
@@ -464,7 +471,9 @@ class Twin:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            self._box.close()
+            if self._box is not None:
+                self._box.close()
+                self._box = None
             cpu_pool.contention.also_ours(pid, False)
             return
         try:

@@ -163,7 +163,7 @@ class NumpyBackend(Backend):
         heap.keep_temporaries()  # large temporaries reused from the heap, not faulted in per op
         self.twin = cpu_twin.Twin()  # a helper process for few-row products (where the platform allows)
         # weight matrices on huge pages, or in shared memory a started twin maps
-        self.arena = heap.Arena(self.twin.weight_memory if self.twin.method == "spawn" else None)
+        self.arena = heap.Arena(self.twin.weight_memory if self.twin.started else None)
         self.kernels = ort_kernels.available() if kernels is None else kernels
         self._ones_cache: dict[int, np.ndarray] = {}
         self._last_rotation = None  # (cos, sin, cos + i sin) of the last self_attention_block
@@ -200,7 +200,7 @@ class NumpyBackend(Backend):
     def _shared(self, q: QuantizedWeight) -> QuantizedWeight:
         """``q`` with its arrays in the weight arena where the twin is a started process (which rebuilds the
         8/4-bit kernels from them: ``ort_kernels``' pickling), else ``q``."""
-        if self.twin.method != "spawn" or self.twin.failed:
+        if not self.twin.started or self.twin.failed:
             return q
         place = self.arena.place
         w, scales, biases = place(q.w, np.uint32), place(q.scales), place(q.biases)
@@ -255,7 +255,7 @@ class NumpyBackend(Backend):
             return up_gate, up_gate_b, down, down_b
         if norm is not None and not self._ln_op(eps):
             norm = None  # no ONNX Runtime layer norm: gated_mlp applies it before the fused block
-        mlp = ort_kernels.GatedMlp(up_gate.q, up_gate_b, down.q, down_b, norm, eps, keep=self.twin.method == "spawn")
+        mlp = ort_kernels.GatedMlp(up_gate.q, up_gate_b, down.q, down_b, norm, eps, keep=self.twin.started)
         return self._with_twin(mlp), None, mlp, None
 
     def gated_mlp(self, x, up_gate, up_gate_b, down, down_b, norm=None, eps=1e-5, dtype="float32"):
@@ -273,7 +273,7 @@ class NumpyBackend(Backend):
             else:  # 8/4-bit: the norm goes into the halves' graphs where ONNX Runtime runs it
                 norm = norm if norm is not None and self._ln_op(eps) else None
                 block = ort_blocks.QuantSplitAttention(
-                    w_in, w_out, heads, kv_heads, head_dim, scale, interleaved, norm, eps, self.twin.method == "spawn"
+                    w_in, w_out, heads, kv_heads, head_dim, scale, interleaved, norm, eps, self.twin.started
                 )
         except ValueError:  # odd head counts, halves that are no whole groups, other forms: separate ops
             return None

@@ -56,19 +56,18 @@ class QuantSplitAttention(SplitAttention):
         self.norm, self.eps = norm, eps
         self.shape = (w_out.shape[0], w_in.shape[1] + hd)
         self._rows = half_rows(heads, kv_heads, head_dim, qkv)
-        qs = (w_in.q, w_out.q, w_in.shape[1])
         args = (w_in.q, w_out.q, heads, kv_heads, head_dim, scale, interleaved, norm, eps)
         self._args = args if keep or lazy else None
         self._in_runs, self._out_runs, self.nbytes = [None, None], [None, None], 0
         for i in () if lazy else (0, 1):
-            self._half(i, *qs)
+            self._half(i, w_in.q, w_out.q)
 
-    def _half(self, i: int, q_in, q_out, width: int) -> None:
+    def _half(self, i: int, q_in, q_out) -> None:
         """Make half ``i``'s input and output graphs (its heads' rows of ``q_in``, its column groups of ``q_out``)."""
         hs, hd = self.heads, self.head_dim
         groups = hs * hd // q_out.group_size
         for q, kept, cols, runs in (
-            (q_in, (self._rows[i], slice(None)), width, self._in_runs),
+            (q_in, (self._rows[i], slice(None)), q_in.shape[1], self._in_runs),
             (q_out, (slice(None), slice(i * groups, (i + 1) * groups)), hs * hd, self._out_runs),
         ):
             blob, s, z, _, rest = _affine_blocks(q, *kept)
@@ -106,8 +105,7 @@ class QuantSplitAttention(SplitAttention):
             self._lazy_half(1)
 
     def _lazy_half(self, i: int) -> None:
-        q_in, q_out = self._args[:2]
-        self._half(i, q_in, q_out, q_in.shape[1])
+        self._half(i, *self._args[:2])
 
 
 def _rebuilt(q_in, q_out, heads, kv_heads, head_dim, scale, interleaved, norm, eps) -> QuantSplitAttention:

@@ -99,6 +99,7 @@ def test_products_on_a_started_twin_are_bit_identical_to_the_callers(S, rows):
     before = S.twin.served()
     with_twin = [S.linear(x[:, : w.shape[1]], w) for w in ws]
     assert S.twin.served() == before + 2
+    assert S.twin._box is None  # the payload's shared memory went once the twin was ready
     S.twin.failed = True
     alone = [S.linear(x[:, : w.shape[1]], w) for w in ws]
     for a, b in zip(with_twin, alone):
