@@ -8,8 +8,9 @@ RESULTS.md): the Moonshine tiny decoder step took 12 ms with ONNX Runtime's 2-th
 OpenBLAS's, and 6.8 ms on one thread. So each large matrix is cut into row chunks, each with its own
 single-threaded kernel; ``run`` gives all chunks but the first to helper threads (``concurrent.futures``),
 runs the first itself, then takes back every chunk no helper has started (``Future.cancel``), so a late
-helper costs nothing. While other processes keep more than ``BUSY_SHARE`` of the machine busy (Linux
-``/proc/stat``, sampled at most every ``SAMPLE_S``), everything runs on the calling thread.
+helper costs nothing. While other processes keep more than ``BUSY_SHARE`` of the machine busy (the system's and
+this process's CPU times from psutil, on Linux, Windows and macOS alike, sampled at most every ``SAMPLE_S``),
+everything runs on the calling thread.
 """
 
 from __future__ import annotations
@@ -20,44 +21,51 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import psutil
+
 CPUS = os.cpu_count() or 1
 BUSY_SHARE = 0.25  # other processes' share of all CPUs above which products stay on the calling thread
 SAMPLE_S = 0.5
 
 
 class Contention:
-    """Whether other processes keep the CPUs busy, from ``/proc/stat`` and this process's CPU time (the load
-    average cannot tell, since it counts this process's own threads). Without ``/proc/stat``: never busy."""
+    """Whether other processes keep the CPUs busy: the machine's busy CPU time less this process's (and its
+    twins'), over the last sample (the load average cannot tell, since it counts this process's own threads).
+    Where the system's times cannot be read: never busy."""
 
     def __init__(self, busy_share: float = BUSY_SHARE, sample_s: float = SAMPLE_S):
         self.busy_share, self.sample_s = busy_share, sample_s
-        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-        self._ours: set[int] = set()
+        self._ours: dict[int, psutil.Process] = {}
         self._last = self._sample()
         self._busy = False
         self.other_share = 0.0
 
     def _sample(self) -> tuple[float, float, float] | None:
         try:
-            with open("/proc/stat") as f:
-                fields = [int(v) for v in f.readline().split()[1:9]]
-        except (OSError, ValueError):
+            t = psutil.cpu_times()
+        except (OSError, psutil.Error):
             return None
-        busy = (sum(fields) - fields[3] - fields[4]) / self._tick  # all but idle and iowait
-        t = os.times()
-        ours = t.user + t.system + t.children_user + t.children_system  # children: once waited for
-        for pid in list(self._ours):
+        # psutil's own definition (its cpu_percent): guest time is inside user/nice; iowait is idle (Linux only)
+        busy = sum(t) - t.idle - sum(getattr(t, f, 0.0) for f in ("iowait", "guest", "guest_nice"))
+        own = os.times()
+        ours = own.user + own.system + own.children_user + own.children_system  # children: once waited for
+        for proc in list(self._ours.values()):
             try:
-                with open(f"/proc/{pid}/stat") as f:
-                    stat = f.read().rsplit(")", 1)[1].split()
-                ours += (int(stat[11]) + int(stat[12])) / self._tick  # utime, stime
-            except (OSError, ValueError, IndexError):
+                child = proc.cpu_times()
+                ours += child.user + child.system
+            except (OSError, psutil.Error):
                 pass
         return time.monotonic(), busy, ours
 
     def also_ours(self, pid: int, ours: bool = True) -> None:
         """Count the CPU time of the live child ``pid`` (a ``cpu_twin``) as this process's, or stop to."""
-        (self._ours.add if ours else self._ours.discard)(pid)
+        if not ours:
+            self._ours.pop(pid, None)
+            return
+        try:
+            self._ours[pid] = psutil.Process(pid)
+        except (OSError, psutil.Error):
+            pass
 
     def busy(self) -> bool:
         """True while other processes used more than ``busy_share`` of the machine over the last sample."""

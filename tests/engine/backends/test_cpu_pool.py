@@ -1,0 +1,73 @@
+"""cpu_pool: the busy check that keeps products on the calling thread beside a busy process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from engine.backends import cpu_pool
+
+BURN = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass\n"
+
+
+@pytest.fixture
+def burner():
+    """Another process that keeps one CPU busy (half of this 2-CPU machine) for the test."""
+    proc = subprocess.Popen([sys.executable, "-c", BURN])
+    time.sleep(0.3)  # started and spinning
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def settle(c: cpu_pool.Contention, seconds: float = 0.6) -> bool:
+    """The busy check after at least one whole sample taken while the burner spins."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        c.busy()
+        time.sleep(0.02)
+    return c.busy()
+
+
+@pytest.mark.skipif(cpu_pool.CPUS > 8, reason="one busy CPU is too small a share of this many to cross the line")
+def test_a_process_that_keeps_a_cpu_busy_is_seen(burner):
+    c = cpu_pool.Contention(busy_share=0.5 / cpu_pool.CPUS, sample_s=0.2)
+    assert settle(c)
+    assert c.other_share >= 0.8 / cpu_pool.CPUS  # one CPU's worth, less what the sampling misses
+
+
+def test_a_twin_of_ours_does_not_count_as_another_process(burner):
+    """The same spinning process, counted as ours (as a cpu_twin is): other processes' share drops by a CPU."""
+    c = cpu_pool.Contention(sample_s=0.2)
+    settle(c)
+    theirs = c.other_share
+    c.also_ours(burner.pid)
+    settle(c)
+    assert c.other_share <= theirs - 0.7 / cpu_pool.CPUS
+    c.also_ours(burner.pid, False)
+    settle(c)
+    assert c.other_share >= theirs - 0.3 / cpu_pool.CPUS
+
+
+def test_a_twin_that_died_or_never_was_is_ignored():
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    c = cpu_pool.Contention()
+    c.also_ours(proc.pid)
+    c.also_ours(2**22 + 12345)  # above Linux's largest pid: no such process
+    proc.kill()
+    proc.wait()
+    sample = c._sample()  # the dead twin's time is no longer read
+    assert sample is not None and sample[2] >= 0
+
+
+def test_without_the_systems_cpu_times_never_busy(monkeypatch):
+    def denied():
+        raise psutil.AccessDenied()
+
+    monkeypatch.setattr(psutil, "cpu_times", denied)
+    c = cpu_pool.Contention(busy_share=-1.0, sample_s=0.0)  # would be busy at any load
+    assert not c.busy()
