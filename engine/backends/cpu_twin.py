@@ -16,9 +16,9 @@ Contract:
   either process (tested bit for bit).
 - Only on x86-64 (the handoff relies on x86's ordered stores) with two or more CPUs and ``LIVECAP_CPU_TWIN``
   not ``0``; elsewhere ``Twin.submit`` returns None and the caller computes alone. Forked on Linux; started on
-  Windows (no fork) or with ``LIVECAP_CPU_TWIN=spawn`` (``twin_spawn``: the weights, the arena and the control
-  block in named shared memory, the registered objects pickled over; an object that cannot go over stays the
-  caller's). A started twin serves once it is ready (the caller computes alone until then).
+  Windows (no fork), macOS (Intel; no safe fork) or with ``LIVECAP_CPU_TWIN=spawn`` (``twin_spawn``: the weights,
+  the arena and the control block in named shared memory, the registered objects pickled over; an object that
+  cannot go over stays the caller's). A started twin serves once it is ready (the caller computes alone until then).
 - The twin knows the weights registered before it forked; registering another (a new model) retires it
   and the next product forks a fresh one. A product over an unknown matrix is the caller's.
 - It never makes a product wait long: a half the twin has not finished ``DEADLINE_S`` (or four times what the
@@ -88,7 +88,7 @@ def start_method() -> str | None:
         return None
     if sys.platform.startswith("linux"):
         return "spawn" if setting == "spawn" else "fork"
-    return "spawn" if sys.platform == "win32" else None
+    return "spawn" if sys.platform in ("win32", "darwin") else None  # macOS: no fork after its frameworks ran
 
 
 def enabled() -> bool:
@@ -107,7 +107,7 @@ def arena_sizes() -> tuple[int, ...]:
     except (OSError, ValueError):
         strict, memory = False, 0
     smallest = ARENA_BYTES[-1]
-    if strict or sys.platform == "win32":  # Windows charges a section's whole size against its commit limit
+    if strict or sys.platform in ("win32", "darwin"):  # Windows charges a section's size at once (macOS: unmeasured)
         return (smallest,)
     return tuple(n for n in ARENA_BYTES if n == smallest or n <= memory // 4)
 

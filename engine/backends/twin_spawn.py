@@ -1,19 +1,24 @@
-"""The CPU twin as a started process, where there is no fork (Windows) or ``LIVECAP_CPU_TWIN=spawn`` asks for one.
+"""The CPU twin as a started process, where there is no safe fork (Windows, macOS) or ``LIVECAP_CPU_TWIN=spawn`` asks
+for one.
 
 Why: ``cpu_twin`` forks its helper, which then sees the weights, the blocks and the programs at the same addresses.
-Windows has no fork, and without the twin a decoder step runs on one core: there livecap's float32 step fell
-behind ONNX Runtime's (benchmarks/RESULTS.md, round 16). A started process sees nothing of this one, so what it
+Windows has no fork, and macOS's is unsafe in a process that has used its system frameworks (Qt, Core Audio); without
+the twin a decoder step runs on one core: there livecap's float32 step fell behind ONNX Runtime's
+(benchmarks/RESULTS.md, round 16). A started process sees nothing of this one, so what it
 computes with must lie in memory it can map by name: the weight matrices (``heap.Arena``'s blocks), the twin's K/V
 arena and its control block are ``Segment``s, and the registered objects go over pickled with every array in a
 segment as a reference to it (``dumps``), never as a copy. The child then runs ``cpu_twin``'s own loop.
 
 Written by hand, and why: ``multiprocessing`` would import the caller's main module again in the child
 (``engine.children``), and its ``shared_memory`` has every process that attaches a segment unlink it when that
-process exits (Python < 3.13); a mapping another process can open is what ``mmap`` and ``os.memfd_create`` give.
+process exits (Python < 3.13); a mapping another process can open is what ``mmap`` and ``os.memfd_create`` give
+(on macOS, POSIX shared memory unlinked as soon as it is open: a descriptor like a memfd's, which no name reaches and
+nothing leaks when a process dies).
 
 Contract:
-- ``Segment(nbytes)``: zero-filled shared memory (a memfd on Linux, a named section on Windows; OSError
-  elsewhere); ``Segment(handle=...)`` maps the same memory in a started child.
+- ``Segment(nbytes)``: zero-filled shared memory (a memfd on Linux, unlinked POSIX shared memory on other POSIX
+  systems, a named section on Windows; OSError where there is none); ``Segment(handle=...)`` maps the same memory in
+  a started child.
 - ``dumps(obj, segments, skip)``: ``obj`` pickled, each array lying whole in one of ``segments`` as a reference to
   it and each instance of ``skip`` as None; ValueError when the child could not rebuild it as it is (an ONNX
   Runtime session, a closure, an array of ``COPY_LIMIT`` bytes or more outside the segments, which would be
@@ -43,6 +48,7 @@ FLAG = "--livecap-cpu-twin"  # argv[1] of a frozen app run as a started twin (pa
 HEADER_END = b"\n"  # the line on the child's standard input that says where the payload is ends here
 COPY_LIMIT = 1 << 20  # an array this large outside the segments is a weight that was not placed: refused
 _tags = itertools.count()
+MEMFD = hasattr(os, "memfd_create")  # Linux; elsewhere on POSIX (and in tests that set it False): shm_open
 _attached: list[Segment] = []  # in a started child: the segments, in the parent's order
 
 
@@ -59,8 +65,8 @@ class Segment:
             tag = f"livecap-twin-{os.getpid()}-{next(_tags)}-{secrets.token_hex(4)}"
             self.buf = mmap.mmap(-1, nbytes, tagname=tag)  # a section in the paging file, named
             self.handle, self.fd = ("tag", tag, nbytes), None
-        elif hasattr(os, "memfd_create"):
-            fd = os.memfd_create("livecap-twin", os.MFD_CLOEXEC)
+        elif os.name == "posix":
+            fd = _anonymous_fd()
             try:
                 os.ftruncate(fd, nbytes)
                 self.buf = mmap.mmap(fd, nbytes)  # MAP_SHARED: the child's mapping of the same fd sees it
@@ -88,6 +94,25 @@ class Segment:
         if self.fd is not None:
             self._closer()
             self.fd = None
+
+
+def _anonymous_fd() -> int:
+    """A descriptor of new, empty shared memory that no name reaches (closed on exec; ``start`` passes it on)."""
+    if MEMFD:
+        return os.memfd_create("livecap-twin", os.MFD_CLOEXEC)
+    try:
+        import _posixshmem  # multiprocessing.shared_memory's own binding of shm_open / shm_unlink
+    except ImportError:
+        raise OSError("no shared memory on this platform") from None
+    for _ in range(8):
+        name = f"/livecap-{os.getpid()}-{secrets.token_hex(4)}"  # macOS: at most 31 characters
+        try:
+            fd = _posixshmem.shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
+        except FileExistsError:
+            continue
+        _posixshmem.shm_unlink(name)
+        return fd
+    raise OSError("no free name for shared memory")
 
 
 def _view(i: int, offset: int, shape: tuple, strides: tuple, dtype: str) -> np.ndarray:

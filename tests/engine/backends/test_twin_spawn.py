@@ -1,9 +1,11 @@
-"""The CPU twin as a started process (Windows has no fork; ``LIVECAP_CPU_TWIN=spawn`` makes one on Linux too): what
+"""The CPU twin as a started process (Windows has no fork, macOS no safe one; ``LIVECAP_CPU_TWIN=spawn`` makes one on
+Linux too): what
 it is given goes over as references to shared memory, its results are bit-identical to the caller's own, and
 every way it can go wrong (not picklable, dead at start, killed, parent gone) ends in a right result."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import sys
 import time
@@ -45,7 +47,7 @@ def test_the_start_method_follows_the_platform_and_the_setting(monkeypatch):
         ("linux", "1", "fork"),
         ("linux", "spawn", "spawn"),
         ("win32", "1", "spawn"),
-        ("darwin", "1", None),
+        ("darwin", "1", "spawn"),  # macOS on Intel: forking after its frameworks ran is unsafe
         ("win32", "0", None),
     ]:
         monkeypatch.setattr(cpu_twin.sys, "platform", plat)
@@ -104,6 +106,33 @@ def test_products_on_a_started_twin_are_bit_identical_to_the_callers(S, rows):
     alone = [S.linear(x[:, : w.shape[1]], w) for w in ws]
     for a, b in zip(with_twin, alone):
         assert np.array_equal(a, b)
+
+
+@started
+def test_without_memfd_posix_shared_memory_serves_the_same_and_leaves_no_name(monkeypatch):
+    """macOS has no memfd: its segments are shm_open'd and unlinked at once (forced here on Linux)."""
+    monkeypatch.setattr(twin_spawn, "MEMFD", False)
+    names = set(Path("/dev/shm").iterdir())
+    seg = twin_spawn.Segment(1 << 16)
+    other = twin_spawn.Segment(handle=seg.handle)  # as a started child maps it
+    seg.array[:4] = [1, 2, 3, 4]
+    assert list(other.array[:4]) == [1, 2, 3, 4] and set(Path("/dev/shm").iterdir()) == names
+    assert os.readlink(f"/proc/self/fd/{seg.fd}").startswith("/dev/shm/livecap-")  # not a memfd
+    monkeypatch.setenv("LIVECAP_CPU_TWIN", "spawn")
+    monkeypatch.setattr(cpu_pool.contention, "busy", lambda: False)
+    S = NumpyBackend()
+    try:
+        w = S.prepare_linear(r(3072, 1024))
+        x = r(1, 1024)
+        assert S.twin.wait_ready(30) and S.twin._arena_segment.handle[0] == "fd"
+        before = S.twin.served()
+        with_twin = S.linear(x, w)
+        assert S.twin.served() == before + 1
+        S.twin.failed = True
+        assert np.array_equal(with_twin, S.linear(x, w))
+    finally:
+        S.twin.stop()
+    assert set(Path("/dev/shm").iterdir()) == names
 
 
 @started
