@@ -249,6 +249,12 @@ class SessionStore:
                 hits[session_id] = n
         return hits
 
+    def prepare_search(self, session_id: str) -> None:
+        """Read and casefold the latest version of ``session_id`` now, so that a later ``search`` need not (a
+        search box warms the store a session at a time while it has focus; an unknown id does nothing)."""
+        if SESSION_ID.match(session_id or ""):
+            self._folded(self._latest_path(session_id))
+
     def journal_path(self, session_id: str) -> Path:
         """The journal of ``session_id`` (``SessionNotFound`` when the id is malformed or unknown)."""
         if not SESSION_ID.match(session_id or ""):

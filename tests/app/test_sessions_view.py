@@ -229,3 +229,42 @@ def test_opening_a_session_reads_and_shows_it_once(qtbot, tmp_path, monkeypatch)
     assert view.ids() == ["20260101-090000"] and view.history.lines()[0].text == "first 0"
     view.search.clear()  # every session again; the open one shown whole, not still filtered by "first"
     assert view.current_id() == "20260101-090000" and view.history.search.text() == ""
+
+
+def test_the_search_box_reads_the_sessions_while_it_has_focus_so_typing_reads_none(qtbot, tmp_path, monkeypatch):
+    """A search looks at every line of every session: the first keystroke read them all (~1.3 s for a year of
+    hour-long sessions). While the box has focus (it has at open) the window reads them a session per turn of the
+    event loop, newest first; the keystrokes then read nothing."""
+    from app import session_store
+    from app.session_store import SessionStore
+    from app.sessions_view import SessionsWindow
+    from app.settings import Settings
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    ids = [f"2026010{d}-090000" for d in range(1, 7)]
+    for sid in ids:
+        records = [{"type": "start", "time": sid[:4] + "-01-01T09:00:00", "source": "microphone", "model": "m"}]
+        records += [
+            {"type": "line", "text": f"day {sid[7]} {i}", "start": 2.0 * i, "end": 2.0 * i + 1.0} for i in range(5)
+        ]
+        records.append({"type": "end", "time": sid[:4] + "-01-01T10:00:00"})
+        (folder / f"{sid}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    read = []
+    original = session_store.read_journal_data
+    monkeypatch.setattr(session_store, "read_journal_data", lambda path: read.append(path.stem) or original(path))
+    SessionsWindow(SessionStore(folder), Settings(tmp_path / "settings.ini")).deleteLater()  # writes the list's index
+    read.clear()
+    view = SessionsWindow(SessionStore(folder), Settings(tmp_path / "settings.ini"))
+    qtbot.addWidget(view)
+    assert read == [ids[-1]]  # the open session only, until the window shows
+    view.show()
+    qtbot.waitExposed(view)
+    view.activateWindow()
+    view.search.setFocus()
+    qtbot.waitUntil(lambda: sorted(read) == sorted(ids), timeout=5000)
+    assert read[:3] == [ids[-1], ids[-2], ids[-3]]  # newest first
+    read.clear()
+    qtbot.keyClicks(view.search, "day 3")
+    assert read == []  # nothing read at the keystrokes
+    assert view.ids() == ["20260103-090000"] and view.current_id() == "20260103-090000"
