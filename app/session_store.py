@@ -172,7 +172,7 @@ class SessionStore:
         self.folder = Path(folder)
         self._cache: dict[Path, tuple[tuple[int, int], JournalData]] = {}
         self._index = SummaryIndex(self.folder)
-        self._folds: dict[Path, tuple[JournalData, tuple[str, ...]]] = {}
+        self._folds: dict[Path, tuple[tuple[int, int] | None, tuple[str, ...]]] = {}
 
     # -- reading -----------------------------------------------------------------------------------
     def ids(self) -> list[str]:
@@ -422,14 +422,22 @@ class SessionStore:
         return versions[-1][1] if versions else self.folder / f"{session_id}.jsonl"
 
     def _folded(self, path: Path) -> tuple[str, ...]:
-        """The casefolded text of each of a journal's lines, kept with its ``_read``: a search types a letter at
-        a time, and folding every line of a year of sessions again took ~0.1 s per keystroke."""
-        data = self._read(path)
+        """The casefolded text of each of a journal's lines, kept while the file is unchanged: a search types a
+        letter at a time (folding every line of a year of sessions again took ~0.1 s per keystroke). Only the
+        strings are kept, not the parsed lines: a year of hour-long sessions held ~80 MB of line objects for
+        search alone, and the garbage collector's full passes over them stalled the window (74-454 ms)."""
+        try:
+            st = path.stat()
+            key = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            key = None
         cached = self._folds.get(path)
-        if cached is not None and cached[0] is data:
+        if cached is not None and key is not None and cached[0] == key:
             return cached[1]
+        parsed = self._cache.get(path)
+        data = parsed[1] if parsed is not None and key is not None and parsed[0] == key else read_journal_data(path)
         folded = tuple(line.text.casefold() for line in data.lines)
-        self._folds[path] = (data, folded)
+        self._folds[path] = (key, folded)
         return folded
 
     def _meta(self, session_id: str) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import time
@@ -90,6 +91,21 @@ def test_search_across_sessions(folder, tmp_path):
     assert store.search("budget") == {a: 1, b: 2}
     assert store.search("morning") == {a: 1}
     assert store.search("  ") == {} and store.search("zebra") == {}
+
+
+def test_search_keeps_the_text_it_searches_not_the_parsed_sessions(folder):
+    """A year of hour-long sessions kept ~80 MB of parsed line objects after a search, and the garbage collector
+    walked them all in each full pass (74-454 ms stalls of the window)."""
+    ids = [
+        make_session(folder, [Line(f"talk {s} line {i}", i, i + 1) for i in range(300)]).session_id for s in range(8)
+    ]
+    store = SessionStore(folder)
+    gc.collect()
+    before = len(gc.get_objects())
+    assert store.search("line 7") == {sid: 11 for sid in ids}  # 7, 70-79
+    gc.collect()
+    assert len(gc.get_objects()) - before < 300  # not 2400 lines' worth of objects
+    assert store.search("talk 3 line") == {ids[3]: 300}
 
 
 def test_export_every_format_and_version(folder, tmp_path):
