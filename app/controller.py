@@ -362,10 +362,10 @@ class SessionController(QObject):
                 self.message.emit("warning", f"The session audio cannot be kept ({exc.strerror or exc}).")
         return spec
 
-    def _apply_retention(self) -> list[str]:
+    def _apply_retention(self, just_finished: str | None = None) -> list[str]:
         if self.store is None:
             return []
-        protect = [i for i in (self.session_id,) if i]
+        protect = [i for i in (self.session_id, just_finished) if i]
         try:
             return self.store.apply_retention(self.retention, protect)
         except Exception:  # retention must never stop the app
@@ -420,5 +420,5 @@ class SessionController(QObject):
         finished, self.session_id = self.session_id, None
         if finished is not None:
             self.last_session_id = finished
-            self._apply_retention()
+            self._apply_retention(finished)  # never the session just recorded, whatever the clock says
             self.session_saved.emit(finished)

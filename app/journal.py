@@ -79,7 +79,15 @@ class Journal:
         except OSError as exc:
             self._fail(exc)
             return
-        self._write({"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **(info or {})})
+        # "time" is local wall-clock time, as the id; "epoch" orders sessions when the clock or time zone changed
+        self._write(
+            {
+                "type": "start",
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                "epoch": round(time.time(), 3),
+                **(info or {}),
+            }
+        )
 
     @property
     def session_id(self) -> str:
@@ -116,8 +124,16 @@ class Journal:
     def _write(self, record: dict[str, Any]) -> None:
         if self._file is None:
             return
+        text = json.dumps(record, ensure_ascii=False)
         try:
-            self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: a file name that is not valid UTF-8 (os.fsdecode's escapes)
+            try:
+                text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")  # one U+FFFD per byte
+            except UnicodeEncodeError:
+                text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        try:
+            self._file.write(text + "\n")
             self._file.flush()
             os.fsync(self._file.fileno())
         except (OSError, ValueError) as exc:

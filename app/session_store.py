@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -352,8 +353,8 @@ class SessionStore:
             return []
         keep = set(protect)
         ids = self.ids()
-        if policy.mode == "sessions":
-            doomed = ids[policy.n :]
+        if policy.mode == "sessions":  # newest first by when they started, not by id: the clock may have gone back
+            doomed = sorted(ids, key=lambda i: (self._start_epoch(i), _order(i)), reverse=True)[policy.n :]
         else:
             limit = (time.time() if now is None else now) - policy.n * 86400
             doomed = [i for i in ids if self._start_epoch(i) < limit]
@@ -457,7 +458,13 @@ class SessionStore:
         return sorted((n, p) for n, p in found if n >= 2)
 
     def _start_epoch(self, session_id: str) -> float:
-        started = _started(read_start(self.folder / f"{session_id}.jsonl").get("time"), session_id)
+        """When a session started (seconds since the epoch): its start record's ``epoch``, else its local ``time``
+        (or id) read in the current time zone; inf when unknown."""
+        start = read_start(self.folder / f"{session_id}.jsonl")
+        epoch = start.get("epoch")
+        if isinstance(epoch, (int, float)) and not isinstance(epoch, bool) and math.isfinite(epoch):
+            return float(epoch)
+        started = _started(start.get("time"), session_id)
         try:
             return time.mktime(time.strptime(started[:19], "%Y-%m-%dT%H:%M:%S"))
         except (ValueError, OverflowError):

@@ -35,6 +35,19 @@ def test_crash_leaves_an_unfinished_journal_that_is_recovered(tmp_path):
     assert json.loads(rec.path.read_text().splitlines()[-1]) == {"type": "end", "reason": "recovered"}
 
 
+def test_a_file_name_that_is_not_utf8_does_not_stop_the_journal(tmp_path):
+    """An input named with bytes that are not UTF-8 (os.fsdecode's lone surrogates) made the start record unwritable:
+    the journal gave up and the whole session was never saved."""
+    name = b"talk\xff.wav".decode("utf-8", "surrogateescape")
+    j = journal.Journal(tmp_path, {"input": f"{name} (replay)"})
+    j.set_input(name)
+    j.add(Line("one", 0.0, 1.0))
+    j.close()
+    assert j.failed is None
+    info, lines, finished = journal.read_journal(j.path)
+    assert info["input"] == "talk\ufffd.wav" and lines == [Line("one", 0.0, 1.0)] and finished
+
+
 def test_unwritable_journal_folder_is_reported_not_raised(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import shutil
 import time
 
 import pytest
@@ -155,6 +156,29 @@ def test_retention_by_count_and_days_keeps_protected_and_unfinished(folder, tmp_
     assert store.ids() == [old_unfinished]
 
 
+def set_start(folder, session_id, **fields):
+    path = folder / f"{session_id}.jsonl"
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    records[0].update(fields)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_retention_by_count_goes_by_when_sessions_started_not_by_their_ids(folder):
+    """Ids are local wall-clock times: after a flight west or the end of summer time the newest session has the
+    oldest-looking id, and "keep the last 3" deleted it as soon as it was recorded."""
+    store = SessionStore(folder)
+    abroad = [make_session(folder).session_id for _ in range(3)]
+    for n, sid in enumerate(abroad):
+        set_start(folder, sid, epoch=1_800_000_000.0 + n)
+    newest = make_session(folder).session_id
+    set_start(folder, newest, epoch=1_800_000_100.0)  # started last, though its id may sort anywhere
+    shutil.move(folder / f"{newest}.jsonl", folder / "20000101-000000.jsonl")  # an id that sorts first to go
+    newest = "20000101-000000"
+    assert store.apply_retention(Retention("sessions", 3)) == [abroad[0]]
+    assert set(store.ids()) == {abroad[1], abroad[2], newest}
+    assert store.apply_retention(Retention("days", 1), now=1_800_000_100.0 + 3600) == []  # by epoch, not by id
+
+
 def test_retention_parse():
     assert Retention.parse("days:30") == Retention("days", 30)
     assert Retention.parse("sessions:5") == Retention("sessions", 5)
@@ -184,6 +208,7 @@ def test_retention_by_age_reads_only_the_start_of_each_kept_session(folder, monk
     path = folder / f"{old}.jsonl"
     records = [json.loads(line) for line in path.read_text().splitlines()]
     records[0]["time"] = "2001-01-01T09:00:00"  # the start record's time decides, not the id
+    del records[0]["epoch"]  # a journal written before start records had one
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     whole = []
     original = session_store.read_journal_data

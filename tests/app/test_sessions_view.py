@@ -164,6 +164,26 @@ def test_retention_setting_applies_now_and_after_each_session(qtbot, window, tmp
     assert len(view.ids()) == 1 and view.ids()[0] != newest
 
 
+def test_the_session_just_recorded_is_never_deleted_by_retention(qtbot, window, tmp_path):
+    """With "keep the last 2" and two sessions that started later by the clock (it went back since: a flight west,
+    the end of summer time), the session just recorded was deleted as soon as it ended."""
+    wav = fake_engine.write_wav(tmp_path / "t.wav", fake_engine.speechlike([(0.5, 0.5)]))
+    for _ in range(2):
+        replay(qtbot, window, wav)
+    store = window.controller.store
+    for sid in store.ids():
+        path = store.journal_path(sid)
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        records[0]["epoch"] += 7200  # two hours "later" than now
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    view = window.show_sessions()
+    view.set_retention("sessions:2")
+    assert len(view.ids()) == 2
+    replay(qtbot, window, wav)
+    assert window.controller.last_session_id in view.ids()
+    assert store.lines(window.controller.last_session_id)
+
+
 def test_quit_during_a_session_keeps_it_in_the_store(qtbot, window, capfd):
     c = window.controller
     with qtbot.waitSignal(c.state_changed, timeout=3000):
