@@ -153,6 +153,11 @@ class Backend:
         dequantize a quantized matrix."""
         return w
 
+    def multiplies(self, q: QuantizedWeight) -> bool:
+        """Whether ``prepare_linear`` and ``linear`` compute with ``q``'s layout (its group size and bits): a cached
+        copy another backend wrote may hold layouts this one cannot (NumPy's groups of 16 on MLX)."""
+        return True
+
     def quantized(self, w: Array | QuantizedWeight) -> bool:
         """Whether ``w``, as ``prepare_linear`` returned it, holds quantized weights (a checkpoint stored
         quantized): ``--quantize`` leaves those as they are."""

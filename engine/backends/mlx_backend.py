@@ -10,8 +10,13 @@ import os
 import mlx.core as mx
 import numpy as np
 
+from ..errors import ModelError
 from .base import Backend
-from .quant import QuantizedWeight
+from .quant import BITS, QuantizedWeight
+
+# The group sizes MLX's affine products take (``mx.quantize`` refuses others; ``mx.quantized_matmul`` accepts them
+# lazily and fails at the first evaluation, which would be the first decode).
+GROUP_SIZES = (32, 64, 128)
 
 _DTYPES = {
     "float32": mx.float32,
@@ -100,7 +105,20 @@ class MlxBackend(Backend):
             return rows[..., : table.shape[1]] if table.padded else rows
         return table[idx]
 
+    def multiplies(self, q):
+        return q.group_size in GROUP_SIZES and q.bits in BITS
+
+    def prepare_linear(self, w):
+        if isinstance(w, QuantizedWeight) and not self.multiplies(w):
+            raise ModelError(
+                f"A matrix is quantized in groups of {w.group_size} columns at {w.bits} bits, which the MLX backend "
+                f"cannot compute with (it takes groups of {', '.join(map(str, GROUP_SIZES))})."
+            )
+        return w
+
     def quantize(self, w, group_size, bits):
+        if group_size not in GROUP_SIZES or w.shape[-1] % group_size:  # checked here: MLX cannot pad
+            raise ValueError(f"MLX cannot quantize {w.shape[-1]} columns in groups of {group_size}.")
         q, s, b = mx.quantize(w, group_size=group_size, bits=bits)
         mx.eval(q, s, b)
         return QuantizedWeight(q, s, b, group_size, bits)

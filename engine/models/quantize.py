@@ -7,10 +7,12 @@ A family names its matrices as ``(canonical name, owner object, attribute)`` tar
 matrix is replaced by ``Backend.prepare_linear`` of its quantized form, in groups of 64 columns. Where 64 does
 not divide the width, the backend chooses (``Backend.quantize``): NumPy pads the last group with zero columns
 when that costs little or nothing else fits (``QuantizedWeight.cols``, saved as ``<name>.cols``: Moonshine
-small's 620 and 2480-wide encoder matrices), else it and MLX take groups of 32 or 16; a matrix no group fits
-stays in float. A family may ask for other group sizes per matrix (Moonshine tiny's attention output projections:
-groups of 32, whole groups in each half of the heads). The copy is shared by the backends: each computes with what
-the other wrote.
+small's 620 and 2480-wide encoder matrices), else it takes groups of 32 or 16; MLX never pads and takes groups of
+32 only (its products refuse 16: ``Backend.multiplies``); a matrix no group fits stays in float. A family may ask for
+other group sizes per matrix (Moonshine tiny's attention output projections: groups of 32, whole groups in each half
+of the heads). The copy is shared by the backends: each computes with what the other wrote, except the layouts it
+cannot multiply (NumPy's groups of 16 on MLX), which it converts from the float matrix itself at load, leaving the
+copy as it is.
 """
 
 from __future__ import annotations
@@ -49,6 +51,22 @@ def _group(bits: int, w, scales) -> int:
     return (w.shape[1] * 32 // bits) // scales.shape[1]
 
 
+def _convert(B, n: str, owner, attr: str, bits: int, groups: dict[str, tuple[int, ...]] | None):
+    """Quantize target ``n`` (``owner.attr``) in the first group size that ``B`` takes; None where none fits (the
+    matrix stays float)."""
+    w = getattr(owner, attr)
+    for g in (groups or {}).get(n, GROUPS):  # NumPy pads the first; MLX refuses widths a group does not divide
+        try:
+            q = B.quantize(w, g, bits)
+            if not B.multiplies(q):  # a quantizer that accepts what its products refuse (MLX is lazy)
+                continue
+            setattr(owner, attr, B.prepare_linear(q))
+            return q
+        except (ValueError, RuntimeError, LivecapError):
+            pass  # this group size is not supported here: try the next
+    return None
+
+
 def quantize_targets(
     B,
     targets: list[tuple[str, object, str]],
@@ -77,24 +95,18 @@ def quantize_targets(
                         q.cols = int(store.raw(f"{n}.cols")[0])
                     if q.shape != tuple(getattr(owner, attr).shape):
                         raise ValueError(f"The cached {n} does not fit its matrix.")
-                    loaded.append(q)
-                for (_, owner, attr), q in zip(targets, loaded):
-                    if q is not None:
+                    loaded.append(q if B.multiplies(q) else False)
+                for (n, owner, attr), q in zip(targets, loaded):
+                    if q is False:  # another backend's layout this one cannot compute with: converted here, not saved
+                        _convert(B, n, owner, attr, bits, groups)
+                    elif q is not None:
                         setattr(owner, attr, B.prepare_linear(q))
                 return True
         except (OSError, ValueError, RuntimeError, LivecapError):
             pass  # a damaged cache is rebuilt below
     saved = {}
     for n, owner, attr in targets:
-        w = getattr(owner, attr)
-        q = None
-        for g in (groups or {}).get(n, GROUPS):  # NumPy pads the first; MLX refuses widths a group does not divide
-            try:
-                q = B.quantize(w, g, bits)
-                setattr(owner, attr, B.prepare_linear(q))
-                break
-            except (ValueError, RuntimeError, LivecapError):
-                q = None  # this group size is not supported here: try the next
+        q = _convert(B, n, owner, attr, bits, groups)
         if q is None:
             saved[f"{n}.float"] = B.asarray(np.zeros(1, np.float32))  # stays float (so the cache is complete)
         else:

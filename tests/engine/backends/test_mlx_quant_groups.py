@@ -1,0 +1,109 @@
+"""Quantizing on MLX produces only layouts MLX multiplies (groups of 32, 64 or 128): a width no such group divides
+stays float there, also when the cached copy NumPy wrote holds it in groups of 16 (which MLX's product accepts
+lazily and refuses at the first decode); a stored layout it cannot multiply is a ModelError at load."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from engine.backends.numpy_backend import NumpyBackend
+from engine.backends.quant import QuantizedWeight, quantize_affine
+from engine.cli import main
+from engine.errors import ModelError
+from engine.models import quantize as Q
+from engine.weights import TensorStore, read_header
+from tests.conftest import FIXTURES
+
+mx = pytest.importorskip("mlx.core")
+rng = np.random.default_rng(5)
+
+
+@pytest.fixture(autouse=True)
+def _cache_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def mlx():
+    from engine.backends import get_backend
+
+    return get_backend("mlx")
+
+
+def plain(out_dim: int, in_dim: int) -> np.ndarray:
+    return (rng.standard_normal((out_dim, in_dim)) * 0.05).astype(np.float32)
+
+
+def test_mlx_quantizes_only_in_groups_it_multiplies(mlx):
+    w = mlx.asarray(plain(8, 80))  # 5 groups of 16, no whole group of 32
+    for g in (16, 32, 64):
+        with pytest.raises(ValueError):
+            mlx.quantize(w, g, 8)
+    q = mlx.quantize(mlx.asarray(plain(8, 96)), 32, 8)
+    assert mlx.multiplies(q) and q.group_size == 32
+    sixteen = quantize_affine(plain(8, 80), 16, 8)
+    assert not mlx.multiplies(sixteen) and NumpyBackend().multiplies(sixteen)
+    with pytest.raises(ModelError, match="groups of 16"):  # at load, not at the first product
+        mlx.prepare_linear(
+            QuantizedWeight(*(mlx.asarray(a) for a in (sixteen.w, sixteen.scales, sixteen.biases)), 16, 8)
+        )
+
+
+def test_a_lazy_quantizer_cannot_slip_groups_of_16_through(mlx, monkeypatch, tmp_path):
+    """An MLX whose ``quantize`` accepted groups of 16 (failing only when the product runs): the matrix stays float."""
+
+    def lazy(self, w, g, bits):
+        if g != 16:
+            raise ValueError("80 columns are no whole groups of 32 or 64.")
+        packed = mx.zeros((w.shape[0], 80 * bits // 32), dtype=mx.uint32)
+        return QuantizedWeight(packed, mx.ones((w.shape[0], 5)), mx.zeros((w.shape[0], 5)), g, bits)
+
+    monkeypatch.setattr(type(mlx), "quantize", lazy)
+    owner = SimpleNamespace(w80=mlx.asarray(plain(8, 80)))
+    ckpt = tmp_path / "model.safetensors"
+    ckpt.write_bytes(b"weights")
+    assert not Q.quantize_targets(mlx, [("m.80", owner, "w80")], 8, ckpt, tag="t")
+    assert not isinstance(owner.w80, QuantizedWeight)
+
+
+def test_mlx_keeps_float_what_numpy_cached_in_groups_of_16(mlx, tmp_path):
+    ckpt = tmp_path / "model.safetensors"
+    ckpt.write_bytes(b"weights")
+    floats = {c: plain(96, c) for c in (80, 128)}
+    npy_owner = SimpleNamespace(**{f"w{c}": w.copy() for c, w in floats.items()})
+    targets = [(f"m.{c}", npy_owner, f"w{c}") for c in floats]
+    assert not Q.quantize_targets(NumpyBackend(), targets, 8, ckpt, tag="t")
+    path = Q.cache_path(ckpt, 8, "t")
+    store = TensorStore(read_header(path), path.name)
+    assert store.infos["m.80.scales"].shape[1] == 5  # NumPy's copy: groups of 16
+    before = path.read_bytes()
+    owner = SimpleNamespace(**{f"w{c}": mlx.asarray(w) for c, w in floats.items()})
+    assert Q.quantize_targets(mlx, [(f"m.{c}", owner, f"w{c}") for c in floats], 8, ckpt, tag="t")
+    assert not isinstance(owner.w80, QuantizedWeight)  # as stored: the exact float matrix
+    np.testing.assert_array_equal(mlx.to_numpy(owner.w80), floats[80])
+    assert owner.w128.bits == 8 and owner.w128.group_size == 64  # NumPy's groups of 64: read as they are
+    x = mlx.asarray(rng.standard_normal((2, 80)).astype(np.float32))
+    mlx.eval(mlx.linear(x, owner.w80))
+    assert path.read_bytes() == before  # NumPy's copy stays for NumPy
+
+
+@pytest.mark.parametrize(
+    "name,bits", [("moon_tiny_like", 8), ("moon_tiny_like", 4), ("moon_small_like", 8), ("moon_small_like", 4)]
+)
+@pytest.mark.parametrize("numpy_first", [True, False])
+def test_cli_transcribes_on_mlx_quantized(name, bits, numpy_first, capsys):
+    """QA's case: ``--backend mlx --quantize 8|4`` after (or without) a NumPy run that cached its copy."""
+    args = [str(FIXTURES / "audio" / "speech.wav"), "--model", str(FIXTURES / "models" / name), "--quantize", str(bits)]
+    if numpy_first:
+        assert main([*args, "--backend", "numpy"]) == 0
+        capsys.readouterr()
+    code = main([*args, "--backend", "mlx", "--no-vad", "--tokens"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Unexpected error" not in err
+    (segment,) = json.loads(out)["segments"]
+    assert segment["tokens"]
