@@ -79,15 +79,10 @@ class Journal:
         except OSError as exc:
             self._fail(exc)
             return
-        # "time" is local wall-clock time, as the id; "epoch" orders sessions when the clock or time zone changed
-        self._write(
-            {
-                "type": "start",
-                "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                "epoch": round(time.time(), 3),
-                **(info or {}),
-            }
-        )
+        # "time" is local wall-clock time, as the id; "epoch" orders sessions when the clock or time zone changed;
+        # "pid" tells whether an unfinished session is still being recorded (``recorder_alive``)
+        start = {"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "epoch": round(time.time(), 3)}
+        self._write({**start, "pid": os.getpid(), **(info or {})})
 
     @property
     def session_id(self) -> str:
@@ -259,6 +254,20 @@ def read_start(path: str | Path) -> dict[str, Any]:
     except OSError:
         pass
     return {}
+
+
+def recorder_alive(start: dict[str, Any]) -> bool:
+    """Whether the process that wrote the start record ``start`` still runs (so its session may still be being
+    recorded). True when the record cannot tell (written before records had a ``pid``)."""
+    import psutil
+
+    pid, epoch = start.get("pid"), start.get("epoch")
+    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(epoch, (int, float)):
+        return True
+    try:
+        return psutil.Process(pid).create_time() <= epoch + 1.0  # not another process that got the pid since
+    except (psutil.Error, OSError, ValueError):
+        return False
 
 
 def read_journal(path: str | Path) -> tuple[dict[str, Any], list[Line], bool]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from app.journal import read_start, recorder_alive
 from app.session_audio import RATE, audio_seconds, iter_audio
 from app.session_store import SessionStore
 from engine.errors import UsageError
@@ -46,8 +47,9 @@ def retranscribe(
         raise UsageError(
             f"The session {session_id} has no kept audio; turn on \u201cKeep audio\u201d before recording."
         )
-    if not summary.finished:
+    if not summary.finished and recorder_alive(read_start(store.journal_path(session_id))):
         raise UsageError(f"The session {session_id} is still being recorded; re-transcribe it when it has ended.")
+    # unfinished, its recorder gone (the app stopped during it): its audio up to there is transcribed
     total = audio_seconds(summary.audio)
     model = (loader or _default_loader)(source, backend=backend)
     session = model.start_session(**(options or {}))
