@@ -80,13 +80,13 @@ def run(argv: list[str] | None = None) -> int:
                 options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
         session = model.start_session(**options)
         step = min(max(1, round(args.chunk_ms * SAMPLE_RATE / 1000)), 1 << 24)
-        lines = transcribe(session, audio, step, args.realtime)
+        lines, fed = transcribe(session, audio, step, args.realtime)
     bad = getattr(session, "invalid_samples", 0)
     if bad:
         from .audio.finite import describe
 
         print(f"{PROG}: warning: {describe(bad)}", file=sys.stderr)
-    text = render(model, session, lines, args)
+    text = render(model, session, lines, args, audio_end=fed / SAMPLE_RATE)
     if args.output:
         from .transcript.export import write_text_atomic
 
@@ -96,8 +96,9 @@ def run(argv: list[str] | None = None) -> int:
     return 0
 
 
-def transcribe(session, audio, step: int, realtime: bool = False) -> list:
-    """Feed ``audio`` (an ``AudioStream``) in chunks of ``step`` samples, then finish; the committed lines."""
+def transcribe(session, audio, step: int, realtime: bool = False) -> tuple[list, int]:
+    """Feed ``audio`` (an ``AudioStream``) in chunks of ``step`` samples, then finish; the committed lines and
+    the number of samples fed."""
     lines = []
     fed = 0
     t0 = time.monotonic()
@@ -114,7 +115,7 @@ def transcribe(session, audio, step: int, realtime: bool = False) -> list:
         fed += len(chunk)
     for ev in session.finish():
         lines.extend(ev.committed)
-    return lines
+    return lines, fed
 
 
 def check_output(audio: str, output: str | None) -> None:
@@ -126,8 +127,8 @@ def check_output(audio: str, output: str | None) -> None:
         check_target(output, need_format=False, source=audio)
 
 
-def render(model, session, lines, args) -> str:
-    """The output document for ``lines`` in the requested form."""
+def render(model, session, lines, args, audio_end: float | None = None) -> str:
+    """The output document for ``lines`` in the requested form (no time past ``audio_end`` seconds)."""
     if args.tokens:
         if model.family == "voxtral_realtime":
             doc = {"family": model.family, "delay_tokens": session.delay_tokens, "tokens": session.tokens}
@@ -146,7 +147,7 @@ def render(model, session, lines, args) -> str:
         return json.dumps(doc) + "\n"
     from .transcript import format_transcript
 
-    return format_transcript([ln for ln in lines if ln.text], args.format)
+    return format_transcript([ln for ln in lines if ln.text], args.format, audio_end=audio_end)
 
 
 def _write_stdout(text: str) -> None:

@@ -26,6 +26,10 @@ at most ``max_chars`` characters, and times them. Contract:
   overlaps the next one, so ``end - start`` is at most ``max_dur`` and at least
   ``min(min_dur, next.start - start)`` (input times permitting: a cue squeezed between two starts
   that coincide can have zero length).
+- ``audio_end`` (seconds of audio the Lines come from; ``None``: unknown, no limit): no time passes it.
+  Line and word times past it are brought back to it before the cut, and a cue's extension into the
+  silence stops there (the last cue of a transcript ends by the end of the audio; starts and ends are
+  clamped to it, so the rules above hold with ``audio_end`` as the limit of every cue).
 - The cut of one Line does not depend on the other Lines; only the end of a Line's last cue depends on
   the next cue's start (which :class:`~engine.transcript.live.LiveSrtWriter` relies on).
 """
@@ -36,10 +40,10 @@ import math
 import re
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.errors import UsageError
-from engine.events import Line
+from engine.events import Line, Word
 
 # ---------------------------------------------------------------- public types
 
@@ -95,13 +99,47 @@ def make_cues(
     min_dur: float = 0.83,
     max_dur: float = 7.0,
     cps: float = 17.0,
+    audio_end: float | None = None,
 ) -> list[Cue]:
-    """Cut and time ``lines`` into subtitle cues (see the module docstring for the contract)."""
+    """Cut and time ``lines`` into subtitle cues (see the module docstring for the contract); ``audio_end``:
+    the length of the audio in seconds, which no cue passes (``None``: unknown)."""
     opts = CueOptions(max_chars, max_lines, min_dur, max_dur, cps)
     raws: list[RawCue] = []
-    for line in lines:
+    for line in limit_lines(lines, audio_end):
         raws.extend(line_cues(line, opts))
-    return time_cues(raws, opts)
+    return time_cues(raws, opts, audio_end)
+
+
+def check_audio_end(audio_end: float | None) -> float | None:
+    """``audio_end`` as a float (``None`` stays ``None``); UsageError unless it is a finite number >= 0."""
+    if audio_end is None:
+        return None
+    end = float(audio_end)
+    if not (math.isfinite(end) and end >= 0):
+        raise UsageError("The audio length given for the transcript times must be a finite number of seconds >= 0.")
+    return end
+
+
+def limit_lines(lines: Sequence[Line], audio_end: float | None) -> list[Line]:
+    """``lines`` with every time (line, words, span) past ``audio_end`` brought back to it; the same Line
+    objects when nothing passes it or ``audio_end`` is ``None``."""
+    end = check_audio_end(audio_end)
+    if end is None:
+        return list(lines)
+
+    def cap(t: float) -> float:
+        return min(t, end)
+
+    out = []
+    for line in lines:
+        times = [line.start, line.end, *(t for w in line.words for t in (w.start, w.end)), *(line.span or ())]
+        if all(t <= end for t in times):
+            out.append(line)
+            continue
+        words = tuple(Word(w.text, cap(w.start), cap(w.end)) for w in line.words)
+        span = (cap(line.span[0]), cap(line.span[1])) if line.span is not None else None
+        out.append(replace(line, start=cap(line.start), end=cap(line.end), words=words, span=span))
+    return out
 
 
 # ---------------------------------------------------------------- character classes
@@ -476,13 +514,17 @@ def _join(atoms: list[_Atom]) -> str:
 # ---------------------------------------------------------------- timing
 
 
-def time_cues(raws: Sequence[RawCue], opts: CueOptions) -> list[Cue]:
-    """Time untimed cues in order: monotonic starts, extension to the reading time, no overlaps."""
+def time_cues(raws: Sequence[RawCue], opts: CueOptions, audio_end: float | None = None) -> list[Cue]:
+    """Time untimed cues in order: monotonic starts, extension to the reading time, no overlaps, and
+    (``audio_end`` not ``None``) no time past the end of the audio."""
+    limit = check_audio_end(audio_end)
+    if limit is None:
+        limit = math.inf
     starts: list[float] = []
     prev = -math.inf
     for r in raws:
         prev = max(r.start, prev)
-        starts.append(prev)
+        starts.append(min(prev, limit))
     out = []
     for k, r in enumerate(raws):
         s = starts[k]
@@ -492,5 +534,5 @@ def time_cues(raws: Sequence[RawCue], opts: CueOptions) -> list[Cue]:
             e = s + target
         if k + 1 < len(raws):
             e = min(e, starts[k + 1])
-        out.append(Cue(s, e, r.lines))
+        out.append(Cue(s, min(e, limit), r.lines))
     return out

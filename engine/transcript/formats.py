@@ -2,7 +2,9 @@
 
 All functions are pure (lines in, text out). SRT and WebVTT go through :func:`make_cues` (the cue
 options are passed on as keywords); TXT and JSON keep one entry per Line. Times are rounded to the
-millisecond; negative times are written as zero. Output uses ``\\n`` line ends and, unless empty,
+millisecond; negative times are written as zero. Every format takes ``audio_end``, the length in seconds of
+the audio the lines come from (``None``: unknown): no time written passes it (times past it are written as
+it, and the last subtitle cue is not extended past it). Output uses ``\\n`` line ends and, unless empty,
 ends with one newline.
 """
 
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 
 from engine.errors import UsageError
 from engine.events import Line
-from engine.transcript.cues import Cue, make_cues
+from engine.transcript.cues import Cue, limit_lines, make_cues
 
 FORMATS = ("txt", "srt", "vtt", "json")
 
@@ -70,11 +72,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def format_txt(lines: Sequence[Line], *, timestamps: bool = False) -> str:
+def format_txt(lines: Sequence[Line], *, timestamps: bool = False, audio_end: float | None = None) -> str:
     """Plain text: one output line per Line (its text with whitespace runs made single spaces; blank
     Lines left out); with ``timestamps`` each is prefixed ``[hh:mm:ss.mmm --> hh:mm:ss.mmm] ``."""
     out = []
-    for line in lines:
+    for line in limit_lines(lines, audio_end):
         text = _one_line(line.text)
         if not text:
             continue
@@ -84,11 +86,11 @@ def format_txt(lines: Sequence[Line], *, timestamps: bool = False) -> str:
     return "".join(out)
 
 
-def format_json(lines: Sequence[Line]) -> str:
+def format_json(lines: Sequence[Line], *, audio_end: float | None = None) -> str:
     """A JSON list with one object per Line: ``start``, ``end`` (seconds, ms precision), ``text`` (as
     committed), plus ``tokens`` and ``words`` (``[{text, start, end}]``) when the Line has them."""
     items = []
-    for line in lines:
+    for line in limit_lines(lines, audio_end):
         item: dict = {"start": _ms(line.start) / 1000, "end": _ms(line.end) / 1000, "text": line.text}
         if line.tokens:
             item["tokens"] = [int(t) for t in line.tokens]
@@ -102,7 +104,7 @@ def format_json(lines: Sequence[Line]) -> str:
 
 def format_transcript(lines: Sequence[Line], fmt: str, **kw) -> str:
     """Dispatch on ``fmt`` (``txt``, ``srt``, ``vtt`` or ``json``; UsageError otherwise); ``kw`` goes
-    to the formatter (``timestamps`` for txt, cue options for srt/vtt)."""
+    to the formatter (``audio_end`` for all, ``timestamps`` for txt, cue options for srt/vtt)."""
     key = fmt.lower()
     if key == "txt":
         return format_txt(lines, **kw)

@@ -17,8 +17,11 @@ class LiveSrtWriter:
     committed Line, numbered on from the previous ones, then flushes and fsyncs. Because a cue's end
     depends on the next cue's start, the last cue block already written is rewritten in place on the
     next ``add`` (its end may move earlier); everything before it is final. After the adds of lines
-    ``L1..Ln`` the file holds exactly ``format_srt([L1, ..., Ln], **cue_options)``. ``close()`` is
-    idempotent; the writer is a context manager. OS failures raise :class:`engine.errors.ExportError`.
+    ``L1..Ln`` the file holds exactly ``format_srt([L1, ..., Ln], **cue_options)``. ``close(audio_end)``
+    rewrites the last block once more so that it ends by the end of the audio (``audio_end`` seconds, at or
+    after the lines' times): the file then holds ``format_srt(lines, audio_end=audio_end, **cue_options)``.
+    ``close()`` is idempotent; the writer is a context manager. OS failures raise
+    :class:`engine.errors.ExportError`.
     """
 
     def __init__(self, path: str | os.PathLike[str], **cue_options) -> None:
@@ -63,10 +66,32 @@ class LiveSrtWriter:
         self._pending = RawCue(timed[-1].start, last.end, last.lines, last.chars)
         self._count = number + len(timed) - 1
 
-    def close(self) -> None:
-        """Close the file (further ``add`` calls raise ValueError)."""
-        if not self._file.closed:
+    def close(self, audio_end: float | None = None) -> None:
+        """Close the file (further ``add`` calls raise ValueError); with ``audio_end`` (the seconds of audio
+        the session was fed) the last cue is first cut back to end by then. The file is closed even when
+        that last write fails (ExportError)."""
+        if self._file.closed:
+            return
+        try:
+            if audio_end is not None and self._pending is not None:
+                self._end_at(audio_end)
+        finally:
             self._file.close()
+
+    def _end_at(self, audio_end: float) -> None:
+        assert self._pending is not None
+        last = time_cues([self._pending], self._options)[0]
+        cue = time_cues([self._pending], self._options, audio_end)[0]
+        if cue == last:
+            return
+        try:
+            self._file.seek(self._pending_offset)
+            self._file.truncate()
+            self._file.write(srt_block(self._count, cue).encode("utf-8"))
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except OSError as err:
+            raise ExportError(f"Cannot write the captions to '{self.path}': {os_reason(err)}.") from None
 
     def __enter__(self) -> LiveSrtWriter:
         return self

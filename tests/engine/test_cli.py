@@ -298,3 +298,41 @@ def test_flac_gives_exactly_the_text_of_the_same_wav(capsys, tmp_path):
             assert code == 0, err
             docs.append(json.loads(out))
         assert docs[0] == docs[1] and docs[0]["segments"][0]["tokens"]
+
+
+def _stamps(text: str) -> list[float]:
+    import re
+
+    found = re.findall(r"(\d\d):(\d\d):(\d\d)[.,](\d\d\d)", text)
+    return [int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000 for h, m, s, ms in found]
+
+
+@pytest.mark.parametrize(
+    "model,extra",
+    [
+        ("vox_tiny_hf", ["--delay-ms", "480"]),
+        ("vox_tiny_hf", ["--delay-ms", "2400"]),
+        ("moon_small_like", ["--no-vad"]),
+    ],
+)
+def test_no_time_past_the_end_of_the_audio(capsys, tmp_path, model, extra):
+    """1.006 s of audio: Voxtral's lines ended at 1.84 s (text from the final padding), and the SRT/VTT cue
+    of a line ending at the audio's end was extended past it. Now no time passes the audio's end."""
+    from engine.audio import read_audio
+
+    f = tmp_path / "short.wav"
+    write_wav(f, read_audio(SPEECH)[:16096])
+    end = 16096 / 16000
+    for fmt in ("json", "srt", "vtt"):
+        code, out, err = cli(capsys, f, "--model", FIXTURES / "models" / model, *extra, "--format", fmt)
+        assert code == 0, err
+        if fmt == "json":
+            lines = json.loads(out)
+            assert lines
+            times = [t for ln in lines for t in (ln["start"], ln["end"])]
+            times += [t for ln in lines for w in ln.get("words", []) for t in (w["start"], w["end"])]
+        else:
+            times = _stamps(out)
+        assert all(0 <= t <= round(end, 3) for t in times), (fmt, times)
+        if fmt in ("srt", "vtt"):
+            assert max(times) == round(end, 3)

@@ -11,7 +11,8 @@ the reference ``generate()`` on the same padded audio, whatever the chunking of 
 A mid-stream EOS does not end a live session: ``tokens`` keeps it, and [STREAMING_PAD] is fed back in its
 place so decoding continues (the reference stops there, so parity holds up to that EOS).
 
-Captions: text of position p belongs to audio [(p-32-D)*0.08, (p-31-D)*0.08) s. All emitted text is final
+Captions: text of position p belongs to audio [(p-32-D)*0.08, (p-31-D)*0.08) s, clamped to the audio fed (text
+that comes while ``finish`` steps through the padding ends at the audio's end). All emitted text is final
 (greedy, never revised); the partial is the open line and its stable part ends at the last complete word.
 A line is committed at a pause (``pause_ms`` of [STREAMING_PAD]), after sentence-final punctuation when the
 next word starts, at a word boundary once it passes ``max_chars``, or anywhere (between characters) once it
@@ -211,7 +212,10 @@ class VoxtralSession:
         return events
 
     def _time(self, pos: int) -> float:
-        return max(0.0, (pos - LEFT_PAD_TOKENS - self.delay_tokens) * SAMPLES_PER_TOKEN / SAMPLE_RATE)
+        """Seconds of the audio at position ``pos``, never past the audio fed: ids produced while ``finish``
+        steps through the silent padding (words the delay held back) belong to the audio's end."""
+        t = (pos - LEFT_PAD_TOKENS - self.delay_tokens) * SAMPLES_PER_TOKEN / SAMPLE_RATE
+        return min(max(0.0, t), self.samples / SAMPLE_RATE)
 
     def _word_objs(self) -> tuple[Word, ...]:
         return tuple(Word(w[0].strip(), self._time(w[1]), self._time(w[2] + 1)) for w in self.words if w[0].strip())

@@ -316,8 +316,69 @@ def test_title_abbreviation_is_not_a_break():
         dict(max_dur=0.0),
         dict(cps=0.0),
         dict(min_dur=-1.0),
+        dict(audio_end=-0.5),
+        dict(audio_end=float("nan")),
+        dict(audio_end=float("inf")),
     ],
 )
 def test_bad_options(kw):
     with pytest.raises(UsageError):
         make_cues([Line("x", 0, 1)], **kw)
+
+
+# ---------------------------------------------------------------- the end of the audio
+
+
+def test_last_cue_is_not_extended_past_the_audio():
+    """A line that ends where the audio ends: its cue is not extended into silence that is not there
+    (it was: 'Yes.' at 0.7-1.0 s of a 1.0 s clip showed until 1.53 s)."""
+    [cue] = make_cues([Line("Yes.", 0.7, 1.0)], audio_end=1.0)
+    assert (cue.start, cue.end) == (0.7, 1.0)
+    [cue] = make_cues([Line("Yes.", 0.7, 1.0)], audio_end=1.2)
+    assert (cue.start, cue.end) == (0.7, 1.2)  # extended as far as the audio goes
+    [cue] = make_cues([Line("Yes.", 0.7, 1.0)])
+    assert cue.end == pytest.approx(0.7 + 0.83)  # audio length unknown: as before
+
+
+def test_reading_time_extension_stops_at_the_audio_end():
+    text = "a lot of words said very quickly right at the end of the recording"
+    cues = make_cues([Line("Before.", 0.0, 0.5), Line(text, 9.0, 10.0)], audio_end=10.0)
+    assert cues[-1].end == 10.0
+    assert all(c.start <= c.end <= 10.0 for c in cues)
+
+
+def test_times_past_the_audio_are_brought_back():
+    """Lines timed past the audio (as journals of the past recorded them) give cues within it."""
+    words = (Word("late", 9.9, 10.5), Word("words", 10.5, 10.8))
+    lines = [Line("early", 1.0, 2.0), Line("late words", 9.9, 10.8, words=words), Line("after", 10.9, 11.0)]
+    cues = make_cues(lines, audio_end=9.96)
+    assert [c.text for c in cues] == ["early", "late words", "after"]
+    assert cues[1].start == 9.9 and cues[-1].start == cues[-1].end == 9.96
+    for a, b in zip(cues, cues[1:]):
+        assert a.start <= a.end <= b.start
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(line_lists(), st.floats(0.0, 2.0))
+def test_limits_hold_with_the_audio_end(lines, slack):
+    """Lines within the audio: the contract holds with the audio's end as the limit of the last cue."""
+    end = max((ln.end for ln in lines), default=0.0) + slack
+    cues = make_cues(lines, audio_end=end)
+    assert squash("".join("".join(c.lines) for c in cues)) == squash("".join(l.text for l in lines))
+    assert [c.lines for c in cues] == [c.lines for c in make_cues(lines)]  # the same cut
+    for k, c in enumerate(cues):
+        assert 0 <= c.start <= c.end <= end
+        if k + 1 < len(cues):
+            assert c.end <= cues[k + 1].start + EPS
+        else:
+            assert c.end - c.start >= min(0.83, end - c.start) - EPS
+
+
+@settings(max_examples=100, deadline=None)
+@given(line_lists(), st.floats(0.0, 150.0))
+def test_no_cue_passes_any_audio_end(lines, end):
+    cues = make_cues(lines, audio_end=end)
+    assert squash("".join("".join(c.lines) for c in cues)) == squash("".join(l.text for l in lines))
+    for a, b in zip(cues, cues[1:]):
+        assert a.start <= b.start and a.end <= b.start + EPS
+    assert all(c.start <= c.end <= end for c in cues)

@@ -144,6 +144,34 @@ def test_live_rewrites_the_extended_last_cue(tmp_path):
         w.add(Line("late", 2, 3))
 
 
+def test_live_close_ends_the_last_cue_by_the_audio_end(tmp_path):
+    """The last cue, extended into the silence after its line, is cut back at close to the audio's end."""
+    p = tmp_path / "live.srt"
+    lines = [LINES[0], LINES[1]]
+    w = LiveSrtWriter(p)
+    for line in lines:
+        w.add(line)
+    assert list(srt.parse(p.read_text()))[-1].end.total_seconds() > 6.0
+    w.close(audio_end=6.0)
+    assert p.read_text(encoding="utf-8") == format_srt(lines, audio_end=6.0)
+    subs = list(srt.parse(p.read_text()))
+    assert subs[-1].end.total_seconds() == 6.0 and len(subs) == len(make_cues(lines))
+    w.close(audio_end=1.0)  # idempotent: already closed, nothing rewritten
+    assert p.read_text(encoding="utf-8") == format_srt(lines, audio_end=6.0)
+
+
+def test_live_close_with_room_left_keeps_the_file(tmp_path):
+    p = tmp_path / "live.srt"
+    with LiveSrtWriter(p) as w:
+        w.add(LINES[0])
+        before = p.read_text()
+        w.close(audio_end=30.0)
+    assert p.read_text() == before == format_srt([LINES[0]], audio_end=30.0)
+    q = tmp_path / "empty.srt"
+    LiveSrtWriter(q).close(audio_end=0.0)
+    assert q.read_text() == ""
+
+
 def test_live_numbering_continues_across_multi_cue_lines(tmp_path):
     p = tmp_path / "live.srt"
     long = Line(" ".join(["word"] * 40), 0.0, 12.0)

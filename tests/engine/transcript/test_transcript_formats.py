@@ -200,6 +200,29 @@ def test_json():
     assert json.loads(format_json([])) == []
 
 
+# ---------------------------------------------------------------- the end of the audio
+
+
+def test_no_format_writes_a_time_past_the_audio():
+    """Every format takes the audio's length: no time written passes it (lines the session timed past the
+    end are written at the end; the last cue is not extended into silence that is not there)."""
+    words = (Word("Yes", 9.5, 9.9), Word("indeed.", 9.9, 10.8))
+    lines = [Line("Early.", 1.0, 2.0), Line("Yes indeed.", 9.5, 10.8, words=words)]
+    end = 9.963
+    for fmt in ("srt", "vtt"):
+        text = format_transcript(lines, fmt, audio_end=end)
+        stamps = re.findall(r"(\d\d):(\d\d):(\d\d)[.,](\d\d\d)", text)
+        assert max(int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000 for h, m, s, ms in stamps) == end
+        assert text == (format_srt if fmt == "srt" else format_vtt)(lines, audio_end=end)
+    data = json.loads(format_transcript(lines, "json", audio_end=end))
+    assert data[1]["end"] == end and data[1]["words"][1] == {"text": "indeed.", "start": 9.9, "end": end}
+    assert data[0] == json.loads(format_json(lines))[0]
+    assert format_transcript(lines, "txt", timestamps=True, audio_end=end).endswith(
+        "[00:00:09.500 --> 00:00:09.963] Yes indeed.\n"
+    )
+    assert format_txt(lines, audio_end=end) == format_txt(lines)
+
+
 # ---------------------------------------------------------------- dispatch
 
 

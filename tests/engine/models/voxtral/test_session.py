@@ -339,3 +339,22 @@ def test_quantize_on_load(tmp_path, monkeypatch, backend, bits):
         s, _ = run(m, clip_of(golden), int(g["delay_tokens"]) * 80, 1280)
         agree = np.mean([a == b for a, b in zip(s.tokens, ref)])
         assert agree >= (0.7 if bits == 8 else 0.15), agree
+
+
+@pytest.mark.parametrize("delay_ms", [80, 480, 2400])
+@pytest.mark.parametrize("seconds", [1.006, 2.5])
+def test_times_never_pass_the_audio_fed(delay_ms, seconds):
+    """Text the decoder gives while ``finish`` steps through the silent padding is timed at the audio's end,
+    never after it (it was timed up to (D + 1 + 10) x 80 ms past it: 0-1.84 s for 1.006 s of audio)."""
+    m = model("vox_tiny_hf", "numpy")
+    audio = read_audio(FIXTURES / "audio" / "speech.wav")[: round(seconds * 16000)]
+    s, events = run(m, audio, delay_ms, 1280)
+    fed = len(audio) / 16000
+    lines = [ln for e in events for ln in e.committed] + [e.partial for e in events if e.partial is not None]
+    assert any(ln.words for ln in lines)
+    for ln in lines:
+        assert 0 <= ln.start <= ln.end <= fed
+        for w in ln.words:
+            assert ln.start <= w.start <= w.end <= ln.end
+    committed = [ln for e in events for ln in e.committed]
+    assert all(a.end <= b.start for a, b in zip(committed, committed[1:]))
