@@ -403,20 +403,26 @@ class SessionController(QObject):
         self._live_srt = None
         self.message.emit("error", user_message(exc, "The live SRT file could not be written"))
 
-    def _close_live_srt(self) -> None:
+    @property
+    def audio_seconds(self) -> float | None:
+        """Seconds of audio the current (or last) session was fed, as the worker last said; ``None`` when
+        unknown (no session yet, or recovered lines). No transcript time passes it."""
+        return self.last_stats.audio_s if self.last_stats is not None else None
+
+    def _close_live_srt(self, audio_end: float | None = None) -> None:
         writer, self._live_srt = self._live_srt, None
         if writer is not None:
             try:
-                writer.close()
+                writer.close(audio_end)  # the last cue ends by the end of the audio
             except Exception:
                 log.warning("closing the live SRT failed", exc_info=True)
 
     def _close_session_files(self) -> None:
+        audio_s = self.audio_seconds
         if self._journal is not None:
-            audio_s = self.last_stats.audio_s if self.last_stats is not None else None
             self._journal.close(**({"audio_s": round(audio_s, 3)} if audio_s is not None else {}))
             self._journal = None
-        self._close_live_srt()
+        self._close_live_srt(audio_s)
         finished, self.session_id = self.session_id, None
         if finished is not None:
             self.last_session_id = finished

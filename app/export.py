@@ -45,15 +45,18 @@ def clock(seconds: float) -> str:
     return f"{total // 3600:02d}:{total // 60 % 60:02d}:{total % 60:02d}"
 
 
-def render(lines: Sequence[Line], fmt: ExportFormat) -> str:
+def render(lines: Sequence[Line], fmt: ExportFormat, audio_end: float | None = None) -> str:
     """The transcript as ``fmt`` would write it (used for the dialog's preview)."""
     from engine.transcript import format_transcript
 
-    return format_transcript(list(lines), fmt.engine_fmt, **fmt.options)
+    return format_transcript(list(lines), fmt.engine_fmt, audio_end=audio_end, **fmt.options)
 
 
-def export(lines: Sequence[Line], path: str | Path, fmt: ExportFormat | None = None) -> None:
-    """Write ``lines`` to ``path`` atomically in ``fmt`` (by the path's extension when ``None``).
+def export(
+    lines: Sequence[Line], path: str | Path, fmt: ExportFormat | None = None, audio_end: float | None = None
+) -> None:
+    """Write ``lines`` to ``path`` atomically in ``fmt`` (by the path's extension when ``None``). ``audio_end``:
+    the seconds of audio the lines come from (``None``: unknown); no time written passes it.
 
     Raises ``engine.errors.LivecapError`` with one sentence when it cannot: ``ExportError`` for an
     unwritable path, ``UsageError`` for an extension that names no format.
@@ -61,6 +64,6 @@ def export(lines: Sequence[Line], path: str | Path, fmt: ExportFormat | None = N
     from engine.transcript import write_transcript
 
     if fmt is None:
-        write_transcript(list(lines), Path(path))
+        write_transcript(list(lines), Path(path), audio_end=audio_end)
     else:
-        write_transcript(list(lines), Path(path), fmt=fmt.engine_fmt, **fmt.options)
+        write_transcript(list(lines), Path(path), fmt=fmt.engine_fmt, audio_end=audio_end, **fmt.options)

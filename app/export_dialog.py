@@ -44,16 +44,24 @@ def default_file_name(fmt: ExportFormat) -> str:
 
 
 class ExportDialog(QDialog):
-    """Exports ``lines``; after an accepted ``exec()``, ``saved_path`` and ``format`` say what was written."""
+    """Exports ``lines`` (of ``audio_end`` seconds of audio, when known: no time written passes it); after an
+    accepted ``exec()``, ``saved_path`` and ``format`` say what was written."""
 
     def __init__(
-        self, lines: Sequence[Line], *, folder: str, fmt_key: str = "srt", parent: QWidget | None = None
+        self,
+        lines: Sequence[Line],
+        *,
+        folder: str,
+        fmt_key: str = "srt",
+        parent: QWidget | None = None,
+        audio_end: float | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("exportDialog")
         self.setWindowTitle("Export transcript")
         self.setMinimumWidth(560)
         self._lines = list(lines)
+        self._audio_end = audio_end
         self.saved_path: Path | None = None
         self._confirmed: Path | None = None  # chosen in the file dialog, which asked about replacing it
 
@@ -125,7 +133,7 @@ class ExportDialog(QDialog):
         if path.is_file() and path != self._confirmed and not self.confirm_replace(path):
             return
         try:
-            export(self._lines, path, self.format)
+            export(self._lines, path, self.format, self._audio_end)
         except Exception as exc:  # ExportError, or anything else: one sentence, stay open
             log.warning("export failed: %s", path, exc_info=True)
             self._show_error(user_message(exc, f"The transcript could not be saved to {path}"))
@@ -160,7 +168,7 @@ class ExportDialog(QDialog):
         n = len(self._lines)
         self.summary.setText(f"{n} line{'s' if n != 1 else ''}" + (" \u2014 preview:" if n else " to export."))
         try:
-            text = render(self._lines[:PREVIEW_LINES], self.format)
+            text = render(self._lines[:PREVIEW_LINES], self.format, self._audio_end)
         except Exception as exc:  # a preview must never break the dialog
             text = user_message(exc, "No preview")
         if n > PREVIEW_LINES:

@@ -434,7 +434,11 @@ class MainWindow(QMainWindow):
         """Open the export dialog (modal); returns it after it closed."""
         folder = self.settings.value(Key.EXPORT_FOLDER) or str(documents_dir())
         dialog = ExportDialog(
-            self.controller.lines, folder=folder, fmt_key=self.settings.value(Key.EXPORT_FORMAT), parent=self
+            self.controller.lines,
+            folder=folder,
+            fmt_key=self.settings.value(Key.EXPORT_FORMAT),
+            parent=self,
+            audio_end=self.controller.audio_seconds,
         )
         if dialog.exec() and dialog.saved_path is not None:
             self.settings.set_value(Key.EXPORT_FOLDER, str(dialog.saved_path.parent))

@@ -20,7 +20,7 @@ def save_transcript(window: MainWindow, save_to: str) -> bool:
     failure: one sentence in the window and on stderr, the session's journal left unfinished so that its lines
     are offered for recovery at the next start, and False."""
     try:
-        export(window.controller.lines, save_to)
+        export(window.controller.lines, save_to, audio_end=window.controller.audio_seconds)
     except Exception as exc:  # one sentence, no traceback; the lines stay in the session backup
         window.controller.keep_session_backup()
         kept = "Its lines are kept and offered for recovery at the next start."

@@ -237,6 +237,14 @@ class SessionStore:
                 return self._read(vpath).lines
         raise SessionNotFound(f"The session {session_id} has no version {version}.")
 
+    def audio_seconds(self, session_id: str) -> float | None:
+        """Seconds of audio the session was fed (its journal's end record's ``audio_s``); ``None`` when it was
+        not recorded (an unfinished session, or one from before it was kept). No time of any version passes it."""
+        audio_s = self._read(self.journal_path(session_id)).end.get("audio_s")
+        if isinstance(audio_s, (int, float)) and not isinstance(audio_s, bool) and 0 <= audio_s < math.inf:
+            return float(audio_s)
+        return None
+
     def search(self, text: str) -> dict[str, int]:
         """For each session whose latest version contains ``text`` (case-insensitive): the number of
         matching lines. An empty ``text`` matches nothing."""
@@ -340,9 +348,11 @@ class SessionStore:
         version: int | None = None,
         **options: Any,
     ) -> None:
-        """Write a version (default: the latest) to ``path`` (format by extension when ``fmt`` is None)."""
+        """Write a version (default: the latest) to ``path`` (format by extension when ``fmt`` is None); no time
+        written passes the session's ``audio_seconds`` (unless ``options`` give another ``audio_end``)."""
         from engine.transcript import write_transcript
 
+        options.setdefault("audio_end", self.audio_seconds(session_id))
         write_transcript(self.lines(session_id, version), path, fmt, **options)
 
     def apply_retention(self, policy: Retention, protect: Iterable[str] = (), now: float | None = None) -> list[str]:

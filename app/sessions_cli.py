@@ -58,7 +58,8 @@ def _export(store: Any, args: Namespace, out: TextIO) -> int:
     if args.output and args.output != "-":
         store.export(args.export_session, args.output, fmt, args.session_version)
     else:
-        out.write(format_transcript(store.lines(args.export_session, args.session_version), fmt))
+        lines = store.lines(args.export_session, args.session_version)
+        out.write(format_transcript(lines, fmt, audio_end=store.audio_seconds(args.export_session)))
     return 0
 
 

@@ -368,11 +368,20 @@ class SessionsWindow(QWidget):
 
     def export_dialog(self) -> ExportDialog | None:
         """Open the export dialog for the shown version (modal); returns it after it closed."""
-        if self.current_id() is None:
+        session_id = self.current_id()
+        if session_id is None:
             return None
+        try:
+            audio_end = self.store.audio_seconds(session_id)
+        except LivecapError:  # the session went meanwhile: the lines shown, their times as they are
+            audio_end = None
         folder = self.settings.value(Key.EXPORT_FOLDER) or str(documents_dir())
         dialog = ExportDialog(
-            self.history.lines(), folder=folder, fmt_key=self.settings.value(Key.EXPORT_FORMAT), parent=self
+            self.history.lines(),
+            folder=folder,
+            fmt_key=self.settings.value(Key.EXPORT_FORMAT),
+            parent=self,
+            audio_end=audio_end,
         )
         if dialog.exec() and dialog.saved_path is not None:
             self.settings.set_value(Key.EXPORT_FOLDER, str(dialog.saved_path.parent))

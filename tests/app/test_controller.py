@@ -16,7 +16,9 @@ def test_live_srt_grows_during_the_session(qtbot, loaded, tmp_path):
     qtbot.waitUntil(lambda: len(list(srt.parse(path.read_text(encoding="utf-8")))) >= 2, timeout=2000)
     with qtbot.waitSignal(loaded.session_finished, timeout=5000):
         loaded.stop()
-    assert path.read_text(encoding="utf-8") == format_srt(loaded.lines)
+    assert loaded.audio_seconds is not None and loaded.audio_seconds >= max(ln.end for ln in loaded.lines)
+    assert path.read_text(encoding="utf-8") == format_srt(loaded.lines, audio_end=loaded.audio_seconds)
+    assert all(s.end.total_seconds() <= loaded.audio_seconds for s in srt.parse(path.read_text(encoding="utf-8")))
     assert loaded.elapsed() > 0
 
 

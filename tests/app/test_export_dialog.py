@@ -50,6 +50,20 @@ def test_webvtt_round_trip(qtbot, tmp_path):
     assert captions[-1].start_in_seconds == 61
 
 
+def test_no_time_past_the_audio(qtbot, tmp_path):
+    """With the audio's length (the session's), the last cue ends by it, in the preview and the file."""
+    lines = [LINES[0], Line("Thanks.", 61.0, 61.2)]  # shown for 0.83 s, but the audio ends at 61.5 s
+    dialog = ExportDialog(lines, folder=str(tmp_path), fmt_key="srt", audio_end=61.5)
+    qtbot.addWidget(dialog)
+    assert "00:01:01,000 --> 00:01:01,500" in dialog.preview.toPlainText()
+    dialog.accept()
+    subs = list(srt.parse(dialog.saved_path.read_text(encoding="utf-8")))
+    assert subs[-1].end == timedelta(seconds=61.5)
+    loose = ExportDialog(lines, folder=str(tmp_path), fmt_key="srt")  # length unknown: as before
+    qtbot.addWidget(loose)
+    assert "00:01:01,000 --> 00:01:01,830" in loose.preview.toPlainText()
+
+
 def test_txt_with_and_without_timestamps(qtbot, tmp_path):
     plain = export_with(qtbot, tmp_path / "", "txt")
     assert plain == "".join(line.text + "\n" for line in LINES)

@@ -125,6 +125,26 @@ def test_export_every_format_and_version(folder, tmp_path):
         store.export(sid, tmp_path / "missing" / "a.txt")
 
 
+def test_export_times_end_by_the_session_audio(folder, tmp_path):
+    """A line that ends where the audio ends: its cue is not extended past the session's audio (its journal's
+    audio_s), in any version; nor is any time of a line the engine timed past it (journals of the past)."""
+    store = SessionStore(folder)
+    lines = [Line("Good morning everyone", 0.5, 2.0), Line("the budget is approved", 4.9, 5.3)]
+    sid = make_session(folder, lines).session_id
+    assert store.audio_seconds(sid) == 5.25
+    store.add_version(sid, [Line("better", 4.5, 5.25)], {"model": "/models/moon-small"})
+    for version in (1, 2):
+        store.export(sid, tmp_path / "a.srt", version=version)
+        subs = list(srt.parse((tmp_path / "a.srt").read_text(encoding="utf-8")))
+        assert subs[-1].end.total_seconds() == 5.25
+        store.export(sid, tmp_path / "a.json", version=version)
+        assert max(d["end"] for d in json.loads((tmp_path / "a.json").read_text())) == 5.25
+    unfinished = make_session(folder, lines, finished=False).session_id
+    assert store.audio_seconds(unfinished) is None  # unknown: no limit
+    store.export(unfinished, tmp_path / "b.srt")
+    assert list(srt.parse((tmp_path / "b.srt").read_text(encoding="utf-8")))[-1].end.total_seconds() > 5.3
+
+
 def test_versions(folder, tmp_path):
     store = SessionStore(folder)
     sid = make_session(folder).session_id
