@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--weights", choices=("stored", "8-bit", "4-bit"), help="model weights for this run (default: the saved choice)"
     )
     p.add_argument("--input", metavar="FILE", help="replay an audio file in real time instead of the microphone")
-    p.add_argument("--speed", type=float, default=1.0, help="replay speed factor for --input (default 1)")
+    p.add_argument("--speed", type=float, help="replay speed factor for --input (default 1)")
     p.add_argument("--save-transcript", metavar="PATH", help="write the transcript when --input ends")
     p.add_argument("--quit-at-end", action="store_true", help="exit when --input ends")
     p.add_argument("--delay-ms", type=int, help="Voxtral delay in ms for this run")
@@ -112,7 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run_self_test(args.self_test_dir)
     from app import sessions_cli
+    from engine.cli import check_delay_ms
+    from engine.errors import UsageError
 
+    try:
+        check_delay_ms(args.delay_ms)  # a delay no model takes; a model without a delay: when it is loaded
+    except UsageError as exc:
+        print(f"livecap: {exc}", file=sys.stderr)
+        return exc.exit_code
     if sessions_cli.wanted(args):
         try:
             loader = load_factory(args.engine_factory) if args.engine_factory else None
@@ -120,7 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"livecap: the engine factory could not be loaded ({exc}).", file=sys.stderr)
             return 2
         return sessions_cli.run(args, loader)
-    if not 0 < args.speed < float("inf"):
+    if args.format or args.output is not None or args.session_version is not None:
+        print("livecap: --format, -o and --session-version go with --export-session ID.", file=sys.stderr)
+        return 2
+    if args.speed is not None and not args.input:
+        print("livecap: --speed goes with --input FILE.", file=sys.stderr)
+        return 2
+    if args.speed is not None and not 0 < args.speed < float("inf"):
         print("livecap: --speed must be a positive number.", file=sys.stderr)
         return 2
     if args.quit_after is not None and (args.input or not 0 < args.quit_after < float("inf")):
@@ -150,9 +163,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     QCoreApplication.setOrganizationName(APP_ORG)
     QCoreApplication.setApplicationName(APP_NAME)
     app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else APP_NAME])
-    setup_logging(paths.log_dir())
+    try:
+        log_folder = paths.log_dir()
+    except OSError as exc:  # e.g. platformdirs refuses a folder that another user may write to
+        log_folder = None
+        print(f"livecap: warning: running without a log file ({exc.strerror or exc}).", file=sys.stderr)
+    setup_logging(log_folder)
     route_qt_messages()
-    settings = Settings(args.settings or paths.settings_file())
+    try:
+        settings_path = args.settings or paths.settings_file()
+        journal_dir = args.sessions_dir or paths.journal_dir()
+    except OSError as exc:
+        print(f"livecap: cannot make the folders for settings and sessions ({exc.strerror or exc}).", file=sys.stderr)
+        return 1
+    settings = Settings(settings_path)
     try:
         loader = load_factory(args.engine_factory) if args.engine_factory else default_loader
     except (ImportError, AttributeError, ValueError, OSError) as exc:
@@ -164,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from PySide6.QtGui import QIcon
 
         app.setWindowIcon(QIcon(str(icon)))
-    controller = SessionController(loader=loader, journal_dir=args.sessions_dir or paths.journal_dir())
+    controller = SessionController(loader=loader, journal_dir=journal_dir)
     window = MainWindow(controller, settings)
     if args.engine_factory:
         window.sessions_child_args = ["--engine-factory", args.engine_factory]
@@ -180,14 +204,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     window.show()
 
     source = args.model or settings.value(Key.MODEL_SOURCE)
+    if args.delay_ms is not None:  # a valid delay (checked above): the combo has it
+        window.delay_combo.setCurrentIndex(window.delay_combo.findData(args.delay_ms))
     run = None
     if args.input:
         from app.replay import ReplayRun
 
-        if args.delay_ms is not None:
-            window.delay_combo.setCurrentIndex(max(window.delay_combo.findData(args.delay_ms), 0))
         run = ReplayRun(
-            window, args.input, speed=args.speed, save_to=args.save_transcript, quit_at_end=args.quit_at_end
+            window, args.input, speed=args.speed or 1.0, save_to=args.save_transcript, quit_at_end=args.quit_at_end
         )
         if not source:
             run.fail("Choose a model with --model SOURCE.", 2)
@@ -199,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             run.fail("Choose a model with --model SOURCE.", 2)
     else:
         window.offer_recovery()
+    if run is not None:
+        run.delay_ms = args.delay_ms  # a model without a delay fails the run
     if source:
         window.load_model(source, args.backend, weight_bits(args.weights) if args.weights else None)
     _close_on_interrupt(window)

@@ -33,7 +33,10 @@ def save_transcript(window: MainWindow, save_to: str) -> bool:
 class UnattendedRun(QObject):
     """Calls ``begin()`` once the model is loaded; when the session ends writes ``save_to`` (format by its
     extension; ``save_transcript``) and, with ``quit_at_end``, exits the app. ``exit_code`` is None until the
-    run ends. Subclasses say how the session begins."""
+    run ends. Subclasses say how the session begins. With ``delay_ms`` (``livecap --delay-ms``) a model without
+    a delay fails the run (usage, exit 2) instead of beginning it."""
+
+    delay_ms: int | None = None
 
     def __init__(self, window: MainWindow, save_to: str | None, quit_at_end: bool) -> None:
         super().__init__(window)
@@ -54,6 +57,14 @@ class UnattendedRun(QObject):
 
     def _on_model(self, info: object) -> None:
         if info is not None and not self._started:
+            from engine.cli import check_delay_ms
+            from engine.errors import UsageError
+
+            try:
+                check_delay_ms(self.delay_ms, getattr(info, "family", None))
+            except UsageError as exc:
+                self.fail(str(exc), exc.exit_code)
+                return
             self._started = True
             self.begin()
 

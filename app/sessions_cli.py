@@ -5,9 +5,11 @@
     livecap --retranscribe ID --model SOURCE [--backend B]
                                                     progress as JSON lines, then the new version
 
-``--export-session`` takes the format from ``OUT``'s extension when ``--format`` is not given, writes
-``OUT`` atomically, or stdout without ``-o``; it exports the latest version unless ``--session-version`` says.
-Exit codes: 0 ok, 1 the file could not be written, 2 usage (an unknown session), 3 model, 4 audio.
+``--export-session`` takes the format from ``OUT``'s extension when ``--format`` is not given (and refuses a
+``--format`` that contradicts it), writes ``OUT`` atomically, or stdout without ``-o``; it exports the latest
+version unless ``--session-version`` says. A reader of stdout that goes away (``| head``) ends the output
+quietly. Exit codes: 0 ok, 1 the file (or stdout) could not be written, 2 usage (an unknown session), 3 model,
+4 audio.
 """
 
 from __future__ import annotations
@@ -23,7 +25,21 @@ from engine.errors import LivecapError, UsageError, user_message
 
 def wanted(args: Namespace) -> bool:
     """Whether ``args`` ask for a headless session command."""
-    return bool(args.sessions or args.export_session or args.retranscribe)
+    return bool(args.sessions or args.export_session is not None or args.retranscribe is not None)
+
+
+class _Out:
+    """Standard output (or ``stream``) written line by line through ``engine.cli.write_stdout``: once the reader
+    has gone away (``| head``), ``gone`` is True and further writes are dropped."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.gone = stream, False
+
+    def write(self, text: str) -> None:
+        from engine.cli import write_stdout
+
+        if not self.gone:
+            self.gone = not write_stdout(text, self.stream)
 
 
 def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
@@ -31,14 +47,19 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
     from app import paths
     from app.session_store import SessionStore
 
-    out = out or sys.stdout
-    store = SessionStore(Path(args.sessions_dir) if args.sessions_dir else paths.journal_dir())
+    out = _Out(out or sys.stdout)
     try:
+        for option, value in (("--export-session", args.export_session), ("--retranscribe", args.retranscribe)):
+            if value is not None and not value.strip():
+                raise UsageError(f"{option} needs a session id (livecap --sessions lists them).")
+        store = SessionStore(Path(args.sessions_dir) if args.sessions_dir else paths.journal_dir())
         if args.sessions:
             for summary in store.list():
                 out.write(json.dumps(summary.to_json(), ensure_ascii=False) + "\n")
+                if out.gone:
+                    break
             return 0
-        if args.export_session:
+        if args.export_session is not None:
             return _export(store, args, out)
         return _retranscribe(store, args, loader, out)
     except LivecapError as exc:
@@ -49,11 +70,14 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
         return 1
 
 
-def _export(store: Any, args: Namespace, out: TextIO) -> int:
+def _export(store: Any, args: Namespace, out: _Out) -> int:
     from engine.transcript import format_for_path, format_transcript
+    from engine.transcript.export import output_format
 
-    fmt = args.format or (format_for_path(args.output) if args.output and args.output != "-" else None)
+    fmt = output_format(args.format, args.output)
     if fmt is None:
+        if args.output and args.output != "-":
+            format_for_path(args.output)  # raises: the name's extension names no format
         raise UsageError("Say the format with --format srt|vtt|txt|json (or give -o a file name with that extension).")
     if args.output and args.output != "-":
         store.export(args.export_session, args.output, fmt, args.session_version)
@@ -63,7 +87,7 @@ def _export(store: Any, args: Namespace, out: TextIO) -> int:
     return 0
 
 
-def _retranscribe(store: Any, args: Namespace, loader: Any, out: TextIO) -> int:
+def _retranscribe(store: Any, args: Namespace, loader: Any, out: _Out) -> int:
     from app.retranscribe import retranscribe
 
     if not args.model:
@@ -71,7 +95,6 @@ def _retranscribe(store: Any, args: Namespace, loader: Any, out: TextIO) -> int:
 
     def progress(done: float, total: float) -> None:
         out.write(json.dumps({"progress": round(done, 3), "total": round(total, 3)}) + "\n")
-        out.flush()
 
     options = {"delay_ms": args.delay_ms} if args.delay_ms is not None else None
     version = retranscribe(

@@ -3,8 +3,9 @@
 The audio is decoded and fed block by block (``engine.audio.open_audio``), so memory does not grow with
 the file's length. ``-o`` replaces its file atomically (``engine.transcript.write_text_atomic``): a failed
 write leaves the old file as it was. Exit codes: 0 ok, 1 the output could not be written, 2 usage, 3 model
-problem, 4 audio problem; errors are one sentence on stderr. Set LIVECAP_DEBUG=1 to see tracebacks of
-unexpected errors.
+problem, 4 audio problem; errors are one sentence on stderr. Without ``--format`` the format follows ``-o``'s
+extension (.txt, .srt, .vtt, .json; else txt); a ``--format`` that contradicts it is refused. Set
+LIVECAP_DEBUG=1 to see tracebacks of unexpected errors.
 """
 
 from __future__ import annotations
@@ -42,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--quantize", type=int, choices=(4, 6, 8), help="float weights to this many bits (stored quantized: kept)"
     )
-    p.add_argument("--format", default="txt", choices=("txt", "srt", "vtt", "json"))
+    p.add_argument(
+        "--format", choices=("txt", "srt", "vtt", "json"), help="output format (default: -o's extension, else txt)"
+    )
     p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
     p.add_argument("--chunk-ms", type=float, default=80.0, metavar="N", help="feed chunk size (default 80)")
     p.add_argument("--realtime", action="store_true", help="pace the feed at wall-clock speed")
@@ -57,7 +60,11 @@ def run(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not 0 < args.chunk_ms < math.inf:
         raise UsageError("--chunk-ms must be a positive number of milliseconds.")
+    check_delay_ms(args.delay_ms)
     check_output(args.audio, args.output)
+    from .transcript.export import output_format
+
+    args.format = output_format(args.format, args.output, "txt")
     from .audio import open_audio
     from .loader import load_model
 
@@ -68,13 +75,10 @@ def run(argv: list[str] | None = None) -> int:
             if args.no_vad:
                 raise UsageError("--no-vad applies to Moonshine models only.")
             if args.delay_ms is not None:
-                if args.delay_ms not in VOXTRAL_DELAYS:
-                    raise UsageError("--delay-ms must be a multiple of 80 from 80 to 1200, or 2400.")
                 options["delay_ms"] = args.delay_ms
             options["keep_tokens"] = args.tokens
         else:
-            if args.delay_ms is not None:
-                raise UsageError("--delay-ms applies to Voxtral models only.")
+            check_delay_ms(args.delay_ms, model.family)
             options["vad"] = not args.no_vad
             if not args.no_vad and not args.realtime:
                 options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
@@ -92,8 +96,19 @@ def run(argv: list[str] | None = None) -> int:
 
         write_text_atomic(args.output, text)
     else:
-        _write_stdout(text)
+        write_stdout(text)
     return 0
+
+
+def check_delay_ms(delay_ms: int | None, family: str | None = None) -> None:
+    """Refuse a ``--delay-ms`` that no model takes, or (with the model's ``family``) one given for a model
+    without a delay: UsageError with one sentence. ``None`` (not given) is always fine. Shared with ``livecap``."""
+    if delay_ms is None:
+        return
+    if delay_ms not in VOXTRAL_DELAYS:
+        raise UsageError("--delay-ms must be a multiple of 80 from 80 to 1200, or 2400.")
+    if family is not None and family != "voxtral_realtime":
+        raise UsageError("--delay-ms applies to Voxtral models only.")
 
 
 def transcribe(session, audio, step: int, realtime: bool = False) -> tuple[list, int]:
@@ -150,22 +165,30 @@ def render(model, session, lines, args, audio_end: float | None = None) -> str:
     return format_transcript([ln for ln in lines if ln.text], args.format, audio_end=audio_end)
 
 
-def _write_stdout(text: str) -> None:
+def write_stdout(text: str, stream=None) -> bool:
+    """Write and flush ``text`` to ``stream`` (default: standard output). False when the reader went away
+    (``| head``: not an error of ours; nothing more should be written); LivecapError with one sentence on any
+    other failure (a full disk). Shared with ``livecap``'s session commands."""
+    stream = stream if stream is not None else sys.stdout
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # the reader went away (``| head``): not an error of ours
-        try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
-        except OSError:
-            pass
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        _drop_stdout(stream)  # keeps the interpreter's final flush quiet
+        return False
     except OSError as e:
         reason = os_reason(e)
+        _drop_stdout(stream)  # the text that did not fit is dropped at exit
+        raise LivecapError(f"Cannot write to standard output: {reason}.") from None
+    return True
+
+
+def _drop_stdout(stream) -> None:
+    if stream is sys.stdout:
         try:
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the text that did not fit is dropped at exit
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the interpreter's final flush goes here
         except OSError:
             pass
-        raise LivecapError(f"Cannot write to standard output: {reason}.") from None
 
 
 def main(argv: list[str] | None = None) -> int:

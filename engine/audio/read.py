@@ -132,7 +132,8 @@ def open_audio(path_or_dash: str | os.PathLike[str]) -> AudioStream:
     """Open audio for streaming (see the module docstring for the formats).
 
     ``"-"`` reads stdin: raw float32 little-endian 16 kHz mono samples (a trailing partial sample is
-    dropped; empty input gives zero samples), or a WAV file when it starts with a RIFF header. A file that
+    dropped; empty input gives zero samples), or a WAV file when it starts with a RIFF header; other formats
+    (FLAC, OGG, MP3, ... recognised by their first bytes) are refused with one sentence. A file that
     cannot be read raises :class:`engine.errors.AudioError` with one sentence that names it; an unknown
     format's sentence names the formats that work.
     """
@@ -385,13 +386,77 @@ def _open_stdin() -> AudioStream:
     if stdin is None:
         raise AudioError("Cannot read audio from standard input: it is not available.")
     try:
-        head = stdin.read(4)
+        head = stdin.read(12)
+        frame = _mpeg_frame_bytes(head)  # an MP3 or AAC frame header? the next one's start tells for sure
+        if frame + 7 > len(head):
+            head += stdin.read(frame + 7 - len(head))
     except (OSError, ValueError) as err:
         raise AudioError(f"Cannot read audio from standard input: {err}.") from None
     stream = _Prefixed(head, stdin)
-    if head in (b"RIFF", b"RF64"):
+    if head[:4] in (b"RIFF", b"RF64"):
         return AudioStream(_WavDecoder(WavReader(stream, name), None), name, "WAV")
+    container = _stdin_container(head)
+    if container:
+        raise AudioError(
+            f"Cannot read audio from standard input: it holds {container}, and standard input takes WAV or raw "
+            "float32 16 kHz mono only; give the file's name instead of -."
+        )
     return AudioStream(_RawDecoder(stream, name), name, "raw float32")
+
+
+def _stdin_container(head: bytes) -> str | None:
+    """The compressed or container format that the first bytes of standard input start as, if any (a raw
+    float32 stream does not start so, but for a chance of about 1 in 2**32 per magic: these are checked whole)."""
+    if head[:4] in _MAGIC:
+        return _MAGIC[head[:4]]
+    if head[:4] == b"FORM" and head[8:12] in (b"AIFF", b"AIFC"):
+        return "AIFF"
+    if head[4:8] == b"ftyp":
+        return "MP4/M4A"
+    if head[:3] == b"ID3" and 2 <= head[3] <= 4:
+        return "MP3"
+    n = _mpeg_frame_bytes(head)
+    if n and (len(head) == n or _mpeg_frame_bytes(head[n:])):  # two frames in a row (or exactly one)
+        return {0: "AAC", 1: "MP3"}.get((head[1] >> 1) & 3, "MPEG audio")
+    return None
+
+
+_MAGIC = {
+    b"fLaC": "FLAC",
+    b"OggS": "OGG",
+    b"caff": "CAF",
+    b".snd": "AU",
+    b"wvpk": "WavPack",
+    b"MAC ": "Monkey's Audio",
+    b"\x1aE\xdf\xa3": "Matroska/WebM",
+}
+_MPEG_KBPS = {  # (MPEG-1?, layer): bitrates in kbit/s for the header's indexes 1..14
+    (True, 1): (32, 64, 96, 128, 160, 192, 224, 256, 288, 320, 352, 384, 416, 448),
+    (True, 2): (32, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384),
+    (True, 3): (32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320),
+    (False, 1): (32, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 224, 256),
+    (False, 2): (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160),
+}
+
+
+def _mpeg_frame_bytes(head: bytes) -> int:
+    """The length in bytes of the MPEG audio (MP1/2/3) or ADTS AAC frame whose header ``head`` starts with;
+    0 when it does not start with a valid one (reserved fields, free format)."""
+    if len(head) < 7 or head[0] != 0xFF or head[1] & 0xE0 != 0xE0:
+        return 0
+    version, layer = (head[1] >> 3) & 3, 4 - ((head[1] >> 1) & 3)
+    if layer == 4:  # ADTS AAC: the frame length is in the header
+        n = ((head[3] & 3) << 11) | (head[4] << 3) | (head[5] >> 5)
+        return n if head[1] & 0xF6 == 0xF0 and (head[2] >> 2) & 15 < 13 and n >= 7 else 0
+    rate_index, bitrate_index = (head[2] >> 2) & 3, head[2] >> 4
+    if version == 1 or rate_index == 3 or bitrate_index in (0, 15):
+        return 0
+    rate = (44100, 48000, 32000)[rate_index] >> {3: 0, 2: 1, 0: 2}[version]  # MPEG-1, MPEG-2: /2, MPEG-2.5: /4
+    kbps = _MPEG_KBPS[(version == 3, min(layer, 2) if version != 3 else layer)][bitrate_index - 1]
+    pad = (head[2] >> 1) & 1
+    if layer == 1:
+        return (12000 * kbps // rate + pad) * 4
+    return (144000 if layer == 2 or version == 3 else 72000) * kbps // rate + pad
 
 
 class _Prefixed(io.RawIOBase):

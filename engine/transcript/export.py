@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from engine.errors import ExportError, UsageError, os_reason
 from engine.events import Line
-from engine.transcript.formats import format_for_path, format_transcript
+from engine.transcript.formats import FORMATS, format_for_path, format_transcript
 
 
 def write_transcript(lines: Sequence[Line], path: str | os.PathLike[str], fmt: str | None = None, **options) -> None:
@@ -63,6 +63,23 @@ def check_target(
         os.unlink(probe)
     except OSError as err:
         raise UsageError(f"Cannot save the transcript to '{target}': {os_reason(err)}.") from None
+
+
+def output_format(fmt: str | None, output: str | os.PathLike[str] | None, default: str | None = None) -> str | None:
+    """The format of the command lines' ``--format FMT -o OUTPUT`` (``OUTPUT`` None or ``"-"``: stdout): ``fmt``
+    when given, else the one the file name's extension names (.txt, .srt, .vtt, .json), else ``default``.
+    UsageError (one sentence) when ``fmt`` and the extension name different formats: no file is written
+    mislabeled."""
+    named = None
+    if output is not None and os.fspath(output) != "-":
+        ext = os.path.splitext(os.fspath(output))[1].lower().lstrip(".")
+        named = ext if ext in FORMATS else None
+    if fmt and named and fmt.lower() != named:
+        raise UsageError(
+            f"--format {fmt} does not match the output file name '{os.fspath(output)}'; "
+            f"drop --format or give the file a .{fmt.lower()} name."
+        )
+    return fmt or named or default
 
 
 def _new_file_mode() -> int:

@@ -201,3 +201,91 @@ def test_failed_final_write_keeps_the_session_for_recovery(tmp_path, wav):
 
     lines = recovered_lines(tmp_path / "data" / "livecap" / "sessions")
     assert [line.text for line in lines] == [line.text for line in expected_lines(wav)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--format", "srt"), "--format, -o and --session-version go with --export-session ID."),
+        (("-o", "out.srt"), "--format, -o and --session-version go with --export-session ID."),
+        (("--session-version", "2"), "--format, -o and --session-version go with --export-session ID."),
+        (("--speed", "2"), "--speed goes with --input FILE."),
+    ],
+)
+def test_an_option_without_the_one_it_goes_with_is_refused(tmp_path, args, message):
+    """``livecap --format srt`` alone used to open the window (a script hung)."""
+    proc = run_livecap(tmp_path, *args, timeout=20)
+    assert proc.returncode == 2 and proc.stderr == f"livecap: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("delay", "model", "message"),
+    [
+        ("500", "voxtral-fake", "--delay-ms must be a multiple of 80 from 80 to 1200, or 2400."),
+        ("-7", "voxtral-fake", "--delay-ms must be a multiple of 80 from 80 to 1200, or 2400."),
+        ("480", "fake", "--delay-ms applies to Voxtral models only."),  # the fake engine's Moonshine
+    ],
+)
+def test_delay_ms_is_checked_as_the_engine_cli_does(tmp_path, wav, delay, model, message):
+    """Voxtral used to run at 80 ms silently, Moonshine ignored the delay."""
+    proc = replay(tmp_path, wav, tmp_path / "out.txt", "--delay-ms", delay, model=model, timeout=30)
+    assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not list((tmp_path / "data").rglob("*.jsonl")) and not (tmp_path / "out.txt").exists()  # nothing began
+
+
+RECORDER = """
+import json
+from pathlib import Path
+
+from tests.app import fake_engine
+
+
+def load_model(source, *, backend="auto", **_):
+    model = fake_engine.load_model(source, backend=backend)
+    start = model.start_session
+
+    def start_session(**options):
+        Path({path!r}).write_text(json.dumps(options))
+        return start(**options)
+
+    model.start_session = start_session
+    return model
+"""
+
+
+def test_a_valid_delay_reaches_the_voxtral_session(tmp_path, wav):
+    import json
+
+    factory = tmp_path / "recorder.py"
+    factory.write_text(RECORDER.format(path=str(tmp_path / "options.json")))
+    out = tmp_path / "out.txt"
+    proc = replay(tmp_path, wav, out, "--delay-ms", "2400", model="voxtral-fake", factory=f"{factory}:load_model")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "options.json").read_text())["delay_ms"] == 2400
+
+
+@pytest.mark.parametrize("folder", ["XDG_STATE_HOME", "XDG_CONFIG_HOME"])
+def test_a_folder_that_cannot_be_made_is_one_sentence(tmp_path, wav, folder):
+    """Under a folder that anyone may write to (not sticky) platformdirs refuses to make livecap's folders: the
+    log's (XDG_STATE_HOME) used to end in a traceback; now the run goes on without a log file, while the
+    settings' is refused in one sentence."""
+    import subprocess
+    import sys
+
+    from tests.helpers import livecap_env
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    env = {**livecap_env(tmp_path), folder: str(shared / "dirs")}
+    out = tmp_path / "out.txt"
+    args = ["--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end", "--save-transcript", str(out)]
+    cmd = [sys.executable, "-m", "app.main", *args, "--engine-factory", FAKE_ENGINE]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    if folder == "XDG_STATE_HOME":
+        assert proc.returncode == 0 and out.read_text() == format_txt(expected_lines(wav))
+        assert proc.stderr.startswith("livecap: warning: running without a log file (")
+        assert "writable by another user" in proc.stderr
+    else:
+        assert proc.returncode == 1 and proc.stderr.startswith("livecap: cannot make the folders for settings")

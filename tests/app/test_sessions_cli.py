@@ -174,3 +174,55 @@ def test_an_unexpected_failure_is_one_sentence(tmp_path, monkeypatch, capsys, er
     args = build_parser().parse_args(["--sessions", "--sessions-dir", str(tmp_path)])
     assert sessions_cli.run(args) == 1
     assert capsys.readouterr().err == f"livecap: {sentence}\n"
+
+
+def test_an_empty_session_id_is_a_usage_error(tmp_path):
+    """``--export-session "$UNSET" --format srt`` used to open the window (a script hung)."""
+    for option in ("--export-session", "--retranscribe"):
+        proc = run_livecap(tmp_path, option, "", "--format", "srt", factory=None, timeout=20)
+        assert (
+            proc.returncode == 2
+            and proc.stderr == f"livecap: {option} needs a session id (livecap --sessions lists them).\n"
+        )
+
+
+def test_the_export_format_follows_the_file_name_and_a_contradiction_is_refused(tmp_path):
+    """``--format srt -o x.vtt`` used to write SRT into x.vtt."""
+    replay(tmp_path, fake_engine.write_wav(tmp_path / "a.wav", fake_engine.speechlike([(0.5, 0.5)])))
+    sid = sessions(tmp_path)[0]["id"]
+    vtt = run_livecap(tmp_path, "--export-session", sid, "--format", "vtt", factory=None).stdout
+    assert run_livecap(tmp_path, "--export-session", sid, "-o", str(tmp_path / "x.vtt"), factory=None).returncode == 0
+    assert (tmp_path / "x.vtt").read_text(encoding="utf-8") == vtt
+    proc = run_livecap(
+        tmp_path, "--export-session", sid, "--format", "srt", "-o", str(tmp_path / "y.vtt"), factory=None
+    )
+    assert proc.returncode == 2 and not (tmp_path / "y.vtt").exists()
+    assert proc.stderr == (
+        f"livecap: --format srt does not match the output file name '{tmp_path / 'y.vtt'}'; "
+        "drop --format or give the file a .srt name.\n"
+    )
+
+
+def _many_sessions(folder, count: int) -> None:
+    folder.mkdir()
+    for i in range(count):
+        sid = f"2025{1 + i // 28 % 12:02d}{1 + i % 28:02d}-{i // 336:02d}0000"
+        start = {"type": "start", "time": "2025-01-01T00:00:00", "source": "file", "model": "fake", "input": "a.wav"}
+        (folder / f"{sid}.jsonl").write_text(json.dumps(start) + "\n", encoding="utf-8")
+
+
+def test_a_reader_that_goes_away_ends_the_list_quietly_and_a_full_disk_is_one_sentence(tmp_path):
+    """``livecap --sessions | head -1`` used to say "the session command failed (BrokenPipeError ...)", rc 1;
+    ``> /dev/full`` "(OSError: [Errno 28] ...)"."""
+    _many_sessions(tmp_path / "many", 2000)  # more than a pipe holds
+    cmd = [sys.executable, "-m", "app.main", "--sessions", "--sessions-dir", str(tmp_path / "many")]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert json.loads(proc.stdout.readline())["model"] == "fake"
+    proc.stdout.close()  # as head does
+    assert proc.wait(timeout=60) == 0
+    assert proc.stderr.read() == b""
+    proc.stderr.close()
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(cmd, cwd=REPO, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr == "livecap: Cannot write to standard output: no space left on device.\n"

@@ -94,6 +94,49 @@ def copy_model(tmp_path):
     return d
 
 
+@pytest.mark.parametrize("fmt", ["txt", "json", "srt", "vtt"])
+def test_the_format_follows_the_output_name(capsys, tmp_path, fmt):
+    """``-o out.srt`` without ``--format`` used to write plain text into out.srt."""
+    code, expected, err = cli(capsys, SPEECH, "--model", MODEL, "--no-vad", "--format", fmt)
+    assert code == 0, err
+    code, out, err = cli(capsys, SPEECH, "--model", MODEL, "--no-vad", "-o", tmp_path / f"out.{fmt.upper()}")
+    assert code == 0 and out == "" and err == "", err
+    assert (tmp_path / f"out.{fmt.upper()}").read_text() == expected
+
+
+def test_an_unknown_output_extension_keeps_txt_and_a_contradiction_is_refused(capsys, tmp_path):
+    code, expected, err = cli(capsys, SPEECH, "--model", MODEL, "--no-vad")
+    assert code == 0, err
+    assert cli(capsys, SPEECH, "--model", MODEL, "--no-vad", "-o", tmp_path / "out.log")[0] == 0
+    assert (tmp_path / "out.log").read_text() == expected
+    check_error(
+        capsys,
+        2,
+        *(SPEECH, "--model", MODEL, "--no-vad", "--format", "txt", "-o", tmp_path / "out.srt"),
+        match="--format txt does not match the output file name",
+    )
+    assert not (tmp_path / "out.srt").exists()
+
+
+def test_delay_ms_is_checked_before_the_model_loads(capsys, tmp_path):
+    check_error(capsys, 2, SPEECH, "--model", tmp_path / "missing", "--delay-ms", "500", match="multiple of 80")
+
+
+def test_stdin_takes_no_compressed_audio(tmp_path):
+    """Piped FLAC used to be read as raw float32: an empty transcript, rc 0, and a warning about invalid samples."""
+    import soundfile
+
+    flac = tmp_path / "speech.flac"
+    soundfile.write(str(flac), soundfile.read(str(SPEECH))[0], 16000, format="FLAC")
+    with open(flac, "rb") as piped:
+        r = run_engine_cli("-", "--model", MODEL, "--no-vad", stdin=piped, capture_output=True)
+    assert r.returncode == 4 and r.stdout == ""
+    assert r.stderr == (
+        "livecap-transcribe: Cannot read audio from standard input: it holds FLAC, and standard input takes WAV or "
+        "raw float32 16 kHz mono only; give the file's name instead of -.\n"
+    )
+
+
 def check_error(capsys, code_want, *args, match=None):
     code, out, err = cli(capsys, *args)
     assert code == code_want, (code, err)
@@ -195,17 +238,17 @@ def _limited_file_size(limit: int):
 
 def test_output_write_is_atomic_when_the_disk_fills(tmp_path):
     """A write that fails part way keeps the old file whole and leaves no partial or temporary file."""
-    out = tmp_path / "out.txt"
+    out = tmp_path / "out.json"
     out.write_text("the old transcript, which must survive\n")
     r = run_engine_cli(
-        *(SPEECH, "--model", MODEL, "--no-vad", "--backend", "numpy", "--format", "json", "-o", out),
+        *(SPEECH, "--model", MODEL, "--no-vad", "--backend", "numpy", "-o", out),
         capture_output=True,
         preexec_fn=_limited_file_size(16),
     )
     assert r.returncode == 1, r.stderr
     assert "Cannot write the transcript to" in r.stderr and "Traceback" not in r.stderr
     assert out.read_text() == "the old transcript, which must survive\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "0", "-80", "NaN"])

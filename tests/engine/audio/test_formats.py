@@ -3,6 +3,8 @@ M4A/MP4/MKV and Opus in WebM (PyAV). Each test file is a few seconds, written at
 
 from __future__ import annotations
 
+import io
+import sys
 from fractions import Fraction
 from pathlib import Path
 
@@ -189,3 +191,40 @@ def test_a_damaged_mp3_reads_without_decoder_noise_on_stderr(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert int(proc.stdout) > 0.9 * 16000 * SECONDS
+
+
+class _Stdin:
+    def __init__(self, data: bytes) -> None:
+        self.buffer = io.BytesIO(data)
+
+
+@pytest.mark.parametrize(
+    ("ext", "name"),
+    [
+        ("flac", "FLAC"),
+        ("ogg", "OGG"),
+        ("opus", "OGG"),
+        ("mp3", "MP3"),  # libsndfile's: no ID3 tag, found by two MPEG frame headers in a row
+        ("id3.mp3", "MP3"),  # FFmpeg's: an ID3 tag first
+        ("aac", "AAC"),  # ADTS frames
+        ("aiff", "AIFF"),
+        ("m4a", "MP4/M4A"),
+        ("mkv", "Matroska/WebM"),
+    ],
+)
+def test_stdin_refuses_compressed_audio_in_one_sentence(tmp_path, monkeypatch, ext, name):
+    """Piped FLAC/MP3/... used to be read as raw float32: an empty transcript and a warning about invalid samples."""
+    makers = {
+        **MAKERS,
+        "id3.mp3": lambda p: write_av(p, "mp3", "libmp3lame"),
+        "aac": lambda p: write_av(p, "adts", "aac"),
+        "aiff": lambda p: write_soundfile(p, "AIFF", "PCM_16"),
+    }
+    data = makers[ext](tmp_path / f"x.{ext}").read_bytes()
+    monkeypatch.setattr(sys, "stdin", _Stdin(data))
+    with pytest.raises(AudioError) as info:
+        open_audio("-")
+    assert str(info.value) == (
+        f"Cannot read audio from standard input: it holds {name}, and standard input takes WAV or raw float32 "
+        "16 kHz mono only; give the file's name instead of -."
+    )

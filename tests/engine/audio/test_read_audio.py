@@ -411,3 +411,12 @@ def test_stdin_through_a_real_pipe():
     dtype, n, total = res.stdout.decode().split()
     assert dtype == "float32" and int(n) == len(x)
     assert float(total) == pytest.approx(float(x.astype(np.float64).sum()), abs=1e-9)
+
+
+def test_stdin_raw_float32_that_starts_like_an_mp3_frame_is_raw(monkeypatch):
+    """A first sample whose bytes make a valid MPEG audio frame header is still a sample: only a second header
+    where that frame ends makes it MP3."""
+    x = RNG.uniform(-1, 1, 4000).astype(np.float32)
+    x[0] = np.frombuffer(bytes([0xFF, 0xFB, 0x90, 0x44]), "<f4")[0]  # MPEG-1 layer III, 128 kbit/s, 44.1 kHz
+    monkeypatch.setattr(sys, "stdin", _FakeStdin(f32(x)))
+    np.testing.assert_array_equal(read_audio("-"), x)
