@@ -227,20 +227,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         run.delay_ms = args.delay_ms  # a model without a delay fails the run
     if source:
         window.load_model(source, args.backend, weight_bits(args.weights) if args.weights else None)
-    _close_on_interrupt(window)
+    _close_on_interrupt(window, run)
     code = app.exec()
     if run is not None and run.exit_code is not None:
         code = run.exit_code
+    if run is not None and run.interrupted and code == 0:  # stopped before it could end: not a whole transcript
+        code = INTERRUPTED
     return code
 
 
-def _close_on_interrupt(window: Any) -> None:
-    """Ctrl+C in the terminal closes the window cleanly (the journal gets its end record)."""
+INTERRUPTED = 130  # the shell's code for a command ended by Ctrl+C (128 + SIGINT)
+
+
+def _close_on_interrupt(window: Any, run: Any = None) -> None:
+    """Ctrl+C in the terminal closes the window cleanly (the journal gets its end record); an unattended run
+    (``--input``, ``--quit-after``) it stops before its end then exits with ``INTERRUPTED``, whatever it saved."""
     import signal
 
     from PySide6.QtCore import QTimer
 
-    signal.signal(signal.SIGINT, lambda *_: window.close())
+    def interrupt(*_: Any) -> None:
+        if run is not None and run.exit_code is None:
+            run.interrupted = True
+        window.close()
+
+    signal.signal(signal.SIGINT, interrupt)
     timer = QTimer(window)
     timer.timeout.connect(lambda: None)  # let the interpreter run its signal handlers now and then
     timer.start(250)

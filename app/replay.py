@@ -37,6 +37,7 @@ class UnattendedRun(QObject):
     a delay fails the run (usage, exit 2) instead of beginning it."""
 
     delay_ms: int | None = None
+    interrupted = False  # Ctrl+C stopped the run (app.main): its transcript is what was heard until then
 
     def __init__(self, window: MainWindow, save_to: str | None, quit_at_end: bool) -> None:
         super().__init__(window)
@@ -74,6 +75,9 @@ class UnattendedRun(QObject):
         code = 0 if reason != "error" else 1
         if self.save_to and not save_transcript(self.window, self.save_to):
             code = 1
+        if self.interrupted and code == 0:
+            print("livecap: interrupted; the transcript holds what was heard until then.", file=sys.stderr)
+            code = 130  # app.main.INTERRUPTED
         self._end(code)
 
     def fail(self, text: str, code: int) -> None:

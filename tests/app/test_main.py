@@ -289,3 +289,39 @@ def test_a_folder_that_cannot_be_made_is_one_sentence(tmp_path, wav, folder):
         assert "writable by another user" in proc.stderr
     else:
         assert proc.returncode == 1 and proc.stderr.startswith("livecap: cannot make the folders for settings")
+
+
+def test_ctrl_c_stops_an_unattended_replay_with_code_130_and_what_was_heard(tmp_path):
+    """Ctrl+C during `--input ... --quit-at-end --save-transcript` exited 0 with a shorter transcript: a script
+    could not tell it from a whole one."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import livecap_env
+
+    audio = fake_engine.speechlike([(0.6, 0.4)] * 20)  # 20 s, a line a second
+    wav = fake_engine.write_wav(tmp_path / "long.wav", audio)
+    out = tmp_path / "out.txt"
+    cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), "--engine-factory", FAKE_ENGINE]
+    cmd += ["--input", str(wav), "--model", "fake", "--speed", "2", "--quit-at-end", "--save-transcript", str(out)]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=livecap_env(tmp_path), stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        journals = tmp_path / "data" / "livecap" / "sessions"
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list(journals.glob("*.jsonl")) if journals.is_dir() else []
+            if found and found[0].read_text().count('"type": "line"') >= 2:
+                break
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    saved = out.read_text(encoding="utf-8").split("\n")[:-1]
+    whole = [line.text for line in expected_lines(wav)]
+    assert 2 <= len(saved) < len(whole) and saved[:-1] == whole[: len(saved) - 1]  # what was heard, nothing made up
+    assert whole[len(saved) - 1].startswith(saved[-1])  # the line open at the stop: its words until then
