@@ -3,7 +3,8 @@
 :func:`open_audio` returns an :class:`AudioStream`; :func:`read_audio` reads a whole (short) file. The
 decoder is chosen by the file's first bytes, not by its name:
 
-- WAV / RF64 (PCM, float): ``engine.audio.wav`` (works on pipes, reads what a truncated file holds);
+- WAV / RF64 (PCM, float): ``engine.audio.wav`` (works on pipes, reads what a truncated file holds); WAV files
+  in telephony encodings (A-law and mu-law call recordings, ADPCM, GSM 6.10) go to libsndfile as below;
 - FLAC, OGG (Vorbis, Opus), AIFF, ...: soundfile (libsndfile, bundled in its wheels);
 - MP3 and anything else FFmpeg opens, for its first audio stream (M4A/AAC, MP4, MOV, MKV, WebM, ...):
   PyAV (imported only for such files; its wheels bundle FFmpeg). MP3 goes to FFmpeg although libsndfile
@@ -29,7 +30,7 @@ from typing import Any, BinaryIO, Protocol
 import numpy as np
 
 from engine.audio.resample import SAMPLE_RATE, Resampler
-from engine.audio.wav import WavReader
+from engine.audio.wav import SPEECH_CODECS, WavEncodingError, WavReader
 from engine.errors import AudioError, os_reason
 
 log = logging.getLogger(__name__)
@@ -161,6 +162,14 @@ def open_audio(path_or_dash: str | os.PathLike[str]) -> AudioStream:
     if head[:4] in (b"RIFF", b"RF64") and head[8:12] == b"WAVE":
         try:
             return AudioStream(_WavDecoder(WavReader(f, name), f), name, "WAV")
+        except WavEncodingError as err:
+            f.close()
+            if err.tag not in SPEECH_CODECS:
+                raise
+            try:  # A-law / mu-law (call recordings), ADPCM, GSM: libsndfile
+                return _open_other(path, name, head)
+            except Exception:  # noqa: BLE001 - it cannot read it either: this parser's sentence
+                raise err from None
         except BaseException:
             f.close()
             raise

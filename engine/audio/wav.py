@@ -178,6 +178,18 @@ def _skip(stream: BinaryIO, size: int) -> None:
             size -= len(got)
 
 
+SPEECH_CODECS = (0x0002, 0x0006, 0x0007, 0x0011, 0x0031)  # ADPCM, A-law, mu-law, GSM: libsndfile decodes them
+
+
+class WavEncodingError(AudioError):
+    """A well-formed WAV file whose samples are not PCM or float; ``tag`` is its format tag (``engine.audio.read``
+    hands ``SPEECH_CODECS``, the telephony encodings of call recordings, to libsndfile)."""
+
+    def __init__(self, message: str, tag: int) -> None:
+        super().__init__(message)
+        self.tag = tag
+
+
 def _parse_fmt(payload: bytes, name: str) -> WavFormat:
     """Validate a ``fmt `` chunk and resolve WAVE_FORMAT_EXTENSIBLE to its subtype."""
     if len(payload) < 16:
@@ -194,7 +206,9 @@ def _parse_fmt(payload: bytes, name: str) -> WavFormat:
     if tag not in (WAVE_FORMAT_PCM, WAVE_FORMAT_IEEE_FLOAT):
         codec = _CODEC_NAMES.get(tag)
         what = f"{codec} audio" if codec else f"audio in an unsupported encoding (format tag 0x{tag:04X})"
-        raise AudioError(f"Cannot read audio from {name}: it holds {what}; only PCM and float WAV files are supported.")
+        raise WavEncodingError(
+            f"Cannot read audio from {name}: it holds {what}; only PCM and float WAV files are supported.", tag
+        )
     if channels == 0 or rate == 0 or block_align == 0 or block_align % channels:
         raise AudioError(f"Cannot read audio from {name}: its WAV format chunk is inconsistent.")
     width = block_align // channels
