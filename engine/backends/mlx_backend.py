@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import ModelError
 from .base import Backend
-from .quant import BITS, QuantizedWeight
+from .quant import BITS, PAD_SHARE, QuantizedWeight
 
 # The group sizes MLX's affine products take (``mx.quantize`` refuses others; ``mx.quantized_matmul`` accepts them
 # lazily and fails at the first evaluation, which would be the first decode).
@@ -117,11 +117,20 @@ class MlxBackend(Backend):
         return w
 
     def quantize(self, w, group_size, bits):
-        if group_size not in GROUP_SIZES or w.shape[-1] % group_size:  # checked here: MLX cannot pad
-            raise ValueError(f"MLX cannot quantize {w.shape[-1]} columns in groups of {group_size}.")
+        """Pads the width with zero columns to whole groups, as ``NumpyBackend.quantize`` does (the same rule and
+        the same result: one cached copy serves both), when that adds at most an eighth of it, or in groups of 32
+        when none of MLX's groups divides it (Moonshine small's 620 and 2480 columns stayed float before); else a
+        ValueError, as for a group MLX does not multiply in (the caller tries the next group)."""
+        cols, smallest = w.shape[-1], GROUP_SIZES[0]
+        pad = -cols % group_size
+        too_much = pad and PAD_SHARE * pad > cols and not (group_size == smallest and cols % smallest)
+        if group_size not in GROUP_SIZES or too_much:
+            raise ValueError(f"MLX does not quantize {cols} columns in groups of {group_size}.")
+        if pad:
+            w = mx.concatenate([w, mx.zeros((*w.shape[:-1], pad), dtype=w.dtype)], axis=-1)
         q, s, b = mx.quantize(w, group_size=group_size, bits=bits)
         mx.eval(q, s, b)
-        return QuantizedWeight(q, s, b, group_size, bits)
+        return QuantizedWeight(q, s, b, group_size, bits, cols if pad else 0)
 
     def save_tensors(self, path, tensors):
         mx.save_safetensors(str(path), tensors)

@@ -27,7 +27,7 @@ from ..errors import ModelError
 from . import cpu_pool, cpu_twin, heap, numpy_attention, numpy_blocks, numpy_stack, ort_blocks, ort_kernels, ort_ops
 from .base import Backend
 from .blas import BlasThreads
-from .quant import QuantizedWeight, dequantize, quantize_affine
+from .quant import PAD_SHARE, QuantizedWeight, dequantize, quantize_affine
 
 # NumPy has no erf. A float32 rational approximation, erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4]
 # (the form used by Eigen and XLA), max abs error 4.2e-7 against math.erf; evaluated in cache-sized blocks
@@ -60,7 +60,6 @@ SPLIT_MACS = 1 << 26  # products (and convolutions) with this many multiply-adds
 CHUNKS = 2 * cpu_pool.CPUS  # ranges per split product (more than the threads: a late one is taken back)
 TWIN_BYTES = 512 << 10  # few-row products over a matrix this large are cut in halves (cpu_twin may take one)
 FLOAT_BLOCKS = (numpy_blocks.SplitAttention, numpy_blocks.SplitMlp)  # one row of their input: one_row_norm
-PAD_SHARE = 8  # a quantized matrix's width is padded to whole groups when that adds at most 1 / PAD_SHARE of it
 ORT_SILU = 1 << 16  # SiLU over fewer values is faster in NumPy (one exp) than through a session
 
 

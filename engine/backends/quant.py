@@ -28,6 +28,9 @@ BITS = (2, 3, 4, 5, 6, 8)
 _ROWS_PER_BLOCK = 256  # rows unpacked at a time (bounds the temporaries for large matrices)
 
 
+PAD_SHARE = 8  # a quantized matrix's width is padded to whole groups when that adds at most 1 / PAD_SHARE of it
+
+
 @dataclass
 class QuantizedWeight:
     """An affine-quantized ``[out, in]`` matrix: packed ``w`` (uint32 ``[out, packed * bits / 32]``), per-group

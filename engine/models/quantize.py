@@ -55,7 +55,7 @@ def _convert(B, n: str, owner, attr: str, bits: int, groups: dict[str, tuple[int
     """Quantize target ``n`` (``owner.attr``) in the first group size that ``B`` takes; None where none fits (the
     matrix stays float)."""
     w = getattr(owner, attr)
-    for g in (groups or {}).get(n, GROUPS):  # NumPy pads the first; MLX refuses widths a group does not divide
+    for g in (groups or {}).get(n, GROUPS):  # both backends pad the first where that adds at most an eighth
         try:
             q = B.quantize(w, g, bits)
             if not B.multiplies(q):  # a quantizer that accepts what its products refuse (MLX is lazy)
@@ -112,7 +112,7 @@ def quantize_targets(
         else:
             saved.update({f"{n}.weight": q.w, f"{n}.scales": q.scales, f"{n}.biases": q.biases})
             if q.padded:
-                saved[f"{n}.cols"] = np.array([q.cols], np.int64)
+                saved[f"{n}.cols"] = B.asarray(np.array([q.cols], np.int64))  # integers stay integers
     if path is not None and saved:
         tmp = path.with_suffix(f".{os.getpid()}.tmp.safetensors")  # per process: two may convert the same model
         try:

@@ -201,8 +201,10 @@ def test_many_row_products_give_the_same_bits_on_one_thread_or_two(monkeypatch):
     np.testing.assert_allclose(shared, ref, atol=0.02 * np.abs(ref).max())
 
 
-def test_mlx_keeps_a_width_no_group_divides_in_float(tmp_path, monkeypatch):
-    """MLX cannot pad: a 620-wide matrix stays float there (and the cached copy says so)."""
+def test_mlx_pads_a_width_no_group_divides_as_numpy_does(tmp_path, monkeypatch):
+    """MLX kept a 620-wide matrix float (Moonshine small: nearly every matrix stayed float on Apple Silicon with
+    8/4-bit weights); it now pads it to whole groups as NumPy does, to the same bits, so one cached copy serves
+    both backends whichever wrote it."""
     pytest.importorskip("mlx.core")
     from engine.backends import get_backend
 
@@ -210,10 +212,18 @@ def test_mlx_keeps_a_width_no_group_divides_in_float(tmp_path, monkeypatch):
     ckpt = tmp_path / "model.safetensors"
     ckpt.write_bytes(b"weights")
     mlx = get_backend("mlx")
-    owner = SimpleNamespace(w620=mlx.asarray(plain(96, 620)), w640=mlx.asarray(plain(96, 640)))
+    w620, w640 = plain(96, 620), plain(96, 640)
+    owner = SimpleNamespace(w620=mlx.asarray(w620), w640=mlx.asarray(w640))
     targets = [("m.620", owner, "w620"), ("m.640", owner, "w640")]
-    assert not Q.quantize_targets(mlx, targets, 8, ckpt, tag="t")
-    assert not hasattr(owner.w620, "bits") and owner.w640.bits == 8
-    again = SimpleNamespace(w620=mlx.asarray(plain(96, 620)), w640=mlx.asarray(plain(96, 640)))
+    assert not Q.quantize_targets(mlx, targets, 8, ckpt, tag="t")  # converted now, not read from the cache
+    assert owner.w620.bits == 8 and owner.w620.cols == 620 and owner.w620.packed_cols == 640
+    assert owner.w640.bits == 8 and not owner.w640.padded
+    mine = quantize_affine(w620, 64, 8, pad=True)
+    for a, b in ((owner.w620.w, mine.w), (owner.w620.scales, mine.scales), (owner.w620.biases, mine.biases)):
+        np.testing.assert_array_equal(mlx.to_numpy(a), b)
+    x = rng.standard_normal((3, 620)).astype(np.float32)
+    got = mlx.to_numpy(mlx.linear(mlx.asarray(x), owner.w620))
+    np.testing.assert_allclose(got, x @ dequantize(mine)[:, :620].T, rtol=1e-4, atol=1e-4)
+    again = SimpleNamespace(w620=mlx.asarray(w620), w640=mlx.asarray(w640))
     assert Q.quantize_targets(mlx, [("m.620", again, "w620"), ("m.640", again, "w640")], 8, ckpt, tag="t")
-    assert not hasattr(again.w620, "bits") and again.w640.bits == 8
+    assert again.w620.cols == 620 and again.w640.bits == 8  # from the cache
