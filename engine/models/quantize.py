@@ -31,7 +31,9 @@ GROUP = 64
 GROUPS = (GROUP, 32, 16)
 
 
-LAYOUT = 2  # 2: padded widths (QuantizedWeight.cols), which a version 1 reader would take for wider matrices
+# 2: padded widths (QuantizedWeight.cols), which a version 1 reader would take for wider matrices; 3: MLX pads too
+# (its layout-2 copies kept such matrices float for good, and NumPy's are converted again once, a few seconds)
+LAYOUT = 3
 
 
 def cache_path(weights_file: Path, bits: int, tag: str = "", layout: int = LAYOUT) -> Path:
@@ -119,7 +121,8 @@ def quantize_targets(
             path.parent.mkdir(parents=True, exist_ok=True)
             B.save_tensors(tmp, saved)
             os.replace(tmp, path)
-            cache_path(weights_file, bits, tag, layout=1).unlink(missing_ok=True)  # the copy this one replaces
+            for old in range(1, LAYOUT):  # the copies this one replaces
+                cache_path(weights_file, bits, tag, layout=old).unlink(missing_ok=True)
         except (OSError, RuntimeError, LivecapError):
             tmp.unlink(missing_ok=True)  # no cache is only slower; a part-written copy must not stay (a full disk)
     return False

@@ -140,12 +140,14 @@ def test_padded_matrices_are_cached_and_read_back_the_same(tmp_path, monkeypatch
     old = Q.cache_path(ckpt, 8, "t", layout=1)  # a copy from before padded widths: replaced, not read
     old.parent.mkdir(parents=True)
     old.write_bytes(b"layout 1")
+    older_mlx = Q.cache_path(ckpt, 8, "t", layout=2)  # MLX's copies before it padded: 620 columns kept float
+    older_mlx.write_bytes(b"layout 2")
     B = NumpyBackend()
     widths = [620, 80, 128]
     first, targets = model_like(widths)
     floats = {c: getattr(first, f"w{c}").copy() for c in widths}
     assert not Q.quantize_targets(B, targets, 8, ckpt, tag="t")
-    assert not old.exists() and Q.cache_path(ckpt, 8, "t").is_file()
+    assert not old.exists() and not older_mlx.exists() and Q.cache_path(ckpt, 8, "t").is_file()
     second, targets = model_like(widths)
     for c in widths:
         setattr(second, f"w{c}", floats[c])
