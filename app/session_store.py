@@ -359,6 +359,18 @@ class SessionStore:
         """Delete the finished sessions ``policy`` no longer keeps; never one in ``protect`` (the session in
         progress) nor an unfinished one (it may be in progress elsewhere or not yet offered for recovery).
         Returns the deleted ids."""
+        deleted = []
+        for session_id in self.would_delete(policy, protect, now):
+            try:
+                self.delete(session_id)
+            except (SessionNotFound, ExportError):
+                log.warning("retention could not delete %s", session_id, exc_info=True)
+                continue
+            deleted.append(session_id)
+        return deleted
+
+    def would_delete(self, policy: Retention, protect: Iterable[str] = (), now: float | None = None) -> list[str]:
+        """The ids ``apply_retention`` with the same arguments would delete now, newest first; deletes nothing."""
         if policy.mode == "all":
             return []
         keep = set(protect)
@@ -368,20 +380,14 @@ class SessionStore:
         else:
             limit = (time.time() if now is None else now) - policy.n * 86400
             doomed = [i for i in ids if self._start_epoch(i) < limit]
-        deleted = []
+        out = []
         for session_id in doomed:
             if session_id in keep:
                 continue
             data = self._read(self.folder / f"{session_id}.jsonl")
-            if not data.finished or data.error is not None:
-                continue
-            try:
-                self.delete(session_id)
-            except (SessionNotFound, ExportError):
-                log.warning("retention could not delete %s", session_id, exc_info=True)
-                continue
-            deleted.append(session_id)
-        return deleted
+            if data.finished and data.error is None:
+                out.append(session_id)
+        return out
 
     def repair(self, protect: Iterable[str] = ()) -> None:
         """Finish what an interrupted change left: deletions, temporary files, raw audio of finished

@@ -11,6 +11,7 @@ then: a version is written only when complete).
 
 from __future__ import annotations
 
+import html
 import json
 import logging
 import sys
@@ -64,6 +65,8 @@ RETENTION_CHOICES: tuple[tuple[str, str], ...] = (
     ("sessions:200", "The last 200 sessions"),
 )
 COLUMNS = ("Session", "Duration", "Source", "Model", "Lines", "First words")
+GONE = "That session is no longer there."
+BUSY = "That session is being re-transcribed: cancel the re-transcription first."
 
 
 def apply_session_settings(controller: Any, settings: Settings) -> None:
@@ -220,9 +223,11 @@ class SessionsWindow(QWidget):
         font.setBold(True)
         self.title_label.setFont(font)
         self.title_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.title_label.setTextFormat(Qt.TextFormat.PlainText)  # a title is the user's text, never markup
         self.details_label = QLabel(self)
         self.details_label.setObjectName("sessionDetails")
         self.details_label.setWordWrap(True)
+        self.details_label.setTextFormat(Qt.TextFormat.PlainText)
         self.version_combo = QComboBox(self)
         self.version_combo.setObjectName("sessionVersion")
         self.version_combo.setAccessibleName("Version")
@@ -254,6 +259,7 @@ class SessionsWindow(QWidget):
         self.error_label = QLabel(self)
         self.error_label.setObjectName("sessionsError")
         self.error_label.setWordWrap(True)
+        self.error_label.setTextFormat(Qt.TextFormat.PlainText)
         self.error_label.setStyleSheet("color: #c0392b;")
         self.error_label.hide()
 
@@ -324,9 +330,10 @@ class SessionsWindow(QWidget):
         target = keep if keep in {s.id for s in summaries} else (summaries[0].id if summaries else None)
         if reopen or target is None or target != self._shown:
             self.select(target)
-            return
-        self._set_current(target)
-        self.history.search.setText(needle)  # follows the search box, back to the whole session when it is cleared
+        else:
+            self._set_current(target)
+        if not reopen:  # follows the search box, back to the whole session when it is cleared
+            self.history.search.setText(needle)
 
     def current_id(self) -> str | None:
         item = self.table.currentItem()
@@ -397,22 +404,80 @@ class SessionsWindow(QWidget):
         self.refresh()
 
     def delete_current(self) -> None:
-        """Delete the open session (never the one being recorded)."""
+        """Delete the open session (never the one being recorded, nor one being re-transcribed)."""
         session_id = self.current_id()
         if session_id is None or session_id == self._recording_id():
+            return
+        if session_id == self._process_session:
+            self._show_error(BUSY)
             return
         self._guard(lambda: self.store.delete(session_id))
         self.refresh()
 
-    def set_retention(self, text: str) -> None:
-        """Keep sessions by the policy ``text`` ("all", "days:N", "sessions:N"); applied now."""
+    def retention_deletes(self, text: str) -> list[SessionSummary]:
+        """The sessions the policy ``text`` would delete now, newest first (nothing is deleted)."""
+        protect = [i for i in (self._recording_id(),) if i]
+        out = []
+        for session_id in self.store.would_delete(Retention.parse(text), protect):
+            try:
+                out.append(self.store.summary(session_id))
+            except SessionNotFound:  # gone meanwhile
+                continue
+        return out
+
+    def set_retention(self, text: str) -> bool:
+        """Keep sessions by the policy ``text`` ("all", "days:N", "sessions:N"), applied now. When that deletes
+        sessions, the user is asked first (``retention_question``); declined, nothing changes and the choice shown
+        goes back to the saved one. Returns whether the policy was applied."""
         policy = Retention.parse(text)
+        doomed = self.retention_deletes(str(policy))
+        if doomed and not self._confirm_retention(policy, doomed):
+            self._show_retention(self.settings.value(Key.SESSIONS_RETENTION))
+            return False
         self.settings.set_value(Key.SESSIONS_RETENTION, str(policy))
+        self._show_retention(str(policy))
         if self.controller is not None:
             self.controller.set_retention(policy)
         else:
             self.store.apply_retention(policy)
         self.refresh()
+        return True
+
+    def retention_question(self, policy: Retention, doomed: Sequence[SessionSummary]) -> str:
+        """What the user is asked before ``policy`` deletes ``doomed`` (rich text: the titles are escaped)."""
+        n = len(doomed)
+        label = next((lab for key, lab in RETENTION_CHOICES if key == str(policy)), str(policy))
+        dates = sorted(s.started for s in doomed if s.started)
+        oldest = f", the oldest from {dates[0].replace('T', ' ')[:16]}" if dates else ""
+        text = f"This deletes {n} session{'s' if n != 1 else ''} now{oldest}"
+        titled = [s.title for s in doomed if s.title]
+        if titled:
+            names = ", ".join(f"\u201c{html.escape(t)}\u201d" for t in titled[:3])
+            more = f" and {len(titled) - 3} more" if len(titled) > 3 else ""
+            text += f", among them {names}{more}"
+        return (
+            f"<p>{text}, with all their versions and audio.</p>"
+            f"<p>Keep \u201c{html.escape(label)}\u201d and delete them?</p>"
+        )
+
+    def _confirm_retention(self, policy: Retention, doomed: Sequence[SessionSummary]) -> bool:
+        answer = QMessageBox.question(
+            self,
+            "Delete sessions",
+            self.retention_question(policy, doomed),
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
+            QMessageBox.StandardButton.No,
+        )
+        return answer == QMessageBox.StandardButton.Yes
+
+    def _show_retention(self, text: str) -> None:
+        """Show the policy ``text`` in the "Keep" choice."""
+        key = str(Retention.parse(text))
+        index = self.retention_combo.findData(key)
+        if index < 0:
+            self.retention_combo.addItem(key, key)
+            index = self.retention_combo.count() - 1
+        self.retention_combo.setCurrentIndex(index)
 
     def set_keep_audio(self, on: bool) -> None:
         """Keep the audio of new sessions (or not)."""
@@ -477,10 +542,14 @@ class SessionsWindow(QWidget):
         session_id = self._shown = self.current_id()
         self.version_combo.clear()
         if session_id is None:
-            self.title_label.setText("No session" if not self.table.topLevelItemCount() else "")
-            self.details_label.setText(
-                "Every captioning session is kept here." if not self.table.topLevelItemCount() else ""
-            )
+            empty = not self.table.topLevelItemCount()
+            needle = self.search.text().strip()
+            if empty and needle:
+                self.title_label.setText("Nothing found")
+                self.details_label.setText(f"No session contains \u201c{needle}\u201d.")
+            else:
+                self.title_label.setText("No session" if empty else "")
+                self.details_label.setText("Every captioning session is kept here." if empty else "")
             self.history.clear()
             self._update_actions()
             return
@@ -523,7 +592,7 @@ class SessionsWindow(QWidget):
         recording = has and session_id == self._recording_id()
         self.export_button.setEnabled(has)
         self.rename_button.setEnabled(has)
-        self.delete_button.setEnabled(has and not recording)
+        self.delete_button.setEnabled(has and not recording and session_id != self._process_session)
         has_audio = False
         if has and not recording:
             try:
@@ -540,6 +609,9 @@ class SessionsWindow(QWidget):
     def _guard(self, action: Callable[[], None]) -> bool:
         try:
             action()
+        except SessionNotFound:  # deleted meanwhile (another livecap, a file manager): the caller refreshes the list
+            self._show_error(GONE)
+            return False
         except LivecapError as exc:
             self._show_error(str(exc))
             return False
@@ -549,23 +621,41 @@ class SessionsWindow(QWidget):
         self.error_label.setText(text)
         self.error_label.show()
 
-    def _rename_clicked(self) -> None:
+    def _gone(self) -> None:
+        """The open session is no longer on disk: say so, and list what there is."""
+        self.refresh()
+        self._show_error(GONE)
+
+    def _open_summary(self) -> SessionSummary | None:
+        """The open session's summary; None (said in one sentence) when it has gone from disk meanwhile."""
         session_id = self.current_id()
         if session_id is None:
+            return None
+        try:
+            return self.store.summary(session_id)
+        except SessionNotFound:
+            self._gone()
+            return None
+
+    def _rename_clicked(self) -> None:
+        summary = self._open_summary()
+        if summary is None:
             return
-        title, ok = QInputDialog.getText(self, "Rename session", "Name:", text=self.store.summary(session_id).title)
+        title, ok = QInputDialog.getText(self, "Rename session", "Name:", text=summary.title)
         if ok:
             self.rename(title)
 
     def _delete_clicked(self) -> None:
-        session_id = self.current_id()
-        if session_id is None:
+        summary = self._open_summary()
+        if summary is None:
             return
-        name = self.store.summary(session_id).name
+        if summary.id == self._process_session:
+            self._show_error(BUSY)
+            return
         answer = QMessageBox.question(
             self,
             "Delete session",
-            f"Delete \u201c{name}\u201d with all its versions and audio?",
+            f"<p>Delete \u201c{html.escape(summary.name)}\u201d with all its versions and audio?</p>",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
             QMessageBox.StandardButton.No,
         )

@@ -149,15 +149,19 @@ def test_failed_retranscription_shows_one_sentence(qtbot, window, tmp_path):
     assert view.error_label.isVisibleTo(view) and view.error_label.text() == signal.args[0]
 
 
-def test_retention_setting_applies_now_and_after_each_session(qtbot, window, tmp_path):
+def test_retention_setting_applies_now_and_after_each_session(qtbot, window, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
     wav = fake_engine.write_wav(tmp_path / "t.wav", fake_engine.speechlike([(0.5, 0.5)]))
     for _ in range(3):
         replay(qtbot, window, wav)
     view = window.show_sessions()
     assert len(view.ids()) == 3
     newest = view.ids()[0]
+    asked = answer_questions(monkeypatch, {"value": QMessageBox.StandardButton.Yes})
     view.retention_combo.setCurrentIndex(view.retention_combo.findData("sessions:10"))
     view.set_retention("sessions:1")
+    assert len(asked) == 1 and "This deletes 2 sessions now" in asked[0]
     assert window.settings.value(Key.SESSIONS_RETENTION) == "sessions:1"
     assert view.ids() == [newest]
     replay(qtbot, window, wav)
@@ -288,3 +292,158 @@ def test_the_search_box_reads_the_sessions_while_it_has_focus_so_typing_reads_no
     qtbot.keyClicks(view.search, "day 3")
     assert read == ["20260103-090000"]  # nothing read for the search: only the session it opens, to show it
     assert view.ids() == ["20260103-090000"] and view.current_id() == "20260103-090000"
+
+
+def write_sessions(folder, days, words=lambda d: f"day {d}", lines=3):
+    """Finished sessions started at 09:00 on the given days of January 2026 (ids newest first)."""
+    folder.mkdir(exist_ok=True)
+    for d in days:
+        sid = f"202601{d:02d}-090000"
+        start = {"type": "start", "time": f"2026-01-{d:02d}T09:00:00", "source": "microphone", "model": "m"}
+        records = [start] + [
+            {"type": "line", "text": f"{words(d)} {i}", "start": 2.0 * i, "end": 2.0 * i + 1.0} for i in range(lines)
+        ]
+        records.append({"type": "end", "time": f"2026-01-{d:02d}T10:00:00", "audio_s": 2.0 * lines})
+        (folder / f"{sid}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return sorted((f"202601{d:02d}-090000" for d in days), reverse=True)
+
+
+@pytest.fixture
+def library(qtbot, tmp_path):
+    """A Sessions window of its own (no controller) over ``tmp_path / "sessions"``: ``library(days, ...)``."""
+    from app.session_store import SessionStore
+    from app.sessions_view import SessionsWindow
+    from app.settings import Settings
+
+    def make(days, **kw):
+        ids = write_sessions(tmp_path / "sessions", days, **kw)
+        view = SessionsWindow(SessionStore(tmp_path / "sessions"), Settings(tmp_path / "settings.ini"))
+        qtbot.addWidget(view)
+        return view, ids
+
+    return make
+
+
+def answer_questions(monkeypatch, answer):
+    """Patch QMessageBox.question: record each question's text and give ``answer["value"]``."""
+    from PySide6.QtWidgets import QMessageBox
+
+    asked = []
+
+    def question(parent, title, text, *args):
+        asked.append(text)
+        return answer["value"]
+
+    monkeypatch.setattr(QMessageBox, "question", staticmethod(question))
+    return asked
+
+
+def test_a_retention_that_deletes_sessions_asks_first(library, monkeypatch):
+    """Choosing "The last 10 sessions" with 12 kept deleted the two oldest at once, a renamed one among them, with
+    no question and no way back (found in QA)."""
+    from PySide6.QtWidgets import QMessageBox
+
+    view, ids = library(range(1, 13))
+    view.select(ids[-1])
+    view.rename("Important <b>board</b> meeting")
+    answer = {"value": QMessageBox.StandardButton.No}
+    asked = answer_questions(monkeypatch, answer)
+
+    def choose(key):
+        view.retention_combo.setCurrentIndex(view.retention_combo.findData(key))
+        view.retention_combo.activated.emit(view.retention_combo.currentIndex())
+
+    assert [s.id for s in view.retention_deletes("sessions:10")] == ids[-2:]  # what it would delete, nothing deleted
+    assert view.ids() == ids
+    choose("sessions:10")  # declined: nothing deleted, nothing saved, the choice shown goes back
+    assert len(asked) == 1 and "This deletes 2 sessions now, the oldest from 2026-01-01 09:00" in asked[0]
+    assert "\u201cImportant &lt;b&gt;board&lt;/b&gt; meeting\u201d" in asked[0]
+    assert view.ids() == ids and view.store.ids() == ids
+    assert view.settings.value(Key.SESSIONS_RETENTION) == "all" and view.retention_combo.currentData() == "all"
+    choose("sessions:50")  # deletes nothing now: applied without a question
+    assert len(asked) == 1 and view.settings.value(Key.SESSIONS_RETENTION) == "sessions:50"
+    answer["value"] = QMessageBox.StandardButton.Yes
+    choose("sessions:10")
+    assert len(asked) == 2 and view.ids() == ids[:10] and view.store.ids() == ids[:10]
+    assert view.settings.value(Key.SESSIONS_RETENTION) == "sessions:10"
+    assert view.retention_combo.currentData() == "sessions:10"
+
+
+def test_clearing_a_search_that_found_nothing_shows_every_session_whole(library):
+    """After a search with no hits was cleared, the session opened still hid every line without the earlier needle
+    ("golf"): it looked empty (found in QA)."""
+    view, ids = library([1, 2], words=lambda d: "golf" if d == 1 else "tennis")
+    for text in ("g", "go", "gol", "golf"):
+        view.search.setText(text)
+    assert view.ids() == [ids[1]] and view.history.search.text() == "golf"
+    view.search.setText("golfz")
+    assert view.ids() == []
+    view.search.clear()
+    assert view.ids() == ids and view.current_id() == ids[0]
+    assert view.history.search.text() == ""
+    assert [line.text for line in view.history.lines()] == ["tennis 0", "tennis 1", "tennis 2"]
+    assert not any(view.history.list.item(i).isHidden() for i in range(view.history.list.count()))
+
+
+def test_rename_or_delete_of_a_session_gone_from_disk_says_so_in_one_sentence(library, monkeypatch):
+    """Rename... or Delete on a session another process had deleted raised SessionNotFound (the error dialog, and
+    the command line's advice in the main window) and the list still showed it (found in QA)."""
+    from PySide6.QtWidgets import QInputDialog, QMessageBox
+
+    view, ids = library([1, 2, 3])
+    monkeypatch.setattr(QInputDialog, "getText", staticmethod(lambda *a, **k: ("New name", True)))
+    asked = answer_questions(monkeypatch, {"value": QMessageBox.StandardButton.Yes})
+    view.select(ids[0])
+    (view.store.folder / f"{ids[0]}.jsonl").unlink()
+    view.rename_button.click()
+    assert view.error_label.text() == "That session is no longer there." and view.error_label.isVisibleTo(view)
+    assert view.ids() == ids[1:] and view.current_id() == ids[1]
+    (view.store.folder / f"{ids[1]}.jsonl").unlink()
+    view.delete_button.click()
+    assert asked == [] and view.error_label.text() == "That session is no longer there."
+    assert view.ids() == ids[2:]
+    view.error_label.clear()
+    (view.store.folder / f"{ids[2]}.jsonl").unlink()  # gone while the name was being typed
+    view.rename("Too late")
+    assert view.error_label.text() == "That session is no longer there." and view.ids() == []
+
+
+def test_a_search_with_no_hits_says_so(library):
+    view, _ids = library([1, 2])
+    view.search.setText("nowhere")
+    assert view.ids() == [] and view.count_label.text() == "0 sessions match"
+    assert view.title_label.text() == "Nothing found"
+    assert view.details_label.text() == "No session contains \u201cnowhere\u201d."
+    view.search.clear()
+    view.store.delete(view.ids()[0])
+    view.store.delete(view.ids()[1])
+    view.refresh()
+    assert view.title_label.text() == "No session"  # an empty library still says what it is for
+
+
+def test_a_session_title_is_shown_as_it_was_typed_not_as_markup(library):
+    from PySide6.QtCore import Qt
+
+    view, ids = library([1])
+    view.rename("<b>Board</b> & <i>budget</i>")
+    assert view.title_label.text() == "<b>Board</b> & <i>budget</i>"
+    assert view.title_label.textFormat() == Qt.TextFormat.PlainText
+
+
+def test_a_session_being_retranscribed_cannot_be_deleted(qtbot, window, tmp_path, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    view = window.show_sessions()
+    view.set_keep_audio(True)
+    replay(qtbot, window, fake_engine.write_wav(tmp_path / "t.wav", fake_engine.speechlike([(1.0, 1.0)] * 6)))
+    sid = view.current_id()
+    asked = answer_questions(monkeypatch, {"value": QMessageBox.StandardButton.Yes})
+    with qtbot.waitSignal(view.retranscribe_failed, timeout=30000):
+        view.retranscribe("fake-slow-model")  # the fake sleeps half a second per second of audio
+        assert not view.delete_button.isEnabled()
+        view.delete_current()
+        view._delete_clicked()
+        assert asked == [] and window.controller.store.ids() == [sid]
+        assert view.error_label.text() == "That session is being re-transcribed: cancel the re-transcription first."
+        view.cancel_retranscribe()
+    assert view.delete_button.isEnabled()
