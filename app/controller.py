@@ -28,6 +28,8 @@ from engine.events import CaptionEvent, Line
 
 log = logging.getLogger(__name__)
 
+LOAD_WAIT_MS = 1000  # on quit, how long a model load (which cannot be interrupted) is given to end by itself
+
 
 class SessionController(QObject):
     """Owns the engine worker thread and the current transcript. GUI thread only.
@@ -90,6 +92,7 @@ class SessionController(QObject):
         self._partial: CaptionEvent | None = None
         self._lost_text = ""
         self._keep_backup = False
+        self._loading = 0  # model loads asked of the worker and not yet answered
 
         if self.store is not None:
             self.store.repair()
@@ -136,6 +139,7 @@ class SessionController(QObject):
         ``model_changed`` or ``model_failed`` follows."""
         self.model = None
         self._set_state("loading")
+        self._loading += 1
         self.message.emit("info", f"Loading the model {Path(source).name or source}\u2026")
         self.request_load.emit(source, backend, bits)
 
@@ -214,19 +218,53 @@ class SessionController(QObject):
         if self.store is not None:
             self.store.finish_audio(recovered.path.stem)
 
-    def shutdown(self, timeout_ms: int = 15000) -> None:
-        """End the session cleanly (its last lines are journaled), drop the model, stop the thread."""
+    def shutdown(self, timeout_ms: int = 15000, load_wait_ms: int = LOAD_WAIT_MS) -> bool:
+        """End the session cleanly (its last lines are journaled), drop the model, stop the thread. Returns
+        whether the worker thread has stopped.
+
+        A session in progress is waited for (up to ``timeout_ms``, twice): the worker feeds what was captured and
+        its last lines are committed. A model load cannot be interrupted (library code: a hub download inside
+        ``load_model``, quantizing), so while one runs and no session is in progress this waits ``load_wait_ms``
+        at most and leaves the thread running (False): the process must then end without destroying the running
+        thread, which aborts it (``app.main`` ends it with ``os._exit``)."""
         if not self._thread.isRunning():
-            return
+            return True
         loop = QEventLoop()
-        self._worker.shut_down.connect(loop.quit)
-        QTimer.singleShot(timeout_ms, loop.quit)
+        stopped: list[bool] = []
+        started = time.monotonic()
+
+        def on_shut_down() -> None:
+            stopped.append(True)
+            loop.quit()
+
+        def check() -> None:
+            waited_ms = (time.monotonic() - started) * 1000
+            if waited_ms >= timeout_ms or (self._only_loading() and waited_ms >= load_wait_ms):
+                loop.quit()
+
+        self._worker.shut_down.connect(on_shut_down)
+        poll = QTimer()
+        poll.setInterval(20)
+        poll.timeout.connect(check)
+        poll.start()
         self.request_shutdown.emit()
         loop.exec()
+        poll.stop()
+        self._worker.shut_down.disconnect(on_shut_down)
         self._thread.quit()
-        if not self._thread.wait(timeout_ms):
-            log.error("the engine worker did not stop within %d ms", timeout_ms)
+        if not stopped and self._only_loading():
+            log.info("quitting while a model loads: not waiting for the load, which cannot be interrupted")
+            done = False
+        else:
+            done = self._thread.wait(timeout_ms)
+            if not done:
+                log.error("the engine worker did not stop within %d ms", timeout_ms)
         self._close_session_files()
+        return done
+
+    def _only_loading(self) -> bool:
+        """Whether the worker is loading a model with no session in progress (nothing to wait for)."""
+        return self._loading > 0 and self.session_id is None and self._journal is None
 
     # -- worker replies (GUI thread) ------------------------------------------------------------
     def _set_state(self, state: str) -> None:
@@ -236,6 +274,7 @@ class SessionController(QObject):
 
     @Slot(object)
     def _on_model_loaded(self, info: ModelInfo) -> None:
+        self._loading = max(self._loading - 1, 0)
         self.model = info
         self._set_state("idle")
         self.model_changed.emit(info)
@@ -244,6 +283,7 @@ class SessionController(QObject):
 
     @Slot(str, int)
     def _on_model_failed(self, text: str, code: int) -> None:
+        self._loading = max(self._loading - 1, 0)
         self.model = None
         self.model_changed.emit(None)
         self._set_state("no-model")

@@ -24,6 +24,7 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -233,7 +234,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = run.exit_code
     if run is not None and run.interrupted and code == 0:  # stopped before it could end: not a whole transcript
         code = INTERRUPTED
+    if controller.worker_thread.isRunning():
+        _exit_now(code)
     return code
+
+
+def _exit_now(code: int) -> None:
+    """End the process now, with ``code``: the window closed while the engine worker's thread still runs, in a
+    model load (``SessionController.shutdown`` does not wait for one) or stuck past shutdown's timeout. A load is
+    library code (a hub download, quantizing) that cannot be interrupted and may take minutes, and a QThread
+    destroyed while it runs aborts the process (SIGABRT), which a normal return does as Python tears down.
+    Everything that matters is done by now: the session's journal has its end record and the settings are saved
+    (the window's ``closeEvent``); what is left is to end a download child process (its bytes are kept and resumed
+    next time; left alone it would go on downloading), flush the log and the streams."""
+    log.info("exiting while the engine worker still runs (a model load)")
+    hub = sys.modules.get("engine.hub")
+    if hub is not None:
+        hub.stop_transfers()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 INTERRUPTED = 130  # the shell's code for a command ended by Ctrl+C (128 + SIGINT)

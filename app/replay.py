@@ -46,8 +46,10 @@ class UnattendedRun(QObject):
         self.quit_at_end = quit_at_end
         self.exit_code: int | None = None
         self._started = False
+        self._error = ""  # the last error sentence of the session (the worker's, before it ends with "error")
         c = window.controller
         c.model_changed.connect(self._on_model)
+        c.message.connect(self._on_message)
         c.model_failed.connect(self.fail)
         c.session_failed.connect(self.fail)
         c.session_finished.connect(self._on_finished)
@@ -67,12 +69,19 @@ class UnattendedRun(QObject):
                 self.fail(str(exc), exc.exit_code)
                 return
             self._started = True
+            self._error = ""
             self.begin()
+
+    def _on_message(self, level: str, text: str) -> None:
+        if level == "error":
+            self._error = text
 
     def _on_finished(self, reason: str) -> None:
         if not self._started or self.exit_code is not None:
             return
         code = 0 if reason != "error" else 1
+        if reason == "error":  # the window's banner has the sentence; an unattended run's user reads stderr
+            print(f"livecap: {self._error or 'Captioning stopped because the engine failed.'}", file=sys.stderr)
         if self.save_to and not save_transcript(self.window, self.save_to):
             code = 1
         if self.interrupted and code == 0:

@@ -8,7 +8,8 @@ downloaded is found and ours are visible to other tools. ``HF_HOME``, ``HF_HUB_C
 - ``plan_download``: one ``model_info`` call (with a timeout) for the file list, sizes and commit;
 - ``transfer``: ``hf_hub_download`` per file in a child process (``engine.hub_worker``, a plain subprocess) that the
   parent watches: byte progress with speed and time left comes back over a pipe; ``cancel`` ends the process at
-  once; a transfer that brings no byte for ``STALL_LIMIT_S`` is stopped with one sentence;
+  once (``stop_transfers`` every running one, for a process about to exit); a transfer that brings no byte for
+  ``STALL_LIMIT_S`` is stopped with one sentence;
 - ``scan_models`` / ``delete_model``: ``scan_cache_dir`` and its delete strategy.
 Errors are ``HubError`` (a ``ModelError``) with one sentence for the user.
 """
@@ -555,6 +556,22 @@ def _stop(proc: subprocess.Popen, interrupt: bool) -> None:
             continue
 
 
+_TRANSFERS: dict[subprocess.Popen, Callable[[], bool]] = {}  # running download children: whether each talks yet
+_TRANSFERS_LOCK = threading.Lock()
+
+
+def stop_transfers() -> int:
+    """End every running download child of this process now, from any thread, as a cancel does (what was
+    downloaded is kept; the next download resumes from it); returns how many ran. For a process that exits
+    without waiting for the threads that run the transfers (livecap quit while a model loads): a child left
+    behind would go on downloading. The transfers themselves then end with an error."""
+    with _TRANSFERS_LOCK:
+        running = list(_TRANSFERS.items())
+    for proc, talking in running:
+        _stop(proc, interrupt=talking())
+    return len(running)
+
+
 def _read_messages(stream, inbox: queue.Queue) -> None:
     for line in stream:
         try:
@@ -618,6 +635,8 @@ def transfer(
     ).start()
     heard_from = ended = False  # talking: an interrupt now reaches huggingface_hub, not an import
     last_bytes = time.monotonic()
+    with _TRANSFERS_LOCK:
+        _TRANSFERS[proc] = lambda: heard_from
     try:
         try:
             proc.stdin.write(json.dumps(job) + "\n")
@@ -677,6 +696,8 @@ def transfer(
             except subprocess.TimeoutExpired:
                 pass
         _stop(proc, interrupt=heard_from)
+        with _TRANSFERS_LOCK:
+            _TRANSFERS.pop(proc, None)
         proc.stdout.close()
 
 

@@ -39,3 +39,38 @@ def test_start_is_ignored_without_a_model(qtbot, controller):
     controller.start(SessionSpec())
     qtbot.wait(50)
     assert controller.state == "no-model"
+
+
+def test_shutdown_during_a_model_load_does_not_wait_for_it(qtbot, journal_dir):
+    """Closing while a model loads used to wait 15 s + 15 s, then let the running thread be destroyed (SIGABRT).
+    A load cannot be interrupted: shutdown gives it ``load_wait_ms`` and leaves the thread running (False)."""
+    import threading
+    import time
+
+    from app.controller import SessionController
+    from tests.app import fake_engine
+
+    began, release = threading.Event(), threading.Event()
+
+    def slow_loader(source, **kw):
+        began.set()
+        release.wait(30)
+        return fake_engine.load_model(source, **kw)
+
+    c = SessionController(loader=slow_loader, journal_dir=journal_dir)
+    try:
+        c.load_model("fake-model")
+        assert began.wait(5)
+        t0 = time.monotonic()
+        assert c.shutdown(5000, load_wait_ms=300) is False
+        assert time.monotonic() - t0 < 2.0
+        assert c.worker_thread.isRunning()
+    finally:
+        release.set()
+        assert c.worker_thread.wait(5000)  # the load ends, then the thread (asked to quit) ends too
+    assert c.shutdown(1000) is True
+
+
+def test_shutdown_of_an_idle_worker_stops_its_thread(qtbot, loaded):
+    assert loaded.shutdown(5000) is True
+    assert not loaded.worker_thread.isRunning()

@@ -325,3 +325,136 @@ def test_ctrl_c_stops_an_unattended_replay_with_code_130_and_what_was_heard(tmp_
     whole = [line.text for line in expected_lines(wav)]
     assert 2 <= len(saved) < len(whole) and saved[:-1] == whole[: len(saved) - 1]  # what was heard, nothing made up
     assert whole[len(saved) - 1].startswith(saved[-1])  # the line open at the stop: its words until then
+
+
+def test_an_engine_failure_mid_session_is_one_sentence_on_stderr(tmp_path, wav):
+    """An unattended run whose engine failed printed only the internal "session.feed failed" and exited 1; the
+    sentence for the user reached the window's banner only."""
+    proc = replay(tmp_path, wav, tmp_path / "out.txt", model="fake-explode", timeout=30)
+    assert proc.returncode == 1, proc.stderr
+    assert "livecap: Captioning stopped because the engine failed (RuntimeError: fake engine exploded).\n" in (
+        proc.stderr
+    )
+    assert "Traceback" not in proc.stderr
+
+
+SLOW_LOADER = """
+import time
+from pathlib import Path
+
+from tests.app import fake_engine
+
+
+def load_model(source, **kw):
+    Path({began!r}).touch()
+    time.sleep(60)  # a hub download, quantizing: library code nobody can interrupt
+    return fake_engine.load_model(source, **kw)
+"""
+
+
+def _interrupt_once(proc, began: Path, seconds: float = 30) -> float:
+    """Wait until ``began`` exists (the load is under way), then Ctrl+C ``proc``; returns when it was sent."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not began.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.poll()
+        time.sleep(0.05)
+    time.sleep(0.3)  # the window is up and the SIGINT handler installed (it is, before the load is asked)
+    proc.send_signal(signal.SIGINT)
+    return time.monotonic()
+
+
+@pytest.mark.parametrize("unattended", [False, True])
+def test_quitting_while_the_model_loads_exits_at_once(tmp_path, wav, unattended):
+    """Closing the window during a load blocked the GUI for 30 s, printed "did not stop within 15000 ms" and
+    aborted (SIGABRT, "QThread: Destroyed while thread 'engine-worker' is still running"). Now the app exits at
+    once: 0, or an interrupted unattended run's 130; the settings are saved."""
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import livecap_env
+
+    factory = tmp_path / "slow.py"
+    factory.write_text(SLOW_LOADER.format(began=str(tmp_path / "began")))
+    cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), "--model", "fake"]
+    cmd += ["--engine-factory", f"{factory}:load_model"]
+    if unattended:
+        cmd += ["--input", str(wav), "--quit-at-end", "--save-transcript", str(tmp_path / "out.txt")]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=livecap_env(tmp_path), stderr=subprocess.PIPE, text=True)
+    try:
+        sent = _interrupt_once(proc, tmp_path / "began")
+        _, err = proc.communicate(timeout=10)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == (130 if unattended else 0), err
+    assert took < 5, took
+    assert "QThread" not in err and "did not stop" not in err and "Traceback" not in err, err
+    assert "geometry=" in (tmp_path / "s.ini").read_text()  # the window's layout was saved
+    assert not (tmp_path / "out.txt").exists()  # nothing was heard: no transcript made up
+
+
+DOWNLOADER = """
+from engine.install import install_model
+from tests.app import fake_engine
+
+
+def load_model(source, **kw):
+    install_model(source)  # what engine.load_model does for a hub id first
+    return fake_engine.load_model(source, **kw)
+"""
+
+
+def test_quitting_during_a_download_inside_the_load_ends_the_download(tmp_path, monkeypatch):
+    """The download child process of a load under way is ended when the app exits (not left downloading), and
+    what it fetched is kept for the next download to resume from."""
+    import subprocess
+    import sys
+    import time
+
+    from engine import hub as H
+    from tests.fakehub import FakeHub, block_network, hub_env, padded
+    from tests.helpers import alive, livecap_env
+
+    tiny = REPO / "tests" / "fixtures" / "models" / "moon_tiny_like"
+    files = {p.name: p.read_bytes() for p in tiny.iterdir() if p.is_file()}
+    files["model.safetensors"] = padded(files["model.safetensors"], 22_000_000)
+    factory = tmp_path / "downloader.py"
+    factory.write_text(DOWNLOADER)
+    block_network(monkeypatch)
+    with FakeHub() as fake:
+        hub_env(monkeypatch, fake, tmp_path / "hf")
+        fake.add_repo("acme/moon-big", files)
+        fake.stall_at["model.safetensors"] = 11_000_000  # the server goes silent there: the child waits on
+        cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), "--model", "acme/moon-big"]
+        cmd += ["--engine-factory", f"{factory}:load_model"]
+        proc = subprocess.Popen(cmd, cwd=REPO, env=livecap_env(tmp_path), stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 40
+            while not H.partial_dir("acme/moon-big").is_dir() or not any(H.partial_dir("acme/moon-big").iterdir()):
+                assert proc.poll() is None and time.monotonic() < deadline, proc.poll()
+                time.sleep(0.05)
+            children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == proc.pid]
+            assert children  # the download child
+            sent = _interrupt_once(proc, tmp_path / "s.ini")  # s.ini: written when the window came up
+            _, err = proc.communicate(timeout=10)
+            took = time.monotonic() - sent
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0 and took < 5, (took, err)
+        assert "QThread" not in err and "Traceback" not in err, err
+        assert not any(alive(pid) for pid in children)
+    (part,) = H.partial_dir("acme/moon-big").iterdir()
+    assert 0 < part.stat().st_size < len(files["model.safetensors"])  # kept: the next download resumes from it
+
+
+def _parent(proc_dir: Path) -> int | None:
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
