@@ -91,13 +91,14 @@ class ExportDialog(QDialog):
         self.error_label = QLabel(self)
         self.error_label.setObjectName("exportError")
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet("color: #c62828;")
+        self.error_label.setProperty("role", "error")  # coloured by the theme's style sheet (QLabel[role="error"])
         self.error_label.hide()
 
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Cancel, self)
         self.export_button = buttons.addButton("Export", QDialogButtonBox.ButtonRole.AcceptRole)
         self.export_button.setObjectName("exportButton")
         self.export_button.setDefault(True)
+        self.export_button.setEnabled(bool(self._lines))  # nothing to export: no empty file
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
 
@@ -127,6 +128,8 @@ class ExportDialog(QDialog):
     def accept(self) -> None:
         """Write the file; on failure show why and stay open."""
         path = self.path()
+        if not self._lines:
+            return
         if not self.path_edit.text().strip():
             self._show_error("Choose a file name first.")
             return

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal, Slot
+from PySide6.QtCore import QEvent, QObject, QPointF, Qt, QTimer, Signal, Slot
 from PySide6.QtGui import (
     QAction,
     QActionGroup,
@@ -21,8 +21,13 @@ from PySide6.QtGui import (
     QColor,
     QFont,
     QGuiApplication,
+    QIcon,
     QKeyEvent,
     QKeySequence,
+    QPainter,
+    QPalette,
+    QPen,
+    QPixmap,
 )
 from PySide6.QtWidgets import (
     QAbstractButton,
@@ -68,6 +73,7 @@ AUDIO_FILTER = (
 )
 SILENT_DB = -90.0  # the level meter's floor: exact digital silence
 CAPTION_SIZE_STEP = 2
+DEVICE_COMBO_CHARS = 10  # the toolbar's device pickers show about this many characters (app.source_picker)
 #: Model > Weights: (``Key.WEIGHTS`` value, menu text, tooltip).
 WEIGHT_ITEMS = (
     ("stored", "As stored (exact)", "The weights as the model stores them: the reference results"),
@@ -118,6 +124,7 @@ class MainWindow(QMainWindow):
             apply_session_settings(controller, settings)
         self.refresh_devices(rescan=False)
         self._on_state(controller.state)
+        self._update_export()
 
         self._clock = QTimer(self)
         self._clock.setInterval(500)
@@ -164,6 +171,8 @@ class MainWindow(QMainWindow):
         self.device_combo = self.sources.device_combo
         self.refresh_button = self.sources.refresh_button
         self.level_meter = self.sources.level_meter
+        for box in (self.device_combo, self.sources.output_combo):
+            box.currentTextChanged.connect(lambda _text, box=box: _fit_device_combo(box))
         self.delay_combo = QComboBox(self)
         self.delay_combo.setObjectName("delayCombo")
         for ms in DELAY_CHOICES_MS:
@@ -249,6 +258,7 @@ class MainWindow(QMainWindow):
         bar.addAction(self.sessions_action)
         self.toolbar = bar
         self.addToolBar(bar)
+        self._refresh_icons()  # the overflow button's too
 
     def _build_menus(self) -> None:
         menus = self.menuBar()
@@ -333,6 +343,7 @@ class MainWindow(QMainWindow):
         c.lines_reset.connect(self._on_lines_reset)
         c.line_committed.connect(self.caption_view.commit)
         c.line_committed.connect(self.history.add_line)
+        c.line_committed.connect(self._update_export)
         c.partial_changed.connect(self.caption_view.set_partial)
         c.stats_changed.connect(self._on_stats)
         c.input_changed.connect(self.status.set_input)
@@ -401,7 +412,9 @@ class MainWindow(QMainWindow):
             self.load_model(source)
 
     def choose_model_folder(self) -> None:
-        """Ask for a model folder directly and load it."""
+        """Ask for a model folder directly and load it (not during a session or a load)."""
+        if self.controller.state in ("running", "paused", "loading"):
+            return
         start = self.settings.value(Key.MODEL_SOURCE) or str(Path.home())
         folder = QFileDialog.getExistingDirectory(self, "Choose a model folder", start)
         if folder:
@@ -472,9 +485,15 @@ class MainWindow(QMainWindow):
             self._apply_caption_font()
 
     def change_caption_size(self, step: int) -> int:
-        """Make the caption text ``step`` points larger (or smaller), within ``CAPTION_SIZES``; remembered."""
+        """Make the caption text ``step`` points larger (or smaller), within ``CAPTION_SIZES``; remembered. A size
+        outside that range (from the font dialog or the INI file) never jumps the other way: Larger keeps 120 pt,
+        Smaller keeps 7 pt."""
         lo, hi = CAPTION_SIZES
-        size = max(lo, min(hi, self.caption_view.font().pointSize() + step))
+        current = self.caption_view.font().pointSize()
+        if current <= 0:  # a font sized in pixels
+            current = self.settings.value(Key.CAPTION_FONT_SIZE)
+        size = current + step
+        size = min(size, max(hi, current)) if step > 0 else max(size, min(lo, current))
         stored = self.settings.value(Key.CAPTION_FONT)
         font = QFont()
         if stored and font.fromString(stored):
@@ -504,7 +523,8 @@ class MainWindow(QMainWindow):
         note = f" ({skipped} unreadable line{'s were' if skipped != 1 else ' was'} skipped)" if skipped else ""
         self.banner.show_message(
             "warning",
-            f"livecap did not close cleanly last time; {n} line{'s' if n != 1 else ''} from {when} were saved{note}.",
+            f"livecap did not close cleanly last time; {n} line{'s' if n != 1 else ''} from {when} "
+            f"{'were' if n != 1 else 'was'} saved{note}.",
             [
                 ("Recover", lambda: self._recover(recovered)),
                 ("Discard", lambda: self.controller.discard_recovery(recovered)),
@@ -574,10 +594,14 @@ class MainWindow(QMainWindow):
         self.start_action.setText("Resume" if state == "paused" else "Start")
         self.pause_action.setEnabled(state == "running")
         self.stop_action.setEnabled(active)
-        self.model_button.setEnabled(not active and state != "loading")
-        self.open_model_action.setEnabled(not active and state != "loading")
-        self.backend_group.setEnabled(not active)
-        self.weights_group.setEnabled(not active)
+        # A model can change only between sessions, and not while one loads: a choice made during a load
+        # would be saved and checked while the model loaded as it was asked for.
+        can_change_model = not active and state != "loading"
+        self.model_button.setEnabled(can_change_model)
+        self.open_model_action.setEnabled(can_change_model)
+        self.open_folder_action.setEnabled(can_change_model)
+        self.backend_group.setEnabled(can_change_model)
+        self.weights_group.setEnabled(can_change_model)
         self.sources.set_enabled(not active)
         self.replay_action.setEnabled(idle)
         model = self.controller.model
@@ -617,6 +641,17 @@ class MainWindow(QMainWindow):
     def _on_lines_reset(self) -> None:
         self.caption_view.set_lines(self.controller.lines)
         self.history.set_lines(self.controller.lines)
+        self._update_export()
+
+    def _update_export(self) -> None:
+        """Export needs lines: with none it would write an empty file."""
+        has_lines = bool(self.controller.lines)
+        self.export_action.setEnabled(has_lines)
+        self.export_action.setToolTip(
+            f"{Shortcut.EXPORT.value[2]} ({self.settings.shortcut(Shortcut.EXPORT)})"
+            if has_lines
+            else "Nothing to export yet: the transcript is empty"
+        )
 
     @Slot(object)
     def _on_stats(self, stats: Stats) -> None:
@@ -696,6 +731,11 @@ class MainWindow(QMainWindow):
             (self.stop_action, "stop", "#d13b3b"),
         ):
             action.setIcon(media_icon(kind, palette, None if plain or accent is None else QColor(accent)))
+        # The toolbar's overflow button: the platform's black "»" vanishes on the dark and high-contrast themes.
+        toolbar = getattr(self, "toolbar", None)  # None while the actions are made, before the toolbar
+        extension = toolbar.findChild(QToolButton, "qt_toolbar_ext_button") if toolbar is not None else None
+        if extension is not None:
+            extension.setIcon(_overflow_icon(palette.color(QPalette.ColorRole.ButtonText)))
 
     def _show_welcome(self, on: bool) -> None:
         """The welcome (no model yet) or the captions in the caption pane."""
@@ -776,6 +816,33 @@ class MainWindow(QMainWindow):
             print(f"livecap: the session in progress ended and is kept in Sessions ({where}).", file=sys.stderr)
         s.sync()
         super().closeEvent(event)
+
+
+def _overflow_icon(color: QColor) -> QIcon:
+    """A "»" (two chevrons) in ``color``, for the toolbar's overflow button."""
+    icon = QIcon()
+    for size in (12, 16, 24, 32):
+        pix = QPixmap(size, size)
+        pix.fill(Qt.GlobalColor.transparent)
+        p = QPainter(pix)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        p.setPen(QPen(color, max(1.5, size / 8), Qt.PenStyle.SolidLine, Qt.PenCapStyle.RoundCap))
+        s = float(size)
+        for x in (0.2 * s, 0.5 * s):
+            p.drawPolyline([QPointF(x, 0.25 * s), QPointF(x + 0.25 * s, 0.5 * s), QPointF(x, 0.75 * s)])
+        p.end()
+        icon.addPixmap(pix)
+    return icon
+
+
+def _fit_device_combo(box: QComboBox) -> None:
+    """A device picker in the toolbar shows about 10 characters. "No microphone found" (the only item when there is
+    none) gets room for all of it; a longer device name stays clipped, and its tooltip says it whole."""
+    text = box.currentText()
+    placeholder = box.count() == 1 and not box.currentData()
+    box.setMinimumContentsLength(max(DEVICE_COMBO_CHARS, len(text)) if placeholder else DEVICE_COMBO_CHARS)
+    name = box.accessibleName()
+    box.setToolTip(f"{name}: {text}" if text and len(text) > DEVICE_COMBO_CHARS else name)
 
 
 def _label(text: str, parent: QWidget) -> QLabel:

@@ -24,6 +24,7 @@ from PySide6.QtGui import (
     QCursor,
     QFont,
     QFontMetricsF,
+    QGuiApplication,
     QKeyEvent,
     QMouseEvent,
     QMoveEvent,
@@ -105,8 +106,31 @@ class CaptionOverlay(QWidget):
         if self._style.click_through != old.click_through:
             self._apply_flags()
         if not self._presentation:
-            self.resize(self.width(), self._natural_height())
+            self._set_height(self._natural_height())
         self.update()
+
+    def _set_height(self, height: int) -> None:
+        """Take ``height``, staying on the screen: an overlay in the lower half of its screen keeps its bottom
+        edge (it grows upward, as captions sit low), one in the upper half its top; either way it is then moved
+        back inside the screen's available area (and no taller than it) when it would leave it."""
+        g = self.geometry()
+        screen = QGuiApplication.screenAt(g.center()) or self.screen()
+        if screen is None:
+            self.resize(g.width(), height)
+            return
+        area = screen.availableGeometry()
+        height = max(self.minimumHeight(), min(height, area.height()))
+        new = QRect(g.left(), g.top(), g.width(), height)
+        if g.center().y() > area.center().y():
+            new.moveBottom(g.bottom())
+        if new.bottom() > area.bottom():
+            new.moveBottom(area.bottom())
+        if new.top() < area.top():
+            new.moveTop(area.top())
+        if new.topLeft() == g.topLeft():
+            self.resize(new.size())  # not moved: a window never placed stays the window manager's to place
+        else:
+            self.setGeometry(new)
 
     def set_context_menu(self, menu: QMenu) -> None:
         """The menu shown on right-click (built by the main window)."""

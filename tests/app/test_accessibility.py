@@ -195,3 +195,93 @@ def test_sessions_window(qtbot, window, tmp_path):
     assert view is not None and view.current_id() is not None and view.history.lines()
     assert view.retranscribe_button.isEnabled() and view.export_button.isEnabled()
     _dialog_check(qtbot, view)
+
+
+def _luminance(c) -> float:
+    def ch(v: float) -> float:
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * ch(c.redF()) + 0.7152 * ch(c.greenF()) + 0.0722 * ch(c.blueF())
+
+
+def _contrast(a, b) -> float:
+    la, lb = _luminance(a), _luminance(b)
+    return (max(la, lb) + 0.05) / (min(la, lb) + 0.05)
+
+
+@pytest.fixture
+def themed():
+    """Apply themes in a test (``themed(name)``); the app goes back to "system" after it."""
+    from app.theme import apply_theme
+
+    app = QApplication.instance()
+    yield lambda name: apply_theme(app, name)
+    apply_theme(app, "system")
+
+
+def test_error_text_is_readable_in_every_theme(qtbot, tmp_path, themed):
+    """An error under the export dialog has at least 4.5:1 contrast on each theme (a fixed red on the dark and
+    high-contrast backgrounds had about 2.5:1 and 3.6:1)."""
+    from PySide6.QtGui import QPalette
+
+    from app.export_dialog import ExportDialog
+    from engine.events import Line
+
+    for theme in ("light", "dark", "high-contrast"):
+        themed(theme)
+        d = ExportDialog([Line("a line", 0, 1)], folder=str(tmp_path))
+        qtbot.addWidget(d)
+        d._show_error("The transcript could not be saved.")
+        d.show()
+        qtbot.waitExposed(d)
+        label = d.error_label
+        fg = label.palette().color(label.foregroundRole())
+        bg = d.palette().color(QPalette.ColorRole.Window)
+        assert _contrast(fg, bg) >= 4.5, (theme, fg.name(), bg.name())
+        d.close()
+
+
+def _bright_pixels(image, rect) -> int:
+    return sum(
+        1
+        for y in range(rect.top(), rect.bottom() + 1)
+        for x in range(rect.left(), rect.right() + 1)
+        if _luminance(image.pixelColor(x, y)) > 0.4
+    )
+
+
+def test_high_contrast_check_box_shows_its_box(qtbot, themed):
+    """An unchecked check box ("Keep audio", "Remember on this computer") draws a white box on the black
+    high-contrast background (it drew black on black: the label read as plain text), and checked looks different."""
+    from PySide6.QtWidgets import QCheckBox, QStyle, QStyleOptionButton
+
+    themed("high-contrast")
+    box = QCheckBox("Keep audio")
+    qtbot.addWidget(box)
+    box.show()
+    qtbot.waitExposed(box)
+    opt = QStyleOptionButton()
+    box.initStyleOption(opt)
+    rect = box.style().subElementRect(QStyle.SubElement.SE_CheckBoxIndicator, opt, box)
+    unchecked = _bright_pixels(box.grab().toImage(), rect)
+    assert unchecked >= 2 * rect.width(), (unchecked, rect)  # its outline, at least
+    box.setChecked(True)
+    assert _bright_pixels(box.grab().toImage(), rect) > unchecked * 1.5
+
+
+def test_toolbar_overflow_button_is_visible_in_dark_themes(qtbot, controller, settings, fake_sd, themed):
+    """In a narrow window the toolbar's overflow button shows its "\u00bb" in the dark and high-contrast themes
+    (the platform's black one vanished; high contrast drew an empty box)."""
+    from PySide6.QtCore import QRect
+    from PySide6.QtWidgets import QToolButton
+
+    w = shown_window(qtbot, controller, settings, fake_sd, 520)
+    load(qtbot, w)
+    for theme in ("dark", "high-contrast"):
+        themed(theme)
+        w.set_theme(theme)
+        button = w.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+        qtbot.waitUntil(lambda b=button: b.isVisible(), timeout=2000)
+        image = button.grab().toImage()
+        inside = QRect(3, 3, image.width() - 6, image.height() - 6)  # within any border
+        assert _bright_pixels(image, inside) >= 6, theme

@@ -10,6 +10,7 @@ from PySide6.QtTest import QTest
 
 from app.main_window import MainWindow
 from app.settings import Key
+from engine.events import Line
 from tests.app import fake_engine
 
 
@@ -226,9 +227,33 @@ def test_export_action_uses_saved_folder(qtbot, window, settings, tmp_path, monk
         return self.result()
 
     monkeypatch.setattr(ExportDialog, "exec", fake_exec)
+    window.controller._commit(Line("one line to export", 0.0, 1.0))
     window.export_action.trigger()
     assert seen["path"].parent == tmp_path
     assert seen["path"].exists()
+
+
+def test_export_needs_lines(qtbot, window, settings, tmp_path, monkeypatch):
+    """With no lines (no model either) Export is disabled rather than writing an empty file; a committed line
+    enables it, a new empty transcript disables it again, and the dialog's own Export button agrees."""
+    from app.export_dialog import ExportDialog
+
+    opened = []
+    monkeypatch.setattr(ExportDialog, "exec", lambda self: opened.append(self) or 0)
+    assert not window.export_action.isEnabled() and "empty" in window.export_action.toolTip()
+    window.export_action.trigger()
+    assert opened == []
+    window.controller._commit(Line("first words", 0.0, 1.0))
+    assert window.export_action.isEnabled() and "Ctrl+E" in window.export_action.toolTip()
+    window.controller.lines = []
+    window.controller.lines_reset.emit()
+    assert not window.export_action.isEnabled()
+    (tmp_path / "out").mkdir()
+    empty = ExportDialog([], folder=str(tmp_path / "out"))
+    qtbot.addWidget(empty)
+    assert not empty.export_button.isEnabled()
+    empty.accept()
+    assert empty.saved_path is None and list((tmp_path / "out").iterdir()) == []
 
 
 def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, settings, speech):
@@ -456,3 +481,113 @@ def test_long_input_and_model_names_are_elided_not_widening_the_window(qtbot, wi
     assert model.shown_text().endswith("\u2026") and model.text() in model.toolTip()
     window.resize(3000, 400)  # room again: the whole text
     qtbot.waitUntil(lambda: label.shown_text() == label.text())
+
+
+def test_model_menus_are_disabled_while_a_model_loads(qtbot, settings, journal_dir, fake_sd):
+    """Weights, Backend, Models... and Open model folder... cannot change while a model loads (a choice then
+    was saved and checked, but the model loaded as first asked); they come back when the load ends."""
+    import threading
+
+    from app.controller import SessionController
+
+    release = threading.Event()
+
+    def slow_loader(source, **kwargs):
+        release.wait(10)
+        return fake_engine.load_model(source, **kwargs)
+
+    c = SessionController(loader=slow_loader, sounddevice=fake_sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    try:
+        w.load_model("fake-moonshine")
+        assert c.state == "loading"
+        model_controls = (w.weights_group, w.backend_group, w.open_model_action, w.open_folder_action, w.model_button)
+        assert not any(x.isEnabled() for x in model_controls)
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            release.set()
+        assert all(x.isEnabled() for x in model_controls)
+        assert weights_action(w, "stored").isChecked() and fake_engine.LAST_MODEL.quantize is None
+    finally:
+        release.set()
+        c.shutdown(5000)
+
+
+def test_open_model_folder_is_disabled_during_a_session(qtbot, window, monkeypatch):
+    """Like Models..., Open model folder... waits for the session to end (choosing a folder stopped it)."""
+    from PySide6.QtWidgets import QFileDialog
+
+    asked = []
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: asked.append(a) or ""))
+    load(qtbot, window)
+    assert window.open_folder_action.isEnabled()
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        window.start_action.trigger()
+    assert not window.open_folder_action.isEnabled() and not window.open_model_action.isEnabled()
+    window.choose_model_folder()  # the welcome's button, say: nothing happens during a session
+    assert asked == [] and window.controller.state == "running"
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        window.pause_action.trigger()
+    assert not window.open_folder_action.isEnabled()
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
+    assert window.open_folder_action.isEnabled()
+
+
+def test_recovery_banner_agrees_in_number(qtbot, controller, settings, journal_dir, fake_sd):
+    from app.journal import Journal
+
+    j = Journal(journal_dir)
+    j.add(Line("saved before the crash", 0.0, 2.0))
+    j._file.close()
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    assert w.offer_recovery() is not None
+    text = w.banner.label.text()
+    assert " 1 line from " in text and " was saved." in text, text
+
+
+def test_caption_size_steps_never_jump_the_other_way(qtbot, window, settings):
+    """A size outside the steps' range (120 pt from the font dialog or the INI file, or 7 pt) stays put when a
+    step would take it back inside from the wrong side: Larger never shrinks, Smaller never grows."""
+    settings.set_value(Key.CAPTION_FONT_SIZE, 120)
+    window._apply_caption_font()
+    assert window.caption_view.font().pointSize() == 120
+    window.larger_action.trigger()
+    assert window.caption_view.font().pointSize() == 120 and settings.value(Key.CAPTION_FONT_SIZE) == 120
+    window.smaller_action.trigger()
+    assert window.caption_view.font().pointSize() == 118
+    settings.set_value(Key.CAPTION_FONT_SIZE, 7)
+    window._apply_caption_font()
+    window.smaller_action.trigger()
+    assert window.caption_view.font().pointSize() == 7
+    window.larger_action.trigger()
+    assert window.caption_view.font().pointSize() == 9
+
+
+def test_no_microphone_found_is_shown_whole(qtbot, controller, settings):
+    """With no microphone the picker says so in full ("No microphone found" was cut to "No microphone fo")."""
+    from tests.app.fake_sounddevice import FakeSoundDevice
+
+    settings.set_value(Key.SOURCE, "mic")
+    sd = FakeSoundDevice([])
+    w = MainWindow(controller, settings, sounddevice=sd)
+    qtbot.addWidget(w)
+    w.resize(1600, 500)
+    w.show()
+    qtbot.waitExposed(w)
+    box = w.device_combo
+    assert box.currentText() == "No microphone found"
+    qtbot.waitUntil(box.isVisible, timeout=2000)
+    room = box.style().subControlRect(
+        box.style().ComplexControl.CC_ComboBox, _combo_option(box), box.style().SubControl.SC_ComboBoxEditField, box
+    )
+    assert room.width() >= box.fontMetrics().horizontalAdvance(box.currentText()), (room, box.width())
+
+
+def _combo_option(box):
+    from PySide6.QtWidgets import QStyleOptionComboBox
+
+    opt = QStyleOptionComboBox()
+    box.initStyleOption(opt)
+    return opt

@@ -177,3 +177,36 @@ def test_presentation_text_fits_a_window_that_is_not_full_screen(qtbot):
     # a moment later the window covers the screen by itself, and the text is full presentation size again
     qtbot.waitUntil(lambda: overlay.geometry() == overlay.screen().geometry(), timeout=3000)
     assert abs(overlay.caption_font().pointSizeF() - 26 * 1.8) < 0.01
+
+
+def test_more_lines_or_a_larger_font_keep_the_overlay_on_its_screen(qtbot, settings, controller):
+    """At its default place (low on the screen) the overlay grows upward when it gets more lines or a larger
+    font, keeping its bottom edge; it grew downward, off the bottom of the screen. High on the screen it keeps
+    its top, and it is never taller than the screen."""
+    from PySide6.QtGui import QFont
+    from PySide6.QtWidgets import QWidget
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    manager = OverlayManager(controller, settings, parent)
+    overlay = manager.overlay
+    qtbot.addWidget(overlay)
+    manager.set_visible(True)
+    area = overlay.screen().availableGeometry()
+    bottom = overlay.geometry().bottom()
+    assert area.contains(overlay.geometry())
+    two = overlay.height()
+    manager.set_style(lines=5)
+    assert overlay.height() > two * 2
+    assert area.contains(overlay.geometry()) and overlay.geometry().bottom() == bottom, (overlay.geometry(), area)
+    font = QFont(overlay.overlay_style().font)
+    font.setPointSize(200)
+    manager.set_style(font=font)
+    assert area.contains(overlay.geometry()) and overlay.height() == area.height()
+
+    font.setPointSize(20)
+    manager.set_style(font=font, lines=2)
+    overlay.move(area.left() + 10, area.top() + 20)
+    top = overlay.geometry().top()
+    manager.set_style(lines=4)
+    assert overlay.geometry().top() == top and area.contains(overlay.geometry())
