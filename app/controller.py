@@ -195,7 +195,7 @@ class SessionController(QObject):
         if self._journal_dir is None:
             return None
         try:
-            return journal_mod.find_unfinished(self._journal_dir)
+            return journal_mod.find_unfinished(self._journal_dir, [self.session_id] if self.session_id else [])
         except OSError:
             return None
 

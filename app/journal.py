@@ -19,6 +19,7 @@ import math
 import os
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -256,14 +257,14 @@ def read_start(path: str | Path) -> dict[str, Any]:
     return {}
 
 
-def recorder_alive(start: dict[str, Any]) -> bool:
+def recorder_alive(start: dict[str, Any]) -> bool | None:
     """Whether the process that wrote the start record ``start`` still runs (so its session may still be being
-    recorded). True when the record cannot tell (written before records had a ``pid``)."""
+    recorded); None when the record cannot tell (written before records had a ``pid``)."""
     import psutil
 
     pid, epoch = start.get("pid"), start.get("epoch")
     if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(epoch, (int, float)):
-        return True
+        return None
     try:
         return psutil.Process(pid).create_time() <= epoch + 1.0  # not another process that got the pid since
     except (psutil.Error, OSError, ValueError):
@@ -318,9 +319,12 @@ def ends_finished(path: str | Path) -> bool:
     return isinstance(record, dict) and record.get("type") == "end"
 
 
-def find_unfinished(folder: str | Path) -> RecoveredSession | None:
-    """The most recent journal in ``folder`` without an end record that holds at least one line.
-    Unreadable journals are skipped; never raises."""
+def find_unfinished(folder: str | Path, recording: Iterable[str] = ()) -> RecoveredSession | None:
+    """The most recent journal in ``folder`` without an end record that holds at least one line, and whose
+    recorder is gone: another livecap may be recording into the same folder, and its journal is no crash
+    (``recording``: the ids of this process's own sessions in progress). Unreadable journals are skipped; never
+    raises."""
+    busy = set(recording)
     folder = Path(folder)
     if not folder.is_dir():
         return None
@@ -328,7 +332,9 @@ def find_unfinished(folder: str | Path) -> RecoveredSession | None:
         if ends_finished(path):
             continue
         data = read_journal_data(path)
-        if data.finished or data.error is not None:
+        if data.finished or data.error is not None or path.stem in busy:
+            continue
+        if data.info.get("pid") != os.getpid() and recorder_alive(data.info):
             continue
         if data.lines:
             started = data.info.get("time")

@@ -47,7 +47,7 @@ def retranscribe(
         raise UsageError(
             f"The session {session_id} has no kept audio; turn on \u201cKeep audio\u201d before recording."
         )
-    if not summary.finished and recorder_alive(read_start(store.journal_path(session_id))):
+    if not summary.finished and recorder_alive(read_start(store.journal_path(session_id))) is not False:
         raise UsageError(f"The session {session_id} is still being recorded; re-transcribe it when it has ended.")
     # unfinished, its recorder gone (the app stopped during it): its audio up to there is transcribed
     total = audio_seconds(summary.audio)

@@ -48,6 +48,37 @@ def test_a_file_name_that_is_not_utf8_does_not_stop_the_journal(tmp_path):
     assert info["input"] == "talk\ufffd.wav" and lines == [Line("one", 0.0, 1.0)] and finished
 
 
+def test_a_session_another_livecap_is_recording_is_no_crash_to_recover(tmp_path):
+    """A second livecap on the same sessions folder offered the first one's running session as a crash, and
+    'Recover' cut its kept audio short and wrote an end record into the journal it was still writing."""
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    code = (
+        "import sys, time\n"
+        "from app.journal import Journal\n"
+        "from engine.events import Line\n"
+        f"j = Journal({str(tmp_path)!r}, {{'source': 'microphone'}})\n"
+        "j.add(Line('still talking', 0.0, 1.0))\n"
+        "print(j.session_id, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    other = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    try:
+        sid = other.stdout.readline().strip()
+        assert sid and journal.find_unfinished(tmp_path) is None  # alive: being recorded, not offered
+        path = tmp_path / f"{sid}.jsonl"
+        assert '"type": "end"' not in path.read_text()  # and nothing written into it
+    finally:
+        other.kill()
+        other.wait()
+    rec = journal.find_unfinished(tmp_path)  # its process died: a crash, offered
+    assert rec is not None and rec.path.stem == sid and rec.lines == (Line("still talking", 0.0, 1.0),)
+    assert journal.find_unfinished(tmp_path, recording=[sid]) is None  # unless it is this process's own
+
+
 def test_unwritable_journal_folder_is_reported_not_raised(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
