@@ -72,7 +72,6 @@ LANGUAGE_NAMES = {
     "ja": "Japanese",
     "ko": "Korean",
 }
-ERROR_STYLE = "color: #c62828;"
 FAMILY_NAMES = {"moonshine_streaming": "Moonshine Streaming", "voxtral_realtime": "Voxtral Realtime"}
 _LIVE_JOBS: set[Job] = set()  # jobs outlive a closed dialog until their thread ends
 
@@ -270,7 +269,7 @@ class ModelDialog(QDialog):
         self.error_label = QLabel(self)
         self.error_label.setObjectName("modelError")
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet(ERROR_STYLE)
+        self.error_label.setProperty("role", "error")  # coloured by the theme's style sheet (QLabel[role="error"])
         self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error_label.hide()
 
@@ -539,7 +538,7 @@ class ModelDialog(QDialog):
                 head += f"<br>A {_esc(family)} model" + (f" ({_esc(langs)})." if langs else ".")
             if row.folder_ok:
                 return head + "<br>The loader accepts this folder."
-            return head + f"<br><span style='{ERROR_STYLE}'>{_esc(row.folder_problem)}</span>"
+            return head + f"<br><b>{_esc(row.folder_problem)}</b>"  # bold: a fixed colour fails some theme
         if e is None:
             lines = [f"<b>{_esc(row.source)}</b> (from the Hugging Face cache, not in livecap's catalog)"]
             if row.state is not None and not row.state.complete and row.state.problem:
@@ -831,7 +830,9 @@ class ModelDialog(QDialog):
 
     def _custom_message(self, text: str, error: bool = False) -> None:
         self.custom_status.setText(text)
-        self.custom_status.setStyleSheet(ERROR_STYLE if error else "")
+        self.custom_status.setProperty("role", "error" if error else "")
+        self.custom_status.style().unpolish(self.custom_status)  # the style sheet follows the property
+        self.custom_status.style().polish(self.custom_status)
         self.custom_status.setVisible(bool(text))
 
     def _on_folder_ok(self, result: tuple[str, str]) -> None:

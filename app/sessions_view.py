@@ -260,7 +260,7 @@ class SessionsWindow(QWidget):
         self.error_label.setObjectName("sessionsError")
         self.error_label.setWordWrap(True)
         self.error_label.setTextFormat(Qt.TextFormat.PlainText)
-        self.error_label.setStyleSheet("color: #c0392b;")
+        self.error_label.setProperty("role", "error")  # coloured by the theme's style sheet (QLabel[role="error"])
         self.error_label.hide()
 
         right = QWidget(self)
