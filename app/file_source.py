@@ -65,15 +65,16 @@ class FileSource:
         self.description = f"{self.path.name} (replay{'' if self.speed == 1 else f' ×{self.speed:g}'})"
 
     def close(self) -> None:
-        """Pause the clock; ``open()`` resumes where the replay stopped."""
+        """Pause the clock; ``open()`` resumes where the replay stopped. What was due by then is still read (as a
+        microphone's queued blocks are after it closes): a Stop while the engine is behind loses nothing."""
         if self._t0 is not None and self._paused_at is None:
             self._paused_at = time.monotonic()
 
     def read(self, max_seconds: float | None = None) -> list[Block]:
         """The blocks that are due by now (at most about ``max_seconds``), oldest first."""
-        if self._t0 is None or self._paused_at is not None:
+        if self._t0 is None:
             return []
-        due = self._due(time.monotonic())
+        due = self._due(time.monotonic() if self._paused_at is None else self._paused_at)
         if max_seconds is not None:
             due = min(due, self._pos + int(max_seconds * self.rate))
         audio = self._take(due - self._pos)

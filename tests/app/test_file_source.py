@@ -36,6 +36,25 @@ def test_replay_paces_and_ends(tmp_path):
     assert source.ended and np.array_equal(samples, read_audio(path))  # every sample, in order
 
 
+def test_what_was_due_when_the_replay_stops_is_still_read(tmp_path, monkeypatch):
+    """A Stop while the engine was behind dropped the backlog: ~15 s of a replay at 4x never transcribed."""
+    from app import file_source
+
+    clock = [1000.0]
+    monkeypatch.setattr(file_source.time, "monotonic", lambda: clock[0])
+    audio = fake_engine.speechlike([(0.5, 0.5)] * 10)
+    path = fake_engine.write_wav(tmp_path / "a.wav", audio)
+    source = FileSource(path, speed=4.0)
+    source.open()
+    first = source.read()
+    clock[0] += 1.5  # 6 s of audio due; the engine read none of it yet
+    source.close()  # Stop
+    clock[0] += 5.0
+    backlog = source.read()
+    assert sum(len(b.samples) for b in first + backlog) == 6 * 16000  # all that was due at the stop, no more
+    assert source.read() == []
+
+
 def test_unreadable_file_is_an_audio_error(tmp_path):
     with pytest.raises(AudioError):
         FileSource(tmp_path / "missing.wav").open()
