@@ -233,16 +233,14 @@ class SessionController(QObject):
         stopped: list[bool] = []
         started = time.monotonic()
 
-        def on_shut_down() -> None:
-            stopped.append(True)
-            loop.quit()
-
         def check() -> None:
             waited_ms = (time.monotonic() - started) * 1000
             if waited_ms >= timeout_ms or (self._only_loading() and waited_ms >= load_wait_ms):
                 loop.quit()
 
-        self._worker.shut_down.connect(on_shut_down)
+        mark = lambda: stopped.append(True)  # noqa: E731 - may run on the worker's thread: a list append only
+        self._worker.shut_down.connect(mark)
+        self._worker.shut_down.connect(loop.quit)  # a slot of the GUI thread's loop: queued, as the reply comes
         poll = QTimer()
         poll.setInterval(20)
         poll.timeout.connect(check)
@@ -250,7 +248,8 @@ class SessionController(QObject):
         self.request_shutdown.emit()
         loop.exec()
         poll.stop()
-        self._worker.shut_down.disconnect(on_shut_down)
+        self._worker.shut_down.disconnect(mark)
+        self._worker.shut_down.disconnect(loop.quit)
         self._thread.quit()
         if not stopped and self._only_loading():
             log.info("quitting while a model loads: not waiting for the load, which cannot be interrupted")
