@@ -318,7 +318,7 @@ class MainWindow(QMainWindow):
         c = self.controller
         self.start_action.triggered.connect(self.start_or_resume)
         self.pause_action.triggered.connect(c.pause)
-        self.stop_action.triggered.connect(c.stop)
+        self.stop_action.triggered.connect(self.stop)
         self.open_model_action.triggered.connect(self.choose_model)
         self.open_folder_action.triggered.connect(self.choose_model_folder)
         self.replay_action.triggered.connect(self.choose_replay_file)
@@ -585,6 +585,16 @@ class MainWindow(QMainWindow):
             options["delay_ms"] = int(self.delay_combo.currentData())
         s = self.sources
         return SessionSpec(input_file, speed, s.device, options, source=s.kind, output=s.output)
+
+    def stop(self) -> None:
+        """End the session. What was captured but not yet transcribed still is (a backlog can take seconds):
+        until the session has ended the window says so, and Start, Pause and Stop wait."""
+        if self.controller.state not in ("running", "paused"):
+            return
+        for action in (self.start_action, self.pause_action, self.stop_action):
+            action.setEnabled(False)
+        self.status.showMessage("Stopping: transcribing what was already captured\u2026")
+        self.controller.stop()
 
     @Slot(str)
     def _on_state(self, state: str) -> None:

@@ -591,3 +591,33 @@ def _combo_option(box):
     opt = QStyleOptionComboBox()
     box.initStyleOption(opt)
     return opt
+
+
+def test_stop_says_it_is_stopping_while_the_backlog_is_transcribed(qtbot, journal_dir, settings, speech):
+    """With the engine behind, Stop transcribes what was captured first (seconds): the window kept saying
+    "Captioning" with Stop enabled, as if the click had done nothing."""
+    import numpy as np
+
+    from app.controller import SessionController
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    sd = FakeSoundDevice([make_device("Mic")], signal=np.tile(speech, 3), speed=8.0)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=sd)
+    qtbot.addWidget(w)
+    w.show()
+    try:
+        load(qtbot, w, "fake-slow")
+        w.start_action.trigger()
+        qtbot.waitUntil(lambda: w.status.keepup_label.isVisible(), timeout=6000)  # behind
+        with qtbot.waitSignal(c.session_finished, timeout=8000):
+            w.stop_action.trigger()
+            assert c.state == "running"  # the backlog is still being transcribed
+            assert not w.stop_action.isEnabled() and not w.pause_action.isEnabled()
+            assert not w.start_action.isEnabled()
+            assert w.status.currentMessage().startswith("Stopping")
+        qtbot.waitUntil(lambda: c.state == "idle", timeout=3000)
+        assert w.start_action.isEnabled() and not w.stop_action.isEnabled()
+        assert w.status.currentMessage().startswith("Stopped")
+    finally:
+        c.shutdown(5000)
