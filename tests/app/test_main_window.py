@@ -256,7 +256,8 @@ def test_export_needs_lines(qtbot, window, settings, tmp_path, monkeypatch):
     assert empty.saved_path is None and list((tmp_path / "out").iterdir()) == []
 
 
-def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, settings, speech):
+def slow_mic_window(qtbot, journal_dir, settings, speech):
+    """A window over its own controller whose microphone plays ``speech`` three times at 8x real time."""
     import numpy as np
 
     from app.controller import SessionController
@@ -267,6 +268,11 @@ def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, settings, speech):
     w = MainWindow(c, settings, sounddevice=sd)
     qtbot.addWidget(w)
     w.show()
+    return c, w
+
+
+def test_slow_engine_shows_cant_keep_up(qtbot, journal_dir, settings, speech):
+    c, w = slow_mic_window(qtbot, journal_dir, settings, speech)
     try:
         load(qtbot, w, "fake-slow")
         w.start_action.trigger()
@@ -596,16 +602,7 @@ def _combo_option(box):
 def test_stop_says_it_is_stopping_while_the_backlog_is_transcribed(qtbot, journal_dir, settings, speech):
     """With the engine behind, Stop transcribes what was captured first (seconds): the window kept saying
     "Captioning" with Stop enabled, as if the click had done nothing."""
-    import numpy as np
-
-    from app.controller import SessionController
-    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
-
-    sd = FakeSoundDevice([make_device("Mic")], signal=np.tile(speech, 3), speed=8.0)
-    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
-    w = MainWindow(c, settings, sounddevice=sd)
-    qtbot.addWidget(w)
-    w.show()
+    c, w = slow_mic_window(qtbot, journal_dir, settings, speech)
     try:
         load(qtbot, w, "fake-slow")
         w.start_action.trigger()
