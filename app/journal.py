@@ -162,7 +162,7 @@ def _next_number(folder: Path, stamp: str) -> int:
     return max((int(m[1] or 1) for name in names if (m := taken.match(name))), default=0) + 1
 
 
-def _time(value: Any) -> float | None:
+def finite_seconds(value: Any) -> float | None:
     """A finite number of seconds, or None (bools, strings, NaN and infinities are damage)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -220,7 +220,11 @@ def read_journal_data(path: str | Path) -> JournalData:
                 if not isinstance(kind, str):
                     unreadable += 1
                 elif kind == "line":
-                    text, start, stop = record.get("text"), _time(record.get("start")), _time(record.get("end"))
+                    text, start, stop = (
+                        record.get("text"),
+                        finite_seconds(record.get("start")),
+                        finite_seconds(record.get("end")),
+                    )
                     if not isinstance(text, str) or start is None or stop is None:
                         unreadable += 1
                         continue
@@ -262,8 +266,8 @@ def recorder_alive(start: dict[str, Any]) -> bool | None:
     recorded); None when the record cannot tell (written before records had a ``pid``)."""
     import psutil
 
-    pid, epoch = start.get("pid"), start.get("epoch")
-    if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(epoch, (int, float)):
+    pid, epoch = start.get("pid"), finite_seconds(start.get("epoch"))
+    if not isinstance(pid, int) or isinstance(pid, bool) or epoch is None:
         return None
     try:
         return psutil.Process(pid).create_time() <= epoch + 1.0  # not another process that got the pid since

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from app import session_audio, session_index
-from app.journal import Journal, JournalData, read_journal_data, read_start
+from app.journal import Journal, JournalData, finite_seconds, read_journal_data, read_start
 from app.session_index import SummaryIndex
 from engine.errors import ExportError, UsageError
 from engine.events import Line
@@ -128,6 +127,16 @@ class Retention:
 
     def __str__(self) -> str:
         return "all" if self.mode == "all" else f"{self.mode}:{self.n}"
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """What tells whether a journal changed since it was read (it only grows; versions are written once): its
+    modification time and size; None when it cannot be looked at."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size)
 
 
 def _order(session_id: str) -> tuple[str, int]:
@@ -240,10 +249,8 @@ class SessionStore:
     def audio_seconds(self, session_id: str) -> float | None:
         """Seconds of audio the session was fed (its journal's end record's ``audio_s``); ``None`` when it was
         not recorded (an unfinished session, or one from before it was kept). No time of any version passes it."""
-        audio_s = self._read(self.journal_path(session_id)).end.get("audio_s")
-        if isinstance(audio_s, (int, float)) and not isinstance(audio_s, bool) and 0 <= audio_s < math.inf:
-            return float(audio_s)
-        return None
+        audio_s = finite_seconds(self._read(self.journal_path(session_id)).end.get("audio_s"))
+        return audio_s if audio_s is not None and audio_s >= 0 else None
 
     def search(self, text: str) -> dict[str, int]:
         """For each session whose latest version contains ``text`` (case-insensitive): the number of
@@ -420,10 +427,8 @@ class SessionStore:
 
     # -- internals ---------------------------------------------------------------------------------
     def _read(self, path: Path) -> JournalData:
-        try:
-            st = path.stat()
-            key = (st.st_mtime_ns, st.st_size)
-        except OSError:
+        key = _stamp(path)
+        if key is None:
             return read_journal_data(path)
         cached = self._cache.get(path)
         if cached is not None and cached[0] == key:
@@ -443,11 +448,7 @@ class SessionStore:
         letter at a time (folding every line of a year of sessions again took ~0.1 s per keystroke). Only the
         strings are kept, not the parsed lines: a year of hour-long sessions held ~80 MB of line objects for
         search alone, and the garbage collector's full passes over them stalled the window (74-454 ms)."""
-        try:
-            st = path.stat()
-            key = (st.st_mtime_ns, st.st_size)
-        except OSError:
-            key = None
+        key = _stamp(path)
         cached = self._folds.get(path)
         if cached is not None and key is not None and cached[0] == key:
             return cached[1]
@@ -477,9 +478,9 @@ class SessionStore:
         """When a session started (seconds since the epoch): its start record's ``epoch``, else its local ``time``
         (or id) read in the current time zone; inf when unknown."""
         start = read_start(self.folder / f"{session_id}.jsonl")
-        epoch = start.get("epoch")
-        if isinstance(epoch, (int, float)) and not isinstance(epoch, bool) and math.isfinite(epoch):
-            return float(epoch)
+        epoch = finite_seconds(start.get("epoch"))
+        if epoch is not None:
+            return epoch
         started = _started(start.get("time"), session_id)
         try:
             return time.mktime(time.strptime(started[:19], "%Y-%m-%dT%H:%M:%S"))
