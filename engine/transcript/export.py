@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from engine.errors import ExportError, UsageError, os_reason
 from engine.events import Line
-from engine.transcript.formats import FORMATS, format_for_path, format_transcript
+from engine.transcript.formats import format_for_path, format_transcript, named_format
 
 
 def write_transcript(lines: Sequence[Line], path: str | os.PathLike[str], fmt: str | None = None, **options) -> None:
@@ -70,10 +70,7 @@ def output_format(fmt: str | None, output: str | os.PathLike[str] | None, defaul
     when given, else the one the file name's extension names (.txt, .srt, .vtt, .json), else ``default``.
     UsageError (one sentence) when ``fmt`` and the extension name different formats: no file is written
     mislabeled."""
-    named = None
-    if output is not None and os.fspath(output) != "-":
-        ext = os.path.splitext(os.fspath(output))[1].lower().lstrip(".")
-        named = ext if ext in FORMATS else None
+    named = named_format(output) if output is not None and os.fspath(output) != "-" else None
     if fmt and named and fmt.lower() != named:
         raise UsageError(
             f"--format {fmt} does not match the output file name '{os.fspath(output)}'; "

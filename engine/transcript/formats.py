@@ -117,11 +117,17 @@ def format_transcript(lines: Sequence[Line], fmt: str, **kw) -> str:
     raise UsageError(f"Unknown transcript format '{fmt}': use txt, srt, vtt or json.")
 
 
+def named_format(path: str | os.PathLike[str]) -> str | None:
+    """The format a file name's extension names (case-insensitive), or None."""
+    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    return ext if ext in FORMATS else None
+
+
 def format_for_path(path: str | os.PathLike[str]) -> str:
     """The format a file name asks for, from its extension (case-insensitive); UsageError otherwise."""
-    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
-    if ext in FORMATS:
-        return ext
+    fmt = named_format(path)
+    if fmt is not None:
+        return fmt
     raise UsageError(
         f"Cannot tell the transcript format from '{os.fspath(path)}': use a .txt, .srt, .vtt or .json name."
     )
