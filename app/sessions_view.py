@@ -461,10 +461,14 @@ class SessionsWindow(QWidget):
         )
 
     def _confirm_retention(self, policy: Retention, doomed: Sequence[SessionSummary]) -> bool:
+        return self._ask("Delete sessions", self.retention_question(policy, doomed))
+
+    def _ask(self, title: str, text: str) -> bool:
+        """A Yes/No question before a deletion, No by default; True for Yes."""
         answer = QMessageBox.question(
             self,
-            "Delete sessions",
-            self.retention_question(policy, doomed),
+            title,
+            text,
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
             QMessageBox.StandardButton.No,
         )
@@ -652,14 +656,9 @@ class SessionsWindow(QWidget):
         if summary.id == self._process_session:
             self._show_error(BUSY)
             return
-        answer = QMessageBox.question(
-            self,
-            "Delete session",
-            f"<p>Delete \u201c{html.escape(summary.name)}\u201d with all its versions and audio?</p>",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
-        )
-        if answer == QMessageBox.StandardButton.Yes:
+        if self._ask(
+            "Delete session", f"<p>Delete \u201c{html.escape(summary.name)}\u201d with all its versions and audio?</p>"
+        ):
             self.delete_current()
 
     def _fill_retranscribe_menu(self) -> None:
