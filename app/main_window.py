@@ -73,7 +73,6 @@ AUDIO_FILTER = (
 )
 SILENT_DB = -90.0  # the level meter's floor: exact digital silence
 CAPTION_SIZE_STEP = 2
-DEVICE_COMBO_CHARS = 10  # the toolbar's device pickers show about this many characters (app.source_picker)
 #: Model > Weights: (``Key.WEIGHTS`` value, menu text, tooltip).
 WEIGHT_ITEMS = (
     ("stored", "As stored (exact)", "The weights as the model stores them: the reference results"),
@@ -171,8 +170,6 @@ class MainWindow(QMainWindow):
         self.device_combo = self.sources.device_combo
         self.refresh_button = self.sources.refresh_button
         self.level_meter = self.sources.level_meter
-        for box in (self.device_combo, self.sources.output_combo):
-            box.currentTextChanged.connect(lambda _text, box=box: _fit_device_combo(box))
         self.delay_combo = QComboBox(self)
         self.delay_combo.setObjectName("delayCombo")
         for ms in DELAY_CHOICES_MS:
@@ -843,16 +840,6 @@ def _overflow_icon(color: QColor) -> QIcon:
         p.end()
         icon.addPixmap(pix)
     return icon
-
-
-def _fit_device_combo(box: QComboBox) -> None:
-    """A device picker in the toolbar shows about 10 characters. "No microphone found" (the only item when there is
-    none) gets room for all of it; a longer device name stays clipped, and its tooltip says it whole."""
-    text = box.currentText()
-    placeholder = box.count() == 1 and not box.currentData()
-    box.setMinimumContentsLength(max(DEVICE_COMBO_CHARS, len(text)) if placeholder else DEVICE_COMBO_CHARS)
-    name = box.accessibleName()
-    box.setToolTip(f"{name}: {text}" if text and len(text) > DEVICE_COMBO_CHARS else name)
 
 
 def _label(text: str, parent: QWidget) -> QLabel:

@@ -22,6 +22,8 @@ from app.sources import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SYS
 
 log = logging.getLogger(__name__)
 
+DEVICE_COMBO_CHARS = 10  # the toolbar's device pickers show about this many characters
+
 HEADPHONES_TIP = (
     "Both mixes the microphone and what the computer plays; use headphones, or remote voices are heard twice."
 )
@@ -223,11 +225,22 @@ class SourcePicker(QObject):
 def _combo(parent: QWidget, name: str, tip: str) -> QComboBox:
     box = QComboBox(parent)
     box.setObjectName(name)
-    box.setMinimumContentsLength(10)
+    box.setMinimumContentsLength(DEVICE_COMBO_CHARS)
     box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
     box.setToolTip(tip)
     box.setAccessibleName(tip)
+    box.currentTextChanged.connect(lambda _text: _fit_device_combo(box))
     return box
+
+
+def _fit_device_combo(box: QComboBox) -> None:
+    """A device picker in the toolbar shows about 10 characters. "No microphone found" (the only item when there is
+    none) gets room for all of it; a longer device name stays clipped, and its tooltip says it whole."""
+    text = box.currentText()
+    placeholder = box.count() == 1 and not box.currentData()
+    box.setMinimumContentsLength(max(DEVICE_COMBO_CHARS, len(text)) if placeholder else DEVICE_COMBO_CHARS)
+    name = box.accessibleName()
+    box.setToolTip(f"{name}: {text}" if text and len(text) > DEVICE_COMBO_CHARS else name)
 
 
 def _small_label(text: str, parent: QWidget) -> QLabel:
