@@ -50,23 +50,24 @@ def retranscribe(
     if not summary.finished and recorder_alive(read_start(store.journal_path(session_id))) is not False:
         raise UsageError(f"The session {session_id} is still being recorded; re-transcribe it when it has ended.")
     # unfinished, its recorder gone (the app stopped during it): its audio up to there is transcribed
-    total = audio_seconds(summary.audio)
-    model = (loader or _default_loader)(source, backend=backend)
-    session = model.start_session(**(options or {}))
-    lines: list[Line] = []
-    done = 0
-    for block in iter_audio(summary.audio, block=RATE * FEED_SECONDS):
-        for event in session.feed(block):
+    with store.working_on(session_id):  # retention and delete leave it alone meanwhile
+        total = audio_seconds(summary.audio)
+        model = (loader or _default_loader)(source, backend=backend)
+        session = model.start_session(**(options or {}))
+        lines: list[Line] = []
+        done = 0
+        for block in iter_audio(summary.audio, block=RATE * FEED_SECONDS):
+            for event in session.feed(block):
+                lines.extend(event.committed)
+            done += len(block)
+            if progress is not None:
+                progress(done / RATE, total)
+        for event in session.finish():
             lines.extend(event.committed)
-        done += len(block)
-        if progress is not None:
-            progress(done / RATE, total)
-    for event in session.finish():
-        lines.extend(event.committed)
-    info = {
-        "model": source,
-        "family": str(getattr(model, "family", "")),
-        "backend": str(getattr(model, "backend_name", backend)),
-        "from": "audio",
-    }
-    return store.add_version(session_id, lines, info)
+        info = {
+            "model": source,
+            "family": str(getattr(model, "family", "")),
+            "backend": str(getattr(model, "backend_name", backend)),
+            "from": "audio",
+        }
+        return store.add_version(session_id, lines, info)

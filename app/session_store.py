@@ -9,6 +9,8 @@ Layout of the sessions folder (``app.paths.journal_dir()``)::
     <id>/audio.flac     the audio the engine was fed (16 kHz mono), when "keep audio" was on
     <id>/audio.pcm      the same while recording (raw s16le; compressed to FLAC when the session ends)
     <id>/v<N>.jsonl     version N >= 2: a re-transcription of the audio with another model
+    <id>/retranscribing.json  {"pid", "epoch"} of a process re-transcribing the session (``working_on``):
+                        while it runs, retention and ``delete`` leave the session alone
     index.json          what the list shows of each journal, a cache (``app.session_index``)
 
 The id is the journal's file name without ``.jsonl`` (its start time, ``YYYYmmdd-HHMMSS[-n]``). Every
@@ -27,13 +29,13 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app import session_audio, session_index
-from app.journal import Journal, JournalData, finite_seconds, read_journal_data, read_start
+from app.journal import Journal, JournalData, finite_seconds, read_journal_data, read_start, recorder_alive
 from app.session_index import SummaryIndex
 from engine.errors import ExportError, UsageError
 from engine.events import Line
@@ -43,6 +45,8 @@ log = logging.getLogger(__name__)
 SESSION_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")  # never a path: no dots, no separators
 VERSION_FILE = re.compile(r"^v([0-9]{1,4})\.jsonl$")
 DELETED_SUFFIX = ".deleted"
+BUSY_NAME = "retranscribing.json"
+BUSY = "That session is being re-transcribed: cancel the re-transcription first."
 
 
 class SessionNotFound(UsageError):
@@ -321,6 +325,8 @@ class SessionStore:
     def delete(self, session_id: str) -> None:
         """Remove a session with its versions and audio. Atomic: after a crash it is gone or intact."""
         path = self.journal_path(session_id)
+        if self.busy(session_id):
+            raise ExportError(BUSY)
         hidden = path.with_name(path.name + DELETED_SUFFIX)
         try:
             os.replace(path, hidden)
@@ -329,6 +335,32 @@ class SessionStore:
         self._cache.pop(path, None)
         self._folds.pop(path, None)
         self._remove_leftovers(session_id, hidden)
+
+    @contextlib.contextmanager
+    def working_on(self, session_id: str) -> Iterator[None]:
+        """Mark ``session_id`` as being re-transcribed by this process while the block runs: ``busy`` is True
+        for it (in every process), so retention and ``delete`` leave it alone. Raises ExportError (one
+        sentence) when the mark cannot be written, as the new version could not be either."""
+        self.journal_path(session_id)
+        path = self.folder / session_id / BUSY_NAME
+        try:
+            path.parent.mkdir(exist_ok=True)
+            write_bytes_atomic(path, json.dumps({"pid": os.getpid(), "epoch": time.time()}).encode("utf-8"))
+        except OSError as exc:
+            raise ExportError(f"The session's folder cannot be written ({exc.strerror or exc}).") from None
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def busy(self, session_id: str) -> bool:
+        """Whether a running process is re-transcribing ``session_id`` (``working_on``)."""
+        try:
+            mark = json.loads((self.folder / session_id / BUSY_NAME).read_bytes())
+        except (OSError, ValueError):
+            return False
+        return isinstance(mark, dict) and recorder_alive(mark) is True
 
     def add_version(self, session_id: str, lines: Iterable[Line], info: dict[str, Any]) -> int:
         """Store ``lines`` as the session's next version (a complete journal, written atomically)."""
@@ -389,7 +421,7 @@ class SessionStore:
             doomed = [i for i in ids if self._start_epoch(i) < limit]
         out = []
         for session_id in doomed:
-            if session_id in keep:
+            if session_id in keep or self.busy(session_id):
                 continue
             data = self._read(self.folder / f"{session_id}.jsonl")
             if data.finished and data.error is None:
@@ -503,5 +535,7 @@ class SessionStore:
         for entry in folder.iterdir():
             if entry.name.startswith(".") and entry.name.endswith(".tmp"):
                 entry.unlink()
+        if (folder / BUSY_NAME).is_file() and not self.busy(session_id):
+            (folder / BUSY_NAME).unlink()  # left by a re-transcription that was killed
         if (folder / session_audio.RAW_NAME).is_file() and self._read(self.folder / f"{session_id}.jsonl").finished:
             self.finish_audio(session_id)

@@ -46,7 +46,7 @@ from PySide6.QtWidgets import (
 from app.export_dialog import ExportDialog
 from app.history import HistoryPane
 from app.paths import documents_dir
-from app.session_store import Retention, SessionNotFound, SessionStore, SessionSummary
+from app.session_store import BUSY, Retention, SessionNotFound, SessionStore, SessionSummary
 from app.settings import Key, Settings
 from app.worker import model_name
 from engine.errors import LivecapError
@@ -66,7 +66,6 @@ RETENTION_CHOICES: tuple[tuple[str, str], ...] = (
 )
 COLUMNS = ("Session", "Duration", "Source", "Model", "Lines", "First words")
 GONE = "That session is no longer there."
-BUSY = "That session is being re-transcribed: cancel the re-transcription first."
 
 
 def apply_session_settings(controller: Any, settings: Settings) -> None:
@@ -416,7 +415,7 @@ class SessionsWindow(QWidget):
 
     def retention_deletes(self, text: str) -> list[SessionSummary]:
         """The sessions the policy ``text`` would delete now, newest first (nothing is deleted)."""
-        protect = [i for i in (self._recording_id(),) if i]
+        protect = [i for i in (self._recording_id(), self._process_session) if i]
         out = []
         for session_id in self.store.would_delete(Retention.parse(text), protect):
             try:

@@ -11,8 +11,8 @@ import pytest
 
 from app import session_audio
 from app.retranscribe import retranscribe
-from app.session_store import SessionStore
-from engine.errors import UsageError
+from app.session_store import Retention, SessionStore
+from engine.errors import ExportError, UsageError
 from engine.events import Line
 from tests.app import fake_engine
 
@@ -60,3 +60,38 @@ def test_an_older_journal_that_cannot_tell_is_refused(tmp_path):
     store, sid, _ = unfinished_with_audio(tmp_path, drop_pid=True)
     with pytest.raises(UsageError, match="still being recorded"):
         retranscribe(store, sid, "fake-moonshine", loader=fake_engine.load_model)
+
+
+def test_retention_and_delete_leave_a_session_being_retranscribed_alone(tmp_path):
+    """ "Keep the last N sessions" ran when a new session ended and deleted the oldest one while another process
+    re-transcribed it: the new version was lost with a 'no such session' error after the whole run."""
+    store, sid, journal = unfinished_with_audio(tmp_path)
+    journal.close(audio_s=1.0)
+    newer = store.create({"source": "microphone"})
+    newer.close(audio_s=1.0)
+    seen = {}
+
+    def loader(source, **kw):
+        other = SessionStore(tmp_path)  # as another process sees the folder
+        seen["busy"] = other.busy(sid)
+        seen["doomed"] = other.would_delete(Retention("sessions", 1))
+        with pytest.raises(ExportError, match="being re-transcribed"):
+            other.delete(sid)
+        return fake_engine.load_model(source, **kw)
+
+    assert retranscribe(store, sid, "fake-moonshine", loader=loader) == 2
+    assert seen == {"busy": True, "doomed": []}
+    assert not store.busy(sid) and sid in store.ids()
+
+
+def test_a_killed_retranscription_leaves_no_lasting_mark(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    store, sid, _ = unfinished_with_audio(tmp_path, pid=gone.pid)
+    mark = tmp_path / sid / "retranscribing.json"
+    mark.write_text(json.dumps({"pid": gone.pid, "epoch": 1.0}))
+    assert not store.busy(sid)
+    store.repair()
+    assert not mark.exists()
+    store.delete(sid)
+    assert sid not in store.ids()
