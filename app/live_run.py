@@ -3,8 +3,6 @@ wall-clock time, then stop, save the transcript and exit (unattended runs and en
 
 from __future__ import annotations
 
-import sys
-
 from PySide6.QtCore import QTimer
 
 from app.main_window import MainWindow
@@ -19,7 +17,6 @@ class CaptureRun(UnattendedRun):
         super().__init__(window, save_to, quit_at_end=True)
         self.seconds = seconds
         c = window.controller
-        c.message.connect(lambda level, text: print(f"livecap: {text}", file=sys.stderr) if level != "info" else None)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(c.stop)

@@ -47,6 +47,7 @@ class UnattendedRun(QObject):
         self.exit_code: int | None = None
         self._started = False
         self._error = ""  # the last error sentence of the session (the worker's, before it ends with "error")
+        self._said: set[str] = set()  # sentences already on stderr (a failure comes as a message and a signal)
         c = window.controller
         c.model_changed.connect(self._on_model)
         c.message.connect(self._on_message)
@@ -73,15 +74,23 @@ class UnattendedRun(QObject):
             self.begin()
 
     def _on_message(self, level: str, text: str) -> None:
+        """Warnings and errors go to stderr as they come (an unattended run's user reads nothing else)."""
         if level == "error":
             self._error = text
+        if level != "info":
+            self._say(text)
+
+    def _say(self, text: str) -> None:
+        if text not in self._said:
+            self._said.add(text)
+            print(f"livecap: {text}", file=sys.stderr)
 
     def _on_finished(self, reason: str) -> None:
         if not self._started or self.exit_code is not None:
             return
         code = 0 if reason != "error" else 1
         if reason == "error":  # the window's banner has the sentence; an unattended run's user reads stderr
-            print(f"livecap: {self._error or 'Captioning stopped because the engine failed.'}", file=sys.stderr)
+            self._say(self._error or "Captioning stopped because the engine failed.")
         if self.save_to and not save_transcript(self.window, self.save_to):
             code = 1
         if self.interrupted and code == 0:
@@ -93,7 +102,7 @@ class UnattendedRun(QObject):
         """The run cannot go on: report ``text`` and (with ``quit_at_end``) exit with ``code``."""
         if self.exit_code is not None:
             return
-        print(f"livecap: {text}", file=sys.stderr)
+        self._say(text)
         if self.quit_at_end:
             self._end(code)
 

@@ -104,3 +104,4 @@ def test_stats_carry_per_track_levels_under_both():
 def test_cli_source_problems_are_one_sentence(tmp_path, args, message):
     proc = run_livecap(tmp_path, "--model", "fake", *args, timeout=60)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.count(message) == 1  # once: a failed start came as a message and as a signal, both printed
