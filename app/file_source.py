@@ -42,6 +42,7 @@ class FileSource:
         self._total: int | None = None  # known once the stream ended
         self._t0: float | None = None
         self._paused_at: float | None = None
+        self._notes: list[str] = []
 
     def open(self) -> None:
         """Open the file and start the clock (raises ``AudioError`` with one sentence when unreadable)."""
@@ -103,6 +104,8 @@ class FileSource:
             out = np.zeros(0, dtype=np.float32)
         if len(out) < n:  # the audio ended
             self._total = self._pos + len(out)
+            if getattr(self._stream, "ended_early", None):  # a file cut short: say so, once
+                self._notes.append(self._stream.ended_early)
             self._release()
         return np.ascontiguousarray(out, dtype=np.float32)
 
@@ -110,6 +113,11 @@ class FileSource:
         if self._stream is not None:
             self._stream.close()
             self._stream = None
+
+    def notices(self) -> list[str]:
+        """Sentences for the user since the last call (a file that ends before its header says)."""
+        notes, self._notes = self._notes, []
+        return notes
 
     @property
     def ended(self) -> bool:

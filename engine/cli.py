@@ -85,6 +85,8 @@ def run(argv: list[str] | None = None) -> int:
         session = model.start_session(**options)
         step = min(max(1, round(args.chunk_ms * SAMPLE_RATE / 1000)), 1 << 24)
         lines, fed = transcribe(session, audio, step, args.realtime)
+    if audio.ended_early:
+        print(f"{PROG}: warning: {audio.ended_early}", file=sys.stderr)
     bad = getattr(session, "invalid_samples", 0)
     if bad:
         from .audio.finite import describe

@@ -30,7 +30,7 @@ from typing import Any, BinaryIO, Protocol
 import numpy as np
 
 from engine.audio.resample import SAMPLE_RATE, Resampler
-from engine.audio.wav import SPEECH_CODECS, WavEncodingError, WavReader
+from engine.audio.wav import PLACEHOLDER, SPEECH_CODECS, WavEncodingError, WavReader
 from engine.errors import AudioError, os_reason
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,8 @@ class _Decoder(Protocol):
     rate: int
     channels: int
     frames: int | None  # whole frames in the file, when known
+    promised: int | None  # the frames its header promises, when it states them exactly
+    broken: bool  # the file is cut short or damaged (known from its header, or decoding stopped at damage)
 
     def read(self, frames: int) -> np.ndarray: ...  # float32 [n, channels], n < frames only at the end
 
@@ -58,7 +60,9 @@ class AudioStream:
     ``read(n)`` returns up to ``n`` samples (fewer only at the end, an empty array after it); iterating
     yields blocks of about a second. ``format`` names the file type, ``source_rate`` and ``channels``
     describe the stored audio, ``duration`` is its length in seconds when the file tells it (an estimate
-    for some compressed formats), else ``None``. Use it as a context manager or call ``close()``.
+    for some compressed formats), else ``None``. Once the audio has ended, ``ended_early`` is a sentence when
+    the file broke off before its end (cut short or damaged: what could be read was returned), else ``None``.
+    Use it as a context manager or call ``close()``.
     """
 
     def __init__(self, decoder: _Decoder, name: str, fmt: str) -> None:
@@ -82,17 +86,21 @@ class AudioStream:
         self._parts: list[np.ndarray] = []
         self._buffered = 0
         self._eof = False
+        self._native = 0  # frames decoded
+        self.ended_early: str | None = None
 
     def read(self, n: int) -> np.ndarray:
         """Up to ``n`` samples at 16 kHz; fewer only at the end of the audio."""
         while self._buffered < n and not self._eof:
             block = self._dec.read(self._block)
             if len(block):
+                self._native += len(block)
                 out = self._resampler.process(block)
             else:
                 out = self._resampler.flush()
                 self._eof = True
                 self._dec.close()
+                self.ended_early = self._short()
             if len(out):
                 self._parts.append(out)
                 self._buffered += len(out)
@@ -103,6 +111,19 @@ class AudioStream:
         self._parts = [rest] if len(rest) else []
         self._buffered = len(rest)
         return head
+
+    def _short(self) -> str | None:
+        """The sentence for audio that ended before the file's end, or None."""
+        promised, rate = getattr(self._dec, "promised", None), self.source_rate
+        missing = 0 if promised is None else promised - max(rate // 4, promised // 200) - self._native
+        if missing <= 0 and not getattr(self._dec, "broken", False):
+            return None  # a quarter of a second or 0.5 % short is an estimate's slack, not a cut
+        got = f"only {_clock(self._native / rate)}"
+        of = f" of the {_clock(promised / rate)} its header gives" if promised and missing > 0 else ""
+        return (
+            f"{self.name} ends early: {got}{of} could be read (the file is cut short or damaged); "
+            "the transcript covers that part."
+        )
 
     def __iter__(self) -> Iterator[np.ndarray]:
         while True:
@@ -167,7 +188,7 @@ def open_audio(path_or_dash: str | os.PathLike[str]) -> AudioStream:
             if err.tag not in SPEECH_CODECS:
                 raise
             try:  # A-law / mu-law (call recordings), ADPCM, GSM: libsndfile
-                return _open_other(path, name, head)
+                return _open_other(path, name, head, cut=_riff_cut(path, head))
             except Exception:  # noqa: BLE001 - it cannot read it either: this parser's sentence
                 raise err from None
         except BaseException:
@@ -187,6 +208,14 @@ def read_audio(path_or_dash: str | os.PathLike[str]) -> np.ndarray:
     return np.concatenate(blocks) if blocks else np.zeros(0, np.float32)
 
 
+def _clock(seconds: float) -> str:
+    """``"12.3 s"``, ``"4:05"`` or ``"1:02:03"``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    h, rest = divmod(int(seconds), 3600)
+    return f"{h}:{rest // 60:02d}:{rest % 60:02d}" if h else f"{rest // 60}:{rest % 60:02d}"
+
+
 # ---------------------------------------------------------------- decoders
 
 
@@ -194,6 +223,7 @@ class _WavDecoder:
     def __init__(self, reader: WavReader, owned: BinaryIO | None) -> None:
         self._reader, self._owned = reader, owned
         self.rate, self.channels, self.frames = reader.rate, reader.channels, reader.frames
+        self.promised, self.broken = reader.promised, False
 
     def read(self, frames: int) -> np.ndarray:
         return self._reader.read(frames)
@@ -206,7 +236,7 @@ class _WavDecoder:
 class _RawDecoder:
     """Raw float32 little-endian 16 kHz mono samples from a byte stream."""
 
-    rate, channels, frames = SAMPLE_RATE, 1, None
+    rate, channels, frames, promised, broken = SAMPLE_RATE, 1, None, None, False
 
     def __init__(self, stream: BinaryIO, name: str) -> None:
         self._stream, self._name = stream, name
@@ -237,10 +267,11 @@ class _SoundFileDecoder:
 
     PIECE = 16384
 
-    def __init__(self, sf_file: Any, name: str) -> None:
+    def __init__(self, sf_file: Any, name: str, cut: bool = False) -> None:
         self._f, self._name = sf_file, name
         self.rate, self.channels = sf_file.samplerate, sf_file.channels
         self.frames = sf_file.frames if 0 < sf_file.frames < 1 << 62 else None
+        self.promised, self.broken = self.frames, cut  # cut: its RIFF header gives more than the file holds
 
     def read(self, frames: int) -> np.ndarray:
         import soundfile
@@ -251,6 +282,7 @@ class _SoundFileDecoder:
                 piece = self._f.read(min(self.PIECE, frames - n), dtype="float32", always_2d=True)
             except (soundfile.SoundFileError, RuntimeError) as err:
                 log.warning("%s ends early: %s", self._name, err)
+                self.broken = True
                 self._f.close()
                 break
             if not len(piece):
@@ -287,6 +319,7 @@ class _AvDecoder:
         self._n = 0
         self._done = False
         self.bad_packets = 0
+        self.promised, self.broken = None, False  # FFmpeg's durations are estimates (bit rate x size for MP3)
 
     def _more(self) -> None:
         import av
@@ -323,7 +356,7 @@ class _AvDecoder:
 
                 if not isinstance(err, (av.error.FFmpegError, OSError)):
                     raise
-                self._done = True
+                self._done = self.broken = True
                 if not self._n and not self._parts:
                     log.warning("decoding %s stopped: %s", self._name, err)
         if not self._parts:
@@ -339,7 +372,16 @@ class _AvDecoder:
         self._c.close()
 
 
-def _open_other(path: str, name: str, head: bytes) -> AudioStream:
+def _riff_cut(path: str, head: bytes) -> bool:
+    """Whether a RIFF file is shorter than its header says (libsndfile reads what is there without a word)."""
+    size = int.from_bytes(head[4:8], "little")
+    try:
+        return head[:4] == b"RIFF" and size < PLACEHOLDER and os.path.getsize(path) < size + 8
+    except OSError:
+        return False
+
+
+def _open_other(path: str, name: str, head: bytes, cut: bool = False) -> AudioStream:
     import soundfile
 
     if _mpeg_audio(head):  # FFmpeg decodes MP3 (below); libsndfile's look at it lets mpg123 write to stderr
@@ -351,12 +393,28 @@ def _open_other(path: str, name: str, head: bytes) -> AudioStream:
     else:
         if f.format != "MP3":
             try:
-                return AudioStream(_SoundFileDecoder(f, name), name, f.format)
+                return AudioStream(_SoundFileDecoder(f, name, cut), name, f.format)
             except BaseException:
                 f.close()
                 raise
         f.close()  # libsndfile 1.2.2 inserts silence between pieces of some MP3 files: FFmpeg decodes MP3
     return _open_av(path, name, head)
+
+
+def _states_length(path: str) -> bool:
+    """Whether an MP3 file's first frame carries a Xing, Info or VBRI header, which states the file's length
+    (without one, FFmpeg estimates it from the bit rate and the file's size, which a cut file shrinks too)."""
+    try:
+        with open(path, "rb") as f:
+            tag = f.read(10)
+            if tag[:3] == b"ID3" and len(tag) == 10:  # skip the ID3v2 tag: its size is four 7-bit bytes
+                f.seek(10 + sum((tag[6 + i] & 0x7F) << (21 - 7 * i) for i in range(4)))
+            else:
+                f.seek(0)
+            frame = f.read(192)
+    except OSError:
+        return False
+    return any(mark in frame for mark in (b"Xing", b"Info", b"VBRI"))
 
 
 def _mpeg_audio(head: bytes) -> bool:
@@ -382,6 +440,8 @@ def _open_av(path: str, name: str, head: bytes) -> AudioStream:
             kind = "video without sound" if container.streams.video else "no audio"
             raise AudioError(f"Cannot read audio from {name}: it holds {kind}.")
         dec = _AvDecoder(container, stream, name)
+        if _mpeg_audio(head) and _states_length(path):
+            dec.promised = dec.frames  # from the Xing/Info/VBRI header: the file's length, not an estimate
         fmt = f"{stream.codec_context.name.upper()} in {container.format.name.split(',')[0].upper()}"
         return AudioStream(dec, name, fmt)
     except BaseException:

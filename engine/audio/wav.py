@@ -67,7 +67,9 @@ class WavReader:
 
     ``stream`` may be a pipe (chunks before ``data`` are then skipped by reading). ``rate``, ``channels``
     and ``frames`` (the whole frames the file holds; ``None`` when the stream cannot tell its size) are
-    known once constructed. Raises :class:`engine.errors.AudioError` as :func:`decode_wav` does.
+    known once constructed, and ``promised``: the frames its header gives (more than ``frames`` for a file cut
+    short), ``None`` when a streaming writer left a placeholder size. Raises :class:`engine.errors.AudioError`
+    as :func:`decode_wav` does.
     """
 
     def __init__(self, stream: BinaryIO, name: str) -> None:
@@ -77,6 +79,8 @@ class WavReader:
         self.rate = self.fmt.rate
         self.channels = self.fmt.channels
         self.frames: int | None = None
+        # the frames the header promises: None for a streamed writer's placeholder size (0xFFFFFFFF, 0x7FFFF000...)
+        self.promised = None if self._left >= PLACEHOLDER else self._left // self.fmt.block_align
         try:
             here = stream.tell()
             end = stream.seek(0, 2)
@@ -178,6 +182,7 @@ def _skip(stream: BinaryIO, size: int) -> None:
             size -= len(got)
 
 
+PLACEHOLDER = 0x7FFF0000  # data sizes from here up are streaming writers' "unknown" (ffmpeg, arecord, sox)
 SPEECH_CODECS = (0x0002, 0x0006, 0x0007, 0x0011, 0x0031)  # ADPCM, A-law, mu-law, GSM: libsndfile decodes them
 
 

@@ -95,3 +95,20 @@ def test_replay_reads_compressed_files_as_they_become_due(tmp_path):
     tracemalloc.stop()
     assert peak < 8 * 2**20, peak
     assert not source.ended and source.backlog_seconds < 60
+
+
+def test_a_file_cut_short_is_said_once_when_its_audio_ends(tmp_path):
+    audio = fake_engine.speechlike([(0.5, 0.5)])
+    path = fake_engine.write_wav(tmp_path / "a.wav", audio)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    source = FileSource(path, speed=50.0)
+    source.open()
+    notes = []
+    deadline = time.monotonic() + 5
+    while not source.ended and time.monotonic() < deadline:
+        source.read()
+        notes += source.notices()
+        time.sleep(0.01)
+    assert source.ended and len(notes) == 1 and "ends early" in notes[0]
+    assert source.notices() == []

@@ -45,6 +45,18 @@ def test_replay_saves_txt_equal_to_committed_text(tmp_path, wav):
     assert len(journals) == 1 and '"type": "end"' in journals[0].read_text().splitlines()[-1]
 
 
+def test_a_file_cut_short_is_transcribed_as_far_as_it_goes_with_one_warning(tmp_path, wav):
+    """A recording cut short (an interrupted copy) was replayed to a partial transcript without a word."""
+    data = wav.read_bytes()
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    out = tmp_path / "out.txt"
+    proc = replay(tmp_path, cut, out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("ends early") == 1 and proc.stderr.startswith(f"livecap: '{cut}' ends early: only ")
+    assert out.read_text(encoding="utf-8") == format_txt(expected_lines(cut))
+
+
 def test_replay_saves_srt_by_extension(tmp_path, wav):
     out = tmp_path / "out.srt"
     proc = replay(tmp_path, wav, out)

@@ -310,6 +310,20 @@ def test_invalid_samples_are_silenced_counted_and_reported(tmp_path):
     )
 
 
+def test_a_file_cut_short_is_transcribed_with_a_warning(tmp_path):
+    data = SPEECH.read_bytes()
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(data[: len(data) // 2])
+    r = subprocess.run(
+        [sys.executable, "-m", "engine.cli", str(cut), "--model", str(MODEL), "--no-vad"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith(f"livecap-transcribe: warning: '{cut}' ends early: only ") and r.stderr.count("\n") == 1
+
+
 def test_nonsense_sample_rate_is_an_audio_error(capsys, tmp_path):
     """A header that says 1 Hz used to end in "Out of memory"."""
     f = tmp_path / "one-hertz.wav"

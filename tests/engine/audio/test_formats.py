@@ -142,6 +142,47 @@ def test_truncated_files_give_what_they_hold(tmp_path, ext):
     assert 0 <= len(out) / 16000 <= SECONDS + 0.1 and np.isfinite(out).all()
 
 
+CUT_MAKERS = {
+    "wav": lambda p: write_soundfile(p, "WAV", "PCM_16"),
+    "flac": MAKERS["flac"],
+    "mp3": MAKERS["mp3"],  # libsndfile writes an Info header, which states the length
+    "ulaw.wav": lambda p: write_soundfile(p, "WAV", "ULAW", rate=8000),  # a call recording: libsndfile reads it
+}
+
+
+@pytest.mark.parametrize("ext", list(CUT_MAKERS))
+def test_a_file_cut_short_says_so_and_a_whole_one_does_not(tmp_path, ext):
+    """A copy cut short (an interrupted download, a full disk) gave a transcript of its first part and no word
+    that the rest was missing."""
+    path = CUT_MAKERS[ext](tmp_path / f"tone.{ext}")
+    with open_audio(path) as stream:
+        whole = sum(len(b) for b in stream)
+    assert stream.ended_early is None and whole > 1.9 * 16000
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with open_audio(path) as stream:
+        assert stream.ended_early is None  # known only once the audio has ended
+        got = sum(len(b) for b in stream)
+    note = stream.ended_early
+    assert note is not None and note.startswith(f"'{path}' ends early: only ") and "\n" not in note
+    assert f"{got / 16000:.1f} s" in note or got < 16000 * 0.3
+    if ext != "ulaw.wav":  # libsndfile counts a WAV's frames from the file's size: the header's claim is not known
+        assert "of the 2.0 s its header gives" in note
+
+
+def test_a_streamed_wav_with_a_placeholder_size_is_not_cut(tmp_path):
+    """ffmpeg, arecord and sox writing to a pipe leave the sizes at 'unknown': such a file ends where it ends."""
+    import struct
+
+    fmt = struct.pack("<HHIIHH", 1, 1, 16000, 32000, 2, 16)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", 16) + fmt + b"data" + struct.pack("<I", 0xFFFFFFFF) + bytes(32000)
+    path = tmp_path / "streamed.wav"
+    path.write_bytes(b"RIFF" + struct.pack("<I", 0xFFFFFFFF) + body)
+    with open_audio(path) as stream:
+        assert sum(len(b) for b in stream) == 16000
+    assert stream.ended_early is None
+
+
 def test_bad_rates_are_audio_errors(tmp_path):
     import struct
 
