@@ -75,6 +75,35 @@ def test_stereo_blocks_downmix(tmp_path: Path):
     np.testing.assert_allclose(streamed, run(Resampler(44100), [x.mean(axis=1)]), atol=1e-6)
 
 
+def test_a_channel_in_opposite_phase_is_turned_over_not_cancelled(tmp_path: Path):
+    """A stereo recording whose right channel is the left one inverted (a wiring or capsule fault) read as
+    silence: the plain mean cancels it, and the transcript was empty without a word."""
+    voice = (0.3 * np.sin(2 * np.pi * 180.0 * np.arange(32000) / 16000) * RNG.uniform(0.5, 1, 32000)).astype(np.float32)
+    x = np.zeros((40000, 2), np.float32)
+    x[8000:, 0], x[8000:, 1] = voice, -voice  # half a second of silence first: nothing to tell polarity by
+    p = tmp_path / "inverted.wav"
+    p.write_bytes(float_wav(x.reshape(-1), 16000, 2))
+    np.testing.assert_array_equal(read_audio(p)[8000:], voice)
+    at44 = resample(x[:, 0], 16000, 44100)
+    stereo = np.stack([at44, -at44], axis=1)
+    ms10 = run(Resampler(44100, channels=2), [stereo[i : i + 441] for i in range(0, len(stereo), 441)])
+    rnd = run(Resampler(44100, channels=2), split_random(stereo, np.random.default_rng(3), 5000))
+    onset = 8000 + 160  # the first 10 ms of the sound may cancel, until a block tells the polarity
+    np.testing.assert_allclose(ms10[onset:], run(Resampler(44100), [at44])[onset:], atol=1e-6)
+    np.testing.assert_array_equal(rnd[onset:], ms10[onset:])  # the same whatever the cuts
+
+
+def test_two_voices_one_per_channel_are_mixed_by_the_plain_mean():
+    """A call recording (me left, them right) and ordinary stereo keep the mean: only a channel running against
+    channel 0 is turned over."""
+    left = (0.3 * RNG.standard_normal(16000)).astype(np.float32)
+    right = (0.3 * RNG.standard_normal(16000)).astype(np.float32)
+    x = np.stack([left, right], axis=1)
+    np.testing.assert_array_equal(run(Resampler(16000, channels=2), [x]), x.mean(axis=1, dtype=np.float32))
+    x = np.stack([left, 0.5 * left + 0.1 * right], axis=1)  # the same voice in both, louder left
+    np.testing.assert_array_equal(run(Resampler(16000, channels=2), [x]), x.mean(axis=1, dtype=np.float32))
+
+
 def test_sine_amplitude_and_frequency():
     rate = 48000
     t = np.arange(rate) / rate
