@@ -24,6 +24,7 @@ import numpy as np
 
 from app.capture import BLOCK_SECONDS, LOST_AFTER_SECONDS, AudioQueue, Block, QueuedInput
 from app.sources.base import Endpoint
+from engine.audio.resample import Polarity, downmix
 from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class WasapiLoopbackSource(QueuedInput):
         self._notices: list[str] = []
         self._broken = False
         self.filled_seconds = 0.0
+        self._polarity = Polarity(2)
 
     # -- lifecycle (engine worker thread) -----------------------------------------------------------
     def open(self) -> None:
@@ -154,8 +156,11 @@ class WasapiLoopbackSource(QueuedInput):
         out = []
         for block in super().read(max_seconds):
             samples = block.samples
-            if samples.ndim == 2 and samples.shape[1] > 1:
-                samples = samples.mean(axis=1, keepdims=True, dtype=np.float32)
+            if samples.ndim == 2 and samples.shape[1] > 1:  # the mean, a channel in opposite phase turned over
+                if self._polarity.signs.size != samples.shape[1]:  # another output since
+                    self._polarity = Polarity(samples.shape[1])
+                self._polarity.update(samples)
+                samples = downmix(samples, signs=self._polarity.signs).reshape(-1, 1)
             out.append(Block(samples, block.rate, block.time))
         return out
 

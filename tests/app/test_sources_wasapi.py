@@ -66,6 +66,15 @@ def test_blocks_are_downmixed_and_silence_is_filled_by_the_clock(wasapi):
     assert source.read() == []  # a short gap is not filled yet (callbacks come every 64 ms)
 
 
+def test_a_channel_in_opposite_phase_does_not_cancel_the_sound(wasapi):
+    source = WasapiLoopbackSource(wasapi, "Headphones (USB) [Loopback]", clock=Clock())
+    source.open()
+    tone = (0.4 * np.sin(np.arange(4410) / 7)).astype(np.float32)
+    wasapi.streams[-1].play(np.stack([tone, -tone], axis=1))
+    samples = np.concatenate([b.samples for b in source.read()])
+    np.testing.assert_array_equal(samples[:, 0], tone)
+
+
 def test_reopens_when_the_default_output_changed_while_quiet(wasapi):
     clock = Clock()
     source = WasapiLoopbackSource(wasapi, clock=clock)
