@@ -387,12 +387,21 @@ class MainWindow(QMainWindow):
         group.triggered.connect(chosen)
         return group
 
+    @staticmethod
+    def _show_choice(group: QActionGroup, value: str) -> None:
+        """Check the action of ``group`` whose value is ``value`` (none when no action has it)."""
+        for action in group.actions():
+            action.setChecked(action.data() == value)
+
     # -- public commands ---------------------------------------------------------------------------
     def load_model(self, source: str, backend: str | None = None, bits: int | None = None) -> None:
         """Load ``source`` on ``backend`` with its float weights at ``bits`` (defaults: the saved backend and
         weights; 0: as stored) and remember the model."""
         backend = backend or self.settings.value(Key.BACKEND)
         bits = weight_bits(self.settings.value(Key.WEIGHTS)) if bits is None else bits
+        # the menus show what this load uses: a run's --backend/--weights, not only the saved choice
+        self._show_choice(self.backend_group, backend)
+        self._show_choice(self.weights_group, next((k for k, b in WEIGHTS.items() if b == bits), "stored"))
         local = Path(source).expanduser()
         if local.exists():  # remember folders absolutely; hub ids stay as they are
             source = str(local.resolve())

@@ -113,6 +113,19 @@ def test_weights_menu_reloads_the_model_and_is_remembered(qtbot, window, setting
     assert again.status.model_label.text() == "fake-moonshine \u00b7 Moonshine \u00b7 numpy"
 
 
+def test_the_menus_show_a_runs_backend_and_weights_not_only_the_saved_ones(qtbot, window, settings):
+    """``livecap --weights 8-bit --backend numpy`` loaded 8-bit weights while Model > Weights showed the saved
+    "As stored": the menu said the results were exact when they were not."""
+    settings.set_value(Key.WEIGHTS, "stored")
+    settings.set_value(Key.BACKEND, "auto")
+    with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
+        window.load_model("fake-moonshine", "numpy", 8)  # what app.main does for those options
+    assert fake_engine.LAST_MODEL.quantize == 8
+    assert [a.data() for a in window.weights_group.actions() if a.isChecked()] == ["8-bit"]
+    assert [a.data() for a in window.backend_group.actions() if a.isChecked()] == ["numpy"]
+    assert settings.value(Key.WEIGHTS) == "stored" and settings.value(Key.BACKEND) == "auto"  # this run only
+
+
 def test_weights_that_cannot_load_say_why_and_as_stored_loads_again(qtbot, window, settings):
     settings.set_value(Key.WEIGHTS, "4-bit")
     with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
