@@ -89,6 +89,7 @@ class SessionController(QObject):
         self._live_srt: Any = None
         self._elapsed = 0.0
         self._resumed_at: float | None = None
+        self._replay = False
         self._partial: CaptionEvent | None = None
         self._lost_text = ""
         self._keep_backup = False
@@ -152,6 +153,7 @@ class SessionController(QObject):
         self._partial = None
         self._elapsed = 0.0
         self._resumed_at = None
+        self._replay = spec.input_file is not None
         self.last_stats = None
         self.lines_reset.emit()
         self.partial_changed.emit(None)
@@ -170,7 +172,11 @@ class SessionController(QObject):
             self.request_stop.emit()
 
     def elapsed(self) -> float:
-        """Seconds the current session has been capturing (pauses excluded)."""
+        """Seconds the current session has been capturing (pauses excluded); in a replay, the position in the
+        file (audio fed plus audio due), which the captions' times count, at any replay speed."""
+        stats = self.last_stats
+        if self._replay and stats is not None:
+            return stats.audio_s + stats.backlog_s
         running = time.monotonic() - self._resumed_at if self._resumed_at is not None else 0.0
         return self._elapsed + running
 

@@ -22,6 +22,19 @@ def test_live_srt_grows_during_the_session(qtbot, loaded, tmp_path):
     assert loaded.elapsed() > 0
 
 
+def test_a_replays_clock_is_its_position_in_the_file_not_wall_time(qtbot, loaded, tmp_path, speech):
+    """At 8x the status bar's clock showed 00:00:01 when the captions said 00:00:08: it counted wall time."""
+    from tests.app import fake_engine
+
+    wav = fake_engine.write_wav(tmp_path / "speech.wav", speech)
+    duration = len(speech) / 16000
+    loaded.start(SessionSpec(input_file=str(wav), speed=8.0))
+    qtbot.waitUntil(lambda: loaded.elapsed() > 0.4 * duration, timeout=5000)
+    with qtbot.waitSignal(loaded.session_finished, timeout=10000):
+        pass  # the file ends
+    assert abs(loaded.elapsed() - duration) < 0.15, (loaded.elapsed(), duration)
+
+
 def test_unwritable_live_srt_is_a_message_and_captioning_goes_on(qtbot, loaded, tmp_path):
     messages = []
     loaded.message.connect(lambda level, text: messages.append((level, text)))
