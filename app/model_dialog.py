@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QSettings, Qt, QUrl
+from PySide6.QtCore import QEvent, QObject, QSettings, Qt, QUrl
 from PySide6.QtGui import QDesktopServices, QFont
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -294,7 +294,7 @@ class ModelDialog(QDialog):
         self.custom_edit = QLineEdit(self)
         self.custom_edit.setObjectName("customEdit")
         self.custom_edit.setPlaceholderText("owner/name on the Hugging Face hub, or a folder on this computer")
-        self.custom_edit.returnPressed.connect(self._add_custom)
+        self.custom_edit.installEventFilter(self)  # Enter adds what was typed (eventFilter), nothing else
         self.custom_edit.setAccessibleName("Add a model: hub id or folder")
         self.browse_button = QPushButton("Browse\u2026", self)
         self.browse_button.setObjectName("browseButton")
@@ -778,6 +778,18 @@ class ModelDialog(QDialog):
         if folder:
             self.custom_edit.setText(folder)
             self._add_custom()
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        """Enter in the "Add model" field adds what was typed, and is not passed on: the dialog's default button
+        ("Use this model") closed the dialog with the model selected before."""
+        if (
+            watched is self.custom_edit
+            and event.type() == QEvent.Type.KeyPress
+            and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+        ):
+            self._add_custom()
+            return True
+        return super().eventFilter(watched, event)
 
     def _add_custom(self) -> None:
         text = self.custom_edit.text().strip()

@@ -209,6 +209,26 @@ def test_custom_folder_is_validated(fake, make_dialog, qtbot, tmp_path) -> None:
     assert d.chosen == str(TINY)
 
 
+def test_enter_in_the_add_field_adds_the_folder_and_keeps_the_dialog_open(fake, make_dialog, qtbot, tmp_path) -> None:
+    """Enter after typing a folder also pressed the default button: the dialog closed with the model selected
+    before, and the typed folder was added after it had closed."""
+    from PySide6.QtCore import Qt
+
+    d = make_dialog()
+    d.show()
+    qtbot.waitExposed(d)
+    d.custom_edit.setText(str(TINY))
+    d.add_button.click()
+    qtbot.waitUntil(lambda: d.row_for(str(TINY)) is not None, timeout=10000)
+    assert d.selected_row().source == str(TINY) and d.use_button.isEnabled()  # an installed model is selected
+    d.custom_edit.setFocus()
+    d.custom_edit.setText(str(SMALL))
+    qtbot.keyClick(d.custom_edit, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: d.row_for(str(SMALL)) is not None, timeout=10000)
+    assert d.isVisible() and d.chosen is None
+    assert d.selected_row().source == str(SMALL)
+
+
 def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
     from engine import install
 
