@@ -108,6 +108,8 @@ class MainWindow(QMainWindow):
         self.controller = controller
         self.settings = settings
         self._sd = sounddevice
+        self._requested = ""  # the model last asked for (load_model)
+        self._working = ""  # the model that last loaded in this run
         self._notifier = _Notifier(self)
         self._notifier.message.connect(lambda text: self.banner.show_message("error", text))
         self.sessions_window: SessionsWindow | None = None
@@ -337,6 +339,7 @@ class MainWindow(QMainWindow):
 
         c.state_changed.connect(self._on_state)
         c.model_changed.connect(self._on_model)
+        c.model_failed.connect(self._on_model_failed)
         c.lines_reset.connect(self._on_lines_reset)
         c.line_committed.connect(self.caption_view.commit)
         c.line_committed.connect(self.history.add_line)
@@ -396,7 +399,8 @@ class MainWindow(QMainWindow):
     # -- public commands ---------------------------------------------------------------------------
     def load_model(self, source: str, backend: str | None = None, bits: int | None = None) -> None:
         """Load ``source`` on ``backend`` with its float weights at ``bits`` (defaults: the saved backend and
-        weights; 0: as stored) and remember the model."""
+        weights; 0: as stored). The model is remembered (``Key.MODEL_SOURCE``) once it has loaded: a folder that
+        fails to load does not replace the last model that worked."""
         backend = backend or self.settings.value(Key.BACKEND)
         bits = weight_bits(self.settings.value(Key.WEIGHTS)) if bits is None else bits
         # the menus show what this load uses: a run's --backend/--weights, not only the saved choice
@@ -405,7 +409,7 @@ class MainWindow(QMainWindow):
         local = Path(source).expanduser()
         if local.exists():  # remember folders absolutely; hub ids stay as they are
             source = str(local.resolve())
-        self.settings.set_value(Key.MODEL_SOURCE, source)
+        self._requested = source  # what a change of backend or weights loads again, whether it loaded or not
         self.status.set_model(None, loading=True)
         self.controller.load_model(source, backend, bits)
 
@@ -644,6 +648,9 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_model(self, info: Any) -> None:
         self.status.set_model(info)
+        if info is not None:
+            self._working = info.source
+            self.settings.set_value(Key.MODEL_SOURCE, info.source)
         if info is None:
             self.model_button.setText("Choose model\u2026")
             self.model_button.setAccessibleName("Model: none chosen")
@@ -700,9 +707,14 @@ class MainWindow(QMainWindow):
         self.settings.set_value(Key.WEIGHTS, str(action.data()))
         self._reload_model()
 
+    def _on_model_failed(self, _text: str, _code: int) -> None:
+        """Keep the last model that loaded as the remembered one (the model dialog saved its choice already)."""
+        if self._working:
+            self.settings.set_value(Key.MODEL_SOURCE, self._working)
+
     def _reload_model(self) -> None:
-        """Load the remembered model again with the saved backend and weights, unless a session runs."""
-        source = self.settings.value(Key.MODEL_SOURCE)
+        """Load the last requested model again with the saved backend and weights, unless a session runs."""
+        source = self._requested or self.settings.value(Key.MODEL_SOURCE)
         if source and self.controller.state in ("idle", "no-model"):
             self.load_model(source)
 

@@ -126,6 +126,21 @@ def test_the_menus_show_a_runs_backend_and_weights_not_only_the_saved_ones(qtbot
     assert settings.value(Key.WEIGHTS) == "stored" and settings.value(Key.BACKEND) == "auto"  # this run only
 
 
+def test_a_model_that_fails_to_load_does_not_replace_the_one_that_worked(qtbot, window, settings):
+    """Model > Open folder with a broken folder saved it before loading: every later start failed, and the
+    working model was gone from the settings (found in QA)."""
+    load(qtbot, window)
+    with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
+        window.load_model("fake-broken")
+    assert settings.value(Key.MODEL_SOURCE) == "fake-moonshine"
+    settings.set_value(Key.MODEL_SOURCE, "fake-broken-chosen-in-the-dialog")  # the dialog saves its choice first
+    with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
+        window.load_model("fake-broken-chosen-in-the-dialog")
+    assert settings.value(Key.MODEL_SOURCE) == "fake-moonshine"
+    load(qtbot, window, "fake-other")
+    assert settings.value(Key.MODEL_SOURCE) == "fake-other"
+
+
 def test_weights_that_cannot_load_say_why_and_as_stored_loads_again(qtbot, window, settings):
     settings.set_value(Key.WEIGHTS, "4-bit")
     with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
