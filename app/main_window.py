@@ -420,6 +420,8 @@ class MainWindow(QMainWindow):
         source = choose_model(self, self.settings)
         if source:
             self.load_model(source)
+        elif self.caption_stack.currentWidget() is self.welcome:
+            self.welcome.refresh()  # the dialog may have downloaded or deleted the model the welcome offers
 
     def choose_model_folder(self) -> None:
         """Ask for a model folder directly and load it (not during a session or a load)."""

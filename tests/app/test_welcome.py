@@ -156,6 +156,26 @@ def test_installed_recommendation_is_one_click_and_folder_button(qtbot, window, 
     assert window.controller.model.source == e.repo_id
 
 
+def test_the_welcome_follows_what_the_model_dialog_did(qtbot, window, fake, monkeypatch):
+    """Downloading the recommended model in "More models..." and closing the dialog left the welcome offering
+    "Download (562 MB)" for a model now on this computer (found in QA)."""
+    from app import model_dialog
+    from engine import install
+
+    assert window.welcome.download_button.text() == "Download (562 MB)"
+    e = catalog_entry("moonshine-streaming-small")
+
+    def download_then_close(parent, settings=None):
+        install.install_model(
+            e.repo_id, revision=e.revision, allow_patterns=e.allow_patterns, required=e.required_files
+        )
+        return None  # Close, nothing chosen
+
+    monkeypatch.setattr(model_dialog, "choose_model", download_then_close)
+    window.welcome.more_button.click()
+    assert window.welcome.download_button.text() == "Use Moonshine Streaming small"
+
+
 def test_a_failed_load_brings_the_welcome_back(qtbot, window):
     with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
         window.load_model("fake-moonshine")
