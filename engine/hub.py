@@ -455,8 +455,9 @@ def check_free_space(needed: int, folder: Path | None = None, repo_id: str = "th
     free = free_space(folder)
     if needed + SPACE_MARGIN > free:
         raise DiskSpaceError(
-            f"Not enough free disk space for {repo_id}: it needs {format_bytes(needed)} more in "
-            f"{folder}, but only {format_bytes(free)} is free."
+            f"Not enough free disk space for {repo_id}: it needs {format_bytes(needed + SPACE_MARGIN)} free in "
+            f"{folder} ({format_bytes(needed)} to download, {format_bytes(SPACE_MARGIN)} to spare), but only "
+            f"{format_bytes(free)} is free; free up {format_bytes(needed + SPACE_MARGIN - free)}."
         )
 
 

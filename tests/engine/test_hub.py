@@ -12,6 +12,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import stat
 import sys
 import threading
@@ -443,6 +444,11 @@ def test_not_enough_disk_space(fake: FakeHub, monkeypatch: pytest.MonkeyPatch) -
     msg = str(exc.value)
     _one_sentence(msg)
     assert "Not enough free disk space" in msg and "1.0 MB" in msg
+    # it adds up: a 22 MB download with 31 MB free read "it needs 22.2 MB more, but only 31.5 MB is free"
+    units = {"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+    sizes = [float(n) * units[u] for n, u in re.findall(r"([0-9.]+) (B|kB|KB|MB|GB)\b", msg)]
+    total, download, spare, free, short = sizes
+    assert abs(total - download - spare) < 0.002 * total and free == 1e6 and abs(short - (total - free)) < 1e5
     assert not _resolve_gets(fake) and not fake.served("HEAD") and _snapshots(H.cache_dir(), REPO) == []
     assert not (H.cache_dir() / "models--acme--moon-tiny").exists()  # nothing written
     monkeypatch.setattr(H.shutil, "disk_usage", real)
