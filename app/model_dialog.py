@@ -709,9 +709,12 @@ class ModelDialog(QDialog):
     def _on_download_failed(self, message: str, exc: object) -> None:
         repo_id = self._job.repo_id if self._job is not None else ""
         if isinstance(exc, hub.DownloadCancelled):
-            p = self._last_progress
-            kept = f"{hub.format_bytes(p.done)} kept" if p else "Nothing lost"
-            self.progress_label.setText(f"Cancelled \u00b7 {kept}; Resume download continues from there.")
+            kept = hub.kept_bytes(repo_id) if repo_id else 0
+            self.progress_label.setText(
+                f"Cancelled \u00b7 {hub.format_bytes(kept)} kept; Resume download continues from there."
+                if kept
+                else "Cancelled \u00b7 nothing was kept."
+            )
         else:
             text = download_problem(exc, repo_id)
             self.progress_label.setText("Download failed.")

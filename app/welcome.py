@@ -316,8 +316,12 @@ class WelcomePanel(QWidget):
         name = self.entry.name if self.entry is not None else "the model"
         log.info("welcome download failed: %s", message)
         if isinstance(exc, hub.DownloadCancelled):
-            kept = f"{hub.format_bytes(self._last.done)} kept" if self._last is not None else "nothing lost"
-            self.progress_label.setText(f"Download stopped ({kept}); \u201cResume download\u201d continues from there.")
+            kept = hub.kept_bytes(self.entry.repo_id) if self.entry is not None else 0
+            if kept:
+                text = f"Download stopped ({hub.format_bytes(kept)} kept); \u201cResume download\u201d continues there."
+            else:
+                text = "Download stopped; nothing was kept."
+            self.progress_label.setText(text)
         else:
             self.progress_label.hide()
             self._message(download_problem(exc, name))

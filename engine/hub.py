@@ -272,10 +272,7 @@ def translate(
     if isinstance(exc, (httpx2.HTTPError, errors.LocalEntryNotFoundError, ConnectionError, TimeoutError)):
         return _unreachable(exc)
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-        return DiskSpaceError(
-            f"The disk filled up while downloading {repo_id}; free some space and try again "
-            "(the part already downloaded is kept)."
-        )
+        return DiskSpaceError(f"The disk filled up while downloading {repo_id}; free some space and try again.")
     if isinstance(exc, OSError):
         return HubError(f"Downloading {repo_id} failed: {exc.strerror or _short(exc)}.")
     return HubError(f"Downloading {repo_id} failed ({type(exc).__name__}: {_short(exc)}).")
@@ -730,6 +727,13 @@ def _partial_bytes(repo_path: Path) -> int:
             except OSError:
                 continue
     return total
+
+
+def kept_bytes(repo_id: str, cache: Path | None = None) -> int:
+    """Bytes of ``repo_id`` on disk now: its finished files and the kept parts a download resumes from (what a
+    cancelled or failed download leaves; a download's own count also holds bytes not yet written)."""
+    scan = scan_models(cache).get(repo_id.lower())
+    return 0 if scan is None else scan.size_on_disk + scan.partial_bytes
 
 
 def scan_models(cache: Path | None = None) -> dict[str, RepoScan]:

@@ -144,6 +144,8 @@ def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
     _wait_job(qtbot, d, timeout=5000)
     assert "Cancelled" in d.progress_label.text()
     assert _status(d, small.repo_id).startswith("Partly downloaded")
+    on_disk = _status(d, small.repo_id).split("\u00b7 ")[1]  # "Partly downloaded · 10.5 MB"
+    assert d.progress_label.text().startswith(f"Cancelled \u00b7 {on_disk} kept")  # it said 12.0 MB
     assert d.download_button.text() == "Resume download" and d.download_button.isEnabled()
     assert not d.use_button.isEnabled()
     state = install.local_state(small.repo_ids, small.revision, small.required_files)

@@ -99,6 +99,10 @@ def test_cancel_keeps_the_part_and_resume_finishes(qtbot, window, fake):
     w.cancel_button.click()
     _wait_job(qtbot, w)
     assert "kept" in w.progress_label.text()
+    from engine import hub
+
+    kept = hub.format_bytes(hub.kept_bytes(window.welcome.entry.repo_id))
+    assert f"({kept} kept)" in w.progress_label.text()  # what is on disk, not what the download had counted
     assert w.download_button.text() == "Resume download (562 MB)" and w.download_button.isEnabled()
     assert window.controller.model is None and window.caption_stack.currentWidget() is w
     fake.rate = None
