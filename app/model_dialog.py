@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFileDialog,
+    QFrame,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
@@ -39,6 +40,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -165,7 +167,7 @@ class ModelDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("modelDialog")
         self.setWindowTitle("Speech models")
-        self.setMinimumSize(800, 560)
+        self.setMinimumSize(800, 640)  # at 560 the texts of the selected model overlapped its buttons
         self.resize(920, 660)
         self._settings = settings
         self._remember = remember
@@ -233,8 +235,15 @@ class ModelDialog(QDialog):
         self.details.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.details.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.details.setOpenExternalLinks(True)
-        self.details.setMinimumHeight(104)
         self.details.setAccessibleName("Selected model details")
+        self.details_area = QScrollArea(self)  # a long description scrolls instead of running under the buttons
+        self.details_area.setWidget(self.details)
+        self.details_area.setWidgetResizable(True)
+        self.details_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.details_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.details_area.setMinimumHeight(104)
+        self.details_area.viewport().setAutoFillBackground(False)
+        self.details.setAutoFillBackground(False)
 
         self.download_button = QPushButton("Download", self)
         self.download_button.setObjectName("downloadButton")
@@ -331,7 +340,7 @@ class ModelDialog(QDialog):
         selected = QGroupBox("Selected model", self)
         selected.setObjectName("selectedModel")
         box = QVBoxLayout(selected)
-        box.addWidget(self.details, 1)
+        box.addWidget(self.details_area, 1)
         box.addLayout(actions)
         box.addLayout(progress_row)
         box.addWidget(self.error_label)

@@ -231,6 +231,28 @@ def test_enter_in_the_add_field_adds_the_folder_and_keeps_the_dialog_open(fake, 
     assert d.selected_row().source == str(SMALL)
 
 
+def test_at_its_smallest_the_selected_models_texts_do_not_run_under_its_buttons(fake, make_dialog, qtbot) -> None:
+    """At its minimum size (800 x 560 then) a long description and a download error ran under the Download /
+    Cancel buttons and the progress bar, unreadable (found in QA)."""
+    d = make_dialog()
+    d.show()
+    qtbot.waitExposed(d)
+    d.resize(d.minimumSize())
+    d.select_source("mistralai/Voxtral-Mini-4B-Realtime-2602")  # the longest description
+    d._show_error(
+        "The model is gated: accept its terms on the model page (logged in on huggingface.co) and give an access token."
+    )
+    qtbot.wait(50)
+
+    def span(w):
+        top = w.mapTo(d, w.rect().topLeft()).y()
+        return top, top + w.height()
+
+    shown = [span(w) for w in (d.details_area, d.download_button, d.progress_bar, d.error_label) if w.isVisible()]
+    assert len(shown) >= 3 and all(a[1] <= b[0] for a, b in zip(shown, shown[1:])), shown  # top to bottom, apart
+    assert d.error_label.height() >= d.error_label.heightForWidth(d.error_label.width())
+
+
 def test_custom_hub_repo(fake, make_dialog, qtbot) -> None:
     from engine import install
 
