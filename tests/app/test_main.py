@@ -452,7 +452,7 @@ def test_quitting_during_a_download_inside_the_load_ends_the_download(tmp_path, 
                 time.sleep(0.05)
             children = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _parent(p) == proc.pid]
             assert children  # the download child
-            sent = _interrupt_once(proc, tmp_path / "s.ini")  # s.ini: written when the window came up
+            sent = _interrupt_once(proc, H.partial_dir("acme/moon-big"))  # the load (asked after the handler) runs
             _, err = proc.communicate(timeout=10)
             took = time.monotonic() - sent
         finally:
