@@ -227,7 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is not None:
         run.delay_ms = args.delay_ms  # a model without a delay fails the run
     if source:
-        window.load_model(source, args.backend, weight_bits(args.weights) if args.weights else None)
+        bits = weight_bits(args.weights) if args.weights else None
+        window.load_model(source, args.backend, bits, offer_download=run is None)  # unattended: no one to ask
     _close_on_interrupt(window, run)
     code = app.exec()
     if run is not None and run.exit_code is not None:

@@ -110,6 +110,7 @@ class MainWindow(QMainWindow):
         self._sd = sounddevice
         self._requested = ""  # the model last asked for (load_model)
         self._working = ""  # the model that last loaded in this run
+        self._after_download: tuple[str | None, int | None] = (None, None)  # a run's backend, bits for an offer
         self._notifier = _Notifier(self)
         self._notifier.message.connect(lambda text: self.banner.show_message("error", text))
         self.sessions_window: SessionsWindow | None = None
@@ -397,10 +398,16 @@ class MainWindow(QMainWindow):
             action.setChecked(action.data() == value)
 
     # -- public commands ---------------------------------------------------------------------------
-    def load_model(self, source: str, backend: str | None = None, bits: int | None = None) -> None:
+    def load_model(
+        self, source: str, backend: str | None = None, bits: int | None = None, *, offer_download: bool = True
+    ) -> None:
         """Load ``source`` on ``backend`` with its float weights at ``bits`` (defaults: the saved backend and
         weights; 0: as stored). The model is remembered (``Key.MODEL_SOURCE``) once it has loaded: a folder that
-        fails to load does not replace the last model that worked."""
+        fails to load does not replace the last model that worked. A catalog model that is not on this computer
+        is offered for download on the welcome (progress, Cancel) and loaded when it is there; with
+        ``offer_download`` False (unattended runs) the load downloads it without asking."""
+        if offer_download and self._offer_download(source, backend, bits):
+            return
         backend = backend or self.settings.value(Key.BACKEND)
         bits = weight_bits(self.settings.value(Key.WEIGHTS)) if bits is None else bits
         # the menus show what this load uses: a run's --backend/--weights, not only the saved choice
@@ -780,8 +787,33 @@ class MainWindow(QMainWindow):
             if focus is None or self.welcome.isAncestorOf(focus):  # keep Space one key away from Start
                 self.caption_view.setFocus(Qt.FocusReason.OtherFocusReason)
 
+    def _offer_download(self, source: str, backend: str | None, bits: int | None) -> bool:
+        """Whether ``source`` is a catalog model missing from this computer, now offered on the welcome (the
+        load then ran the whole download inside "Loading the model...", without progress or Cancel)."""
+        from engine import hub, install
+        from engine.catalog import find_entry
+
+        if self.controller.model is not None or Path(source).expanduser().exists() or hub.offline():
+            return False
+        entry = find_entry(source)
+        if entry is None:
+            return False
+        try:
+            state = install.local_state(entry.repo_ids, entry.revision, entry.required_files)
+        except Exception:  # noqa: BLE001 - an unreadable cache: let the load say what is wrong
+            return False
+        if state is not None and state.complete:
+            return False
+        self._after_download = (backend, bits)
+        self.welcome.offer(entry)
+        self._show_welcome(True)
+        self.welcome.focus_first()
+        return True
+
     def _welcome_model_ready(self, source: str) -> None:
-        self.load_model(source)
+        backend, bits = self._after_download
+        self._after_download = (None, None)
+        self.load_model(source, backend, bits)
         self.caption_view.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def _menu_path(self, action: QAction) -> str:

@@ -76,6 +76,7 @@ class WelcomePanel(QWidget):
         self.job: DownloadJob | None = None
         self._last: hub.Progress | None = None
         self._ready: str | None = None  # the downloaded model, announced once its job has finished
+        self._offered: CatalogEntry | None = None  # a model asked for by name (``offer``), not the recommendation
         self._build()
         self.refresh()
 
@@ -184,14 +185,18 @@ class WelcomePanel(QWidget):
         """Work out the recommendation and whether it is on this computer already; update the texts."""
         if self.busy:
             return
-        try:
-            catalog = self._catalog or load_catalog()
-            rec = recommend(self._machine or Machine.current(), catalog)
-        except (KeyError, LivecapError):
-            log.warning("no model recommendation", exc_info=True)
-            self.entry, self.reason = None, ""
+        if self._offered is not None:
+            self.entry = self._offered
+            self.reason = f"{self._offered.name} was chosen, and it is not on this computer yet."
         else:
-            self.entry, self.reason = rec.entry, rec.reason
+            try:
+                catalog = self._catalog or load_catalog()
+                rec = recommend(self._machine or Machine.current(), catalog)
+            except (KeyError, LivecapError):
+                log.warning("no model recommendation", exc_info=True)
+                self.entry, self.reason = None, ""
+            else:
+                self.entry, self.reason = rec.entry, rec.reason
         self.state = None
         if self.entry is not None:
             try:
@@ -199,6 +204,12 @@ class WelcomePanel(QWidget):
             except Exception:  # noqa: BLE001 - an unreadable cache only means "not installed"
                 log.warning("scanning the model cache failed", exc_info=True)
         self._update()
+
+    def offer(self, entry: CatalogEntry) -> None:
+        """Offer ``entry`` (a model asked for by name, e.g. ``--model`` or the saved one, not on this computer)
+        in place of the recommendation: its download with progress and Cancel, then ``model_ready``."""
+        self._offered = entry
+        self.refresh()
 
     @property
     def installed(self) -> bool:
@@ -215,8 +226,9 @@ class WelcomePanel(QWidget):
             self.download_button.hide()
             return
         size = hub.format_bytes(e.download_bytes)
+        heading = "The chosen model" if self._offered is not None else "Recommended for this computer"
         self.model_label.setText(
-            f"Recommended for this computer:<br><b>{escape(e.name, quote=False)}</b> \u00b7 "
+            f"{heading}:<br><b>{escape(e.name, quote=False)}</b> \u00b7 "
             f"{escape(languages_text(e), quote=False)} \u00b7 {size} download"
         )
         self.reason_label.setText(self.reason)

@@ -180,6 +180,22 @@ def test_the_welcome_follows_what_the_model_dialog_did(qtbot, window, fake, monk
     assert window.welcome.download_button.text() == "Use Moonshine Streaming small"
 
 
+def test_a_chosen_model_not_on_this_computer_is_offered_for_download(qtbot, window, fake, settings):
+    """``livecap --model <catalog id>`` (or a saved model deleted since) downloaded the whole model inside
+    "Loading the model...", with no progress and no Cancel, like a hang (found in QA)."""
+    tiny = catalog_entry("moonshine-streaming-tiny")
+    window.load_model(tiny.repo_id, "numpy", 8)
+    w = window.welcome
+    assert window.controller.state == "no-model" and window.caption_stack.currentWidget() is w
+    assert "The chosen model" in w.model_label.text() and "Moonshine Streaming tiny" in w.model_label.text()
+    assert w.download_button.text() == "Download (178 MB)" and window.focusWidget() is w.download_button
+    with qtbot.waitSignal(window.controller.model_changed, timeout=20000):
+        w.download_button.click()
+        assert not w.cancel_button.isHidden()  # progress and Cancel, as for the recommended model
+    assert window.controller.model.source == tiny.repo_id and settings.value(Key.MODEL_SOURCE) == tiny.repo_id
+    assert window.controller.model.bits == 8 and window.controller.model.backend == "numpy"  # the run's choices
+
+
 def test_a_failed_load_brings_the_welcome_back(qtbot, window):
     with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
         window.load_model("fake-moonshine")
