@@ -2,9 +2,11 @@
 
 One JSONL file per session (``<id>.jsonl`` in the sessions folder, see ``app.session_store``). The first
 record is ``{"type": "start", ...}``, then one ``{"type": "line", "text", "start", "end"}`` per committed
-line (each flushed and fsync'd), ``{"type": "input", "input": ...}`` when the audio input is known or
-changes, and ``{"type": "end"}`` when the session ends cleanly. A journal without the end record is an
-unfinished session: ``find_unfinished`` offers it for recovery on the next start.
+line (each flushed and fsync'd; with the Line's ``tokens``, ``words`` as ``[[text, start, end], ...]`` and
+``span`` when it has them: a cue is timed by its words, so an export made later must see them too),
+``{"type": "input", "input": ...}`` when the audio input is known or changes, and ``{"type": "end"}`` when
+the session ends cleanly. A journal without the end record is an unfinished session: ``find_unfinished``
+offers it for recovery on the next start.
 
 Reading never trusts the file: a torn last line, binary garbage, JSON that is not an object, fields of
 the wrong type, non-finite times, an over-long line, an unreadable file or a folder in its place are
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.events import Line
+from engine.events import Line, Word
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +98,7 @@ class Journal:
 
     def add(self, line: Line) -> None:
         """Record one committed line (flushed and fsync'd before returning)."""
-        self._write({"type": "line", "text": line.text, "start": line.start, "end": line.end})
+        self._write(line_record(line))
 
     def set_input(self, description: str) -> None:
         """Record the audio input's description (when it becomes known, or changes mid-session)."""
@@ -170,6 +172,45 @@ def finite_seconds(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def line_record(line: Line) -> dict[str, Any]:
+    """The journal record of ``line`` (``read_journal_data`` gives the same Line back)."""
+    record: dict[str, Any] = {"type": "line", "text": line.text, "start": line.start, "end": line.end}
+    if line.tokens:
+        record["tokens"] = [int(t) for t in line.tokens]
+    if line.words:
+        record["words"] = [[w.text, w.start, w.end] for w in line.words]
+    if line.span is not None:
+        record["span"] = list(line.span)
+    return record
+
+
+def _line(record: dict[str, Any]) -> Line | None:
+    """The Line of a line record, or None when its text or times are damaged; damaged tokens, words or span
+    are left out (the text and its times are what matter)."""
+    text, start, stop = record.get("text"), finite_seconds(record.get("start")), finite_seconds(record.get("end"))
+    if not isinstance(text, str) or start is None or stop is None:
+        return None
+    tokens, words, span = record.get("tokens", ()), record.get("words", ()), record.get("span")
+    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        tokens = []
+    parsed: list[Word] = []
+    for w in words if isinstance(words, list) else ():
+        times = [finite_seconds(v) for v in w[1:]] if isinstance(w, list) and len(w) == 3 else [None]
+        if not isinstance(w[0], str) or None in times:
+            parsed = []
+            break
+        parsed.append(Word(_clean_text(w[0]), times[0], max(times[1], times[0])))
+    ends = [finite_seconds(v) for v in span] if isinstance(span, list) and len(span) == 2 else None
+    return Line(
+        _clean_text(text),
+        start,
+        max(stop, start),
+        tuple(tokens),
+        tuple(parsed),
+        (ends[0], ends[1]) if ends is not None and None not in ends else None,
+    )
+
+
 def _clean_text(value: str) -> str:
     """``value`` without lone surrogates (JSON can carry them; UTF-8 files cannot)."""
     return value.encode("utf-8", "replace").decode("utf-8")
@@ -220,15 +261,11 @@ def read_journal_data(path: str | Path) -> JournalData:
                 if not isinstance(kind, str):
                     unreadable += 1
                 elif kind == "line":
-                    text, start, stop = (
-                        record.get("text"),
-                        finite_seconds(record.get("start")),
-                        finite_seconds(record.get("end")),
-                    )
-                    if not isinstance(text, str) or start is None or stop is None:
+                    line = _line(record)
+                    if line is None:
                         unreadable += 1
                         continue
-                    lines.append(Line(_clean_text(text), start, max(stop, start)))
+                    lines.append(line)
                 elif kind == "start" and not info:
                     info = record
                 elif kind == "input" and isinstance(record.get("input"), str):

@@ -35,7 +35,15 @@ from pathlib import Path
 from typing import Any
 
 from app import session_audio, session_index
-from app.journal import Journal, JournalData, finite_seconds, read_journal_data, read_start, recorder_alive
+from app.journal import (
+    Journal,
+    JournalData,
+    finite_seconds,
+    line_record,
+    read_journal_data,
+    read_start,
+    recorder_alive,
+)
 from app.session_index import SummaryIndex
 from engine.errors import ExportError, UsageError
 from engine.events import Line
@@ -368,7 +376,7 @@ class SessionStore:
         numbers = [n for n, _ in self._version_paths(session_id)]
         number = max(numbers, default=1) + 1
         records = [{"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "version": number, **info}]
-        records += [{"type": "line", "text": ln.text, "start": ln.start, "end": ln.end} for ln in lines]
+        records += [line_record(ln) for ln in lines]
         records.append({"type": "end", "time": time.strftime("%Y-%m-%dT%H:%M:%S")})
         data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
         folder = self.folder / session_id

@@ -197,3 +197,21 @@ def test_read_start_gives_the_first_start_record_as_a_full_read_does(tmp_path):
     none.write_text(json.dumps({"type": "line", "text": "x", "start": 0, "end": 1}) + "\n")
     assert journal.read_start(none) == {} and journal.read_start(tmp_path) == {}
     assert journal.read_start(tmp_path / "missing.jsonl") == {}
+
+
+def test_a_lines_words_tokens_and_span_come_back_as_written_and_damaged_ones_are_dropped(tmp_path):
+    from engine.events import Word
+
+    line = Line("hello there", 1.0, 2.5, (17, 4, 99), (Word("hello", 1.0, 1.4), Word("there", 1.6, 2.5)), (0.8, 2.9))
+    j = journal.Journal(tmp_path, {"source": "microphone"})
+    j.add(line)
+    j.close()
+    path = tmp_path / f"{j.session_id}.jsonl"
+    assert journal.read_journal_data(path).lines == (line,)
+    records = [json.loads(r) for r in path.read_text().splitlines()]
+    records[1]["words"] = [["hello", 1.0, "soon"], ["there", 1.6, 2.5]]  # damaged: the words go, the line stays
+    records[1]["tokens"] = [1, "x"]
+    records[1]["span"] = [float("inf")]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    data = journal.read_journal_data(path)
+    assert data.lines == (Line("hello there", 1.0, 2.5),) and data.unreadable == 0

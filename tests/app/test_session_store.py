@@ -313,3 +313,25 @@ def test_search_follows_the_latest_text_and_never_matches_across_lines(folder):
     assert store.search("straße") == {} and store.search("new take") == {a: 1}
     store.delete(a)
     assert store.search("take") == {}
+
+
+def test_a_session_exported_later_equals_its_export_at_the_time(folder, tmp_path):
+    """Cues are timed by a Line's words (Voxtral gives them); the journal kept only text and times, so a kept
+    session exported later got other cue times than the file saved when it ended (found in QA)."""
+    from engine.events import Word
+    from engine.transcript import format_json, format_srt
+
+    names = [f"word{i}" for i in range(24)]  # long enough for several cues
+    times = [0.1 * i for i in range(18)] + [2.0 + 1.5 * i for i in range(6)]  # quick, then slow
+    words = tuple(Word(w, t, t + 0.08) for w, t in zip(names, times))
+    lines = [Line(" ".join(names), 0.0, words[-1].end, tuple(range(30)), words, (0.0, 10.0))]
+    j = Journal(folder, {"source": "microphone", "model": "/models/voxtral"})
+    j.add(lines[0])
+    j.close(audio_s=11.0)
+    store = SessionStore(folder)
+    store.export(j.session_id, tmp_path / "later.srt")
+    assert (tmp_path / "later.srt").read_text(encoding="utf-8") == format_srt(lines, audio_end=11.0)
+    assert format_srt(lines, audio_end=11.0) != format_srt([Line(ln.text, ln.start, ln.end) for ln in lines])
+    version = store.add_version(j.session_id, lines, {"model": "/models/voxtral"})
+    store.export(j.session_id, tmp_path / "v2.json", version=version)
+    assert (tmp_path / "v2.json").read_text(encoding="utf-8") == format_json(lines)

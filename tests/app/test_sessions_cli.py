@@ -12,7 +12,6 @@ import pytest
 import srt
 
 from app.session_audio import iter_audio
-from engine.events import Line
 from engine.transcript import format_json, format_srt, format_txt
 from tests.app import fake_engine
 from tests.app.conftest import REPO
@@ -140,7 +139,7 @@ def test_session_with_audio_retranscribes_with_a_second_fixture_model(tmp_path):
     rows = [json.loads(r) for r in proc.stdout.splitlines()]
     assert rows[-1]["version"] == 2 and rows[-2]["progress"] == pytest.approx(len(fed) / 16000, abs=1e-3)
 
-    expected = [Line(ln.text, ln.start, ln.end) for ln in _transcribe("moon_small_like", audio)]  # no tokens kept
+    expected = list(_transcribe("moon_small_like", audio))  # with their tokens (and words, span): all kept
     assert expected and format_txt(expected) != live
     out = run_livecap(tmp_path, "--export-session", sid, "--format", "json", factory=None)
     assert out.stdout == format_json(expected)
