@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from app.journal import JournalData
+from app.journal import JournalData, finite_seconds
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,9 @@ class Brief:
     @classmethod
     def of(cls, data: JournalData) -> Brief:
         """The brief of a journal read in full."""
-        audio_s = data.end.get("audio_s")
-        if isinstance(audio_s, (int, float)) and not isinstance(audio_s, bool) and audio_s >= 0:
-            duration = float(audio_s)
+        audio_s = finite_seconds(data.end.get("audio_s"))
+        if audio_s is not None and audio_s >= 0:
+            duration = audio_s
         else:
             duration = max((line.end for line in data.lines), default=0.0)
         text = " ".join(" ".join(line.text.split()) for line in data.lines[:6]).strip()
@@ -96,7 +96,7 @@ def _brief(obj: Any) -> Brief | None:
         return None
     for key, kind in _TYPES.items():
         value = obj[key]
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) if kind is float else type(value) is kind
+        ok = finite_seconds(value) is not None if kind is float else type(value) is kind
         if not ok:
             return None
     return Brief(**{k: float(v) if _TYPES[k] is float else v for k, v in obj.items()})

@@ -335,3 +335,19 @@ def test_a_session_exported_later_equals_its_export_at_the_time(folder, tmp_path
     version = store.add_version(j.session_id, lines, {"model": "/models/voxtral"})
     store.export(j.session_id, tmp_path / "v2.json", version=version)
     assert (tmp_path / "v2.json").read_text(encoding="utf-8") == format_json(lines)
+
+
+def test_an_infinite_audio_length_in_a_journal_or_the_index_is_damage_not_a_duration(folder, tmp_path):
+    """An end record with "audio_s": 1e999 (Infinity once parsed) made the Sessions window fail to open
+    (OverflowError in its duration text) and --sessions print "duration": Infinity, not JSON (found in QA)."""
+    j = make_session(folder, finished=False)
+    j.close(audio_s=float("inf"))
+    store = SessionStore(folder)
+    (summary,) = store.list()
+    assert summary.duration == LINES[-1].end  # the last line's end, as when audio_s is missing
+    json.loads(json.dumps(summary.to_json(), allow_nan=False))
+    index = folder / "index.json"
+    index.write_text(index.read_text().replace(f'"duration": {LINES[-1].end}', '"duration": Infinity'))
+    assert "Infinity" in index.read_text()
+    (again,) = SessionStore(folder).list()
+    assert again.duration == LINES[-1].end
