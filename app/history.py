@@ -8,8 +8,6 @@ selected) as plain text; the context menu also copies with timestamps.
 
 from __future__ import annotations
 
-import re
-
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QPoint, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
@@ -50,6 +48,26 @@ HEIGHT_CACHE = 20000
 ITEM_PAD = QSize(4, 6)  # horizontal and vertical padding inside a row, in pixels (both sides together)
 
 
+def fold_matches(text: str, needle: str, start: int = 0) -> list[tuple[int, int]]:
+    """``(start, end)`` in ``text`` of each occurrence of the casefolded ``needle`` in ``text`` casefolded (a
+    character may fold to several, "ß" to "ss": a match covers the characters whose folds it touches)."""
+    if not needle:
+        return []
+    folded, owner = [], []  # the folded text, and the index in ``text`` of each of its characters
+    for i in range(start, len(text)):
+        f = text[i].casefold()
+        folded.append(f)
+        owner += [i] * len(f)
+    haystack = "".join(folded)
+    out, at = [], haystack.find(needle)
+    while at >= 0:
+        first, last = owner[at], owner[at + len(needle) - 1]
+        if not out or first >= out[-1][1]:
+            out.append((first, last + 1))
+        at = haystack.find(needle, at + len(needle))
+    return out
+
+
 class MatchDelegate(QStyledItemDelegate):
     """Draws a history row as wrapped text with every occurrence of ``needle`` highlighted."""
 
@@ -81,11 +99,9 @@ class MatchDelegate(QStyledItemDelegate):
         return doc
 
     def matches(self, text: str, start: int = 0) -> list[tuple[int, int]]:
-        """``(start, end)`` of each case-insensitive occurrence of ``needle`` in ``text`` from ``start`` on."""
-        if not self.needle:
-            return []
-        pattern = re.compile(re.escape(self.needle), re.IGNORECASE)
-        return [(m.start(), m.end()) for m in pattern.finditer(text, start)]
+        """``(start, end)`` of each occurrence of ``needle`` (casefolded) in ``text`` from ``start`` on, compared
+        casefolded as the search itself (and the Sessions window's search) does: "strasse" finds "Straße"."""
+        return fold_matches(text, self.needle, start)
 
     def _text_width(self, option: QStyleOptionViewItem) -> float:
         view = self.parent()
@@ -187,7 +203,7 @@ class HistoryPane(QWidget):
         """Append a committed line (keeps following the end unless the user scrolled up)."""
         bar = self.list.verticalScrollBar()
         follow = bar.value() >= bar.maximum() - 2
-        needle = self.search.text().strip().lower()
+        needle = self.search.text().strip().casefold()
         self._append(line, needle)
         if needle:
             self._update_matches()
@@ -198,7 +214,7 @@ class HistoryPane(QWidget):
         """Replace the content with ``lines``, showing the end. One scroll and one count for all of them: per
         line, each scroll lays out every row before it (an hour's session took 3 s to open, three hours ~30)."""
         self.clear()
-        needle = self.search.text().strip().lower()
+        needle = self.search.text().strip().casefold()
         for line in lines:
             self._append(line, needle)
         self._update_matches()
@@ -210,7 +226,7 @@ class HistoryPane(QWidget):
         item.setToolTip(f"{clock(line.start)} \u2013 {clock(line.end)}")
         self.list.addItem(item)
         if needle:
-            item.setHidden(needle not in line.text.lower())
+            item.setHidden(needle not in line.text.casefold())
 
     def clear(self) -> None:
         self.list.clear()
@@ -241,11 +257,11 @@ class HistoryPane(QWidget):
         self.search.selectAll()
 
     def _apply_filter(self, text: str) -> None:
-        needle = text.strip().lower()
+        needle = text.strip().casefold()
         self.delegate.needle = needle
         for i in range(self.list.count()):
             item = self.list.item(i)
-            item.setHidden(bool(needle) and needle not in item.data(LINE_ROLE).text.lower())
+            item.setHidden(bool(needle) and needle not in item.data(LINE_ROLE).text.casefold())
         self._update_matches()
         self.list.viewport().update()
 

@@ -85,6 +85,21 @@ def test_search_highlights_the_matches(qtbot):
     assert pane.delegate.matches("00:00:01   Welcome to the talk.", 11) == []
 
 
+def test_the_pane_finds_what_the_sessions_search_finds(qtbot):
+    """The Sessions window's search compares casefolded text ("strasse" finds "Straße"); the opened session's
+    pane, given the same words, compared lowercased: "0 matches" and every line hidden (found in QA)."""
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    pane.set_lines([Line("Die Straße ist lang", 0.0, 1.0), Line("und breit", 1.0, 2.0)])
+    pane.search.setText("strasse")
+    assert pane.matches.text() == "1 match" and [pane.list.item(i).isHidden() for i in range(2)] == [False, True]
+    text = pane.list.item(0).text()
+    skip = text.index("Die")
+    assert pane.delegate.matches(text, skip) == [(skip + 4, skip + 10)]  # "Straße", whole
+    pane.search.setText("STRASSE IST")
+    assert pane.matches.text() == "1 match"
+
+
 def test_many_lines_are_laid_out_once_each_not_once_per_line_before_them(qtbot, monkeypatch):
     """Opening an hour's session (800 lines) took 3 s, three hours ~30 s: each line scrolled to the end, which
     sizes every row before it. Counted, not timed: setting N lines sizes rows a few times N, not N * N / 2."""
