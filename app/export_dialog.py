@@ -9,6 +9,7 @@ otherwise overwrite the earlier export silently).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,14 +39,32 @@ log = logging.getLogger(__name__)
 PREVIEW_LINES = 12
 
 
-def default_file_name(fmt: ExportFormat) -> str:
-    """``livecap-YYYY-MM-DD-HHMM`` plus the format's suffix."""
-    return time.strftime("livecap-%Y-%m-%d-%H%M") + fmt.suffix
+SUFFIXES = {f.suffix for f in FORMATS}  # the extensions a transcript file name may end in
+
+
+def default_file_name(fmt: ExportFormat, started: str = "") -> str:
+    """``livecap-YYYY-MM-DD-HHMM`` plus the format's suffix: the time ``started`` (ISO 8601, a kept session's
+    start) when it reads as one, else now."""
+    try:
+        when = time.strptime(started[:16], "%Y-%m-%dT%H:%M")
+    except ValueError:
+        when = time.localtime()
+    return time.strftime("livecap-%Y-%m-%d-%H%M", when) + fmt.suffix
+
+
+def with_format(name: str, fmt: ExportFormat) -> str:
+    """``name`` for ``fmt``: a transcript extension swapped for ``fmt``'s, any other name given it as well
+    ("meeting 3.5.2026" keeps its ".2026"); a folder (ending in a separator) is left as it is."""
+    if not name or name.endswith(("/", os.sep)):
+        return name
+    stem, ext = os.path.splitext(name)
+    return (stem if ext.lower() in SUFFIXES else name) + fmt.suffix
 
 
 class ExportDialog(QDialog):
-    """Exports ``lines`` (of ``audio_end`` seconds of audio, when known: no time written passes it); after an
-    accepted ``exec()``, ``saved_path`` and ``format`` say what was written."""
+    """Exports ``lines`` (of ``audio_end`` seconds of audio, when known: no time written passes it); the file
+    name offered carries the time ``started`` (a kept session's start), else now. After an accepted ``exec()``,
+    ``saved_path`` and ``format`` say what was written."""
 
     def __init__(
         self,
@@ -55,6 +74,7 @@ class ExportDialog(QDialog):
         fmt_key: str = "srt",
         parent: QWidget | None = None,
         audio_end: float | None = None,
+        started: str = "",
     ) -> None:
         super().__init__(parent)
         self.setObjectName("exportDialog")
@@ -114,7 +134,7 @@ class ExportDialog(QDialog):
 
         fmt = format_by_key(fmt_key)
         self.format_combo.setCurrentIndex(FORMATS.index(fmt))
-        self.path_edit.setText(str(Path(folder or Path.home()) / default_file_name(fmt)))
+        self.path_edit.setText(str(Path(folder or Path.home()) / default_file_name(fmt, started)))
         self.format_combo.currentIndexChanged.connect(self._format_changed)
         self._update_preview()
 
@@ -132,6 +152,13 @@ class ExportDialog(QDialog):
             return
         if not self.path_edit.text().strip():
             self._show_error("Choose a file name first.")
+            return
+        ext = path.suffix.lower()
+        if ext in SUFFIXES and ext != self.format.suffix:  # SRT written into notes.txt, without a word
+            self._show_error(
+                f"The file name ends in {path.suffix} but the format is {self.format.label}; "
+                "change the name or the format."
+            )
             return
         if path.is_file() and path != self._confirmed and not self.confirm_replace(path):
             return
@@ -163,7 +190,7 @@ class ExportDialog(QDialog):
         fmt = self.format
         text = self.path_edit.text().strip()
         if text:
-            self.path_edit.setText(str(Path(text).with_suffix(fmt.suffix)))
+            self.path_edit.setText(with_format(text, fmt))
         self.error_label.hide()
         self._update_preview()
 

@@ -378,9 +378,9 @@ class SessionsWindow(QWidget):
         if session_id is None:
             return None
         try:
-            audio_end = self.store.audio_seconds(session_id)
+            audio_end, started = self.store.audio_seconds(session_id), self.store.summary(session_id).started
         except LivecapError:  # the session went meanwhile: the lines shown, their times as they are
-            audio_end = None
+            audio_end, started = None, ""
         folder = self.settings.value(Key.EXPORT_FOLDER) or str(documents_dir())
         dialog = ExportDialog(
             self.history.lines(),
@@ -388,6 +388,7 @@ class SessionsWindow(QWidget):
             fmt_key=self.settings.value(Key.EXPORT_FORMAT),
             parent=self,
             audio_end=audio_end,
+            started=started,  # the file name offered carries the session's time, not now
         )
         if dialog.exec() and dialog.saved_path is not None:
             self.settings.set_value(Key.EXPORT_FOLDER, str(dialog.saved_path.parent))

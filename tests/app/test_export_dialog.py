@@ -127,3 +127,51 @@ def test_replacing_an_existing_file_asks_first(qtbot, tmp_path, monkeypatch):
     second.accept()
     assert second.saved_path == target and target.read_text(encoding="utf-8") != stamped
     assert len(asked) == 2
+
+
+def test_a_name_that_names_another_format_is_refused_not_written(qtbot, tmp_path):
+    """SRT chosen and notes.txt typed: the SRT text was saved as notes.txt without a word (found in QA)."""
+    dialog = ExportDialog(LINES, folder=str(tmp_path), fmt_key="srt")
+    qtbot.addWidget(dialog)
+    dialog.path_edit.setText(str(tmp_path / "notes.txt"))
+    dialog.accept()
+    assert dialog.result() != QDialog.DialogCode.Accepted and not (tmp_path / "notes.txt").exists()
+    assert dialog.error_label.text() == (
+        "The file name ends in .txt but the format is "
+        + format_by_key("srt").label
+        + "; change the name or the format."
+    )
+    dialog.path_edit.setText(str(tmp_path / "notes.final"))  # not a transcript extension: written as typed
+    dialog.accept()
+    assert dialog.saved_path == tmp_path / "notes.final" and (tmp_path / "notes.final").read_text().startswith("1\n")
+
+
+@pytest.mark.parametrize(
+    ("typed", "shown"),
+    [
+        ("meeting 3.5.2026", "meeting 3.5.2026.vtt"),  # ".2026" was taken for an extension and replaced
+        ("transcript.final", "transcript.final.vtt"),
+        ("talk.SRT", "talk.vtt"),
+        ("talk.txt", "talk.vtt"),
+    ],
+)
+def test_a_format_change_swaps_only_a_transcript_extension(qtbot, tmp_path, typed, shown):
+    dialog = ExportDialog(LINES, folder=str(tmp_path), fmt_key="srt")
+    qtbot.addWidget(dialog)
+    dialog.path_edit.setText(str(tmp_path / typed))
+    dialog.format_combo.setCurrentIndex([f.key for f in FORMATS].index("vtt"))
+    assert dialog.path() == tmp_path / shown
+
+
+def test_a_folder_typed_as_the_name_stays_a_folder(qtbot, tmp_path):
+    dialog = ExportDialog(LINES, folder=str(tmp_path), fmt_key="srt")
+    qtbot.addWidget(dialog)
+    dialog.path_edit.setText(str(tmp_path) + "/")
+    dialog.format_combo.setCurrentIndex([f.key for f in FORMATS].index("vtt"))
+    assert dialog.path_edit.text() == str(tmp_path) + "/"  # it became <folder>.vtt, a new file beside it
+
+
+def test_a_past_sessions_export_is_named_by_its_start(qtbot, tmp_path):
+    dialog = ExportDialog(LINES, folder=str(tmp_path), fmt_key="srt", started="2025-03-07T18:42:05")
+    qtbot.addWidget(dialog)
+    assert dialog.path().name == "livecap-2025-03-07-1842.srt"
