@@ -52,6 +52,9 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
         for option, value in (("--export-session", args.export_session), ("--retranscribe", args.retranscribe)):
             if value is not None and not value.strip():
                 raise UsageError(f"{option} needs a session id (livecap --sessions lists them).")
+        if args.sessions_dir and not Path(args.sessions_dir).is_dir():  # a typo listed "no sessions", exit 0
+            what = "is not a folder" if Path(args.sessions_dir).exists() else "does not exist"
+            raise UsageError(f"The sessions folder {args.sessions_dir} {what}.")
         store = SessionStore(Path(args.sessions_dir) if args.sessions_dir else paths.journal_dir())
         if args.sessions:
             for summary in store.list():

@@ -175,6 +175,19 @@ def test_an_unexpected_failure_is_one_sentence(tmp_path, monkeypatch, capsys, er
     assert capsys.readouterr().err == f"livecap: {sentence}\n"
 
 
+@pytest.mark.parametrize("where", ["missing", "a-file"])
+def test_a_sessions_folder_that_is_not_there_is_said_not_listed_as_empty(tmp_path, capsys, where):
+    """``--sessions-dir`` with a typo listed nothing and exited 0: it looked like "no sessions" (found in QA)."""
+    from app import sessions_cli
+    from app.main import build_parser
+
+    (tmp_path / "a-file").write_text("x")
+    args = build_parser().parse_args(["--sessions", "--sessions-dir", str(tmp_path / where)])
+    assert sessions_cli.run(args) == 2
+    what = "does not exist" if where == "missing" else "is not a folder"
+    assert capsys.readouterr().err == f"livecap: The sessions folder {tmp_path / where} {what}.\n"
+
+
 def test_an_empty_session_id_is_a_usage_error(tmp_path):
     """``--export-session "$UNSET" --format srt`` used to open the window (a script hung)."""
     for option in ("--export-session", "--retranscribe"):
