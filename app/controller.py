@@ -58,6 +58,7 @@ class SessionController(QObject):
     session_failed = Signal(str, int)
     session_finished = Signal(str)  # "stopped" | "input ended" | "error"
     silence_hint = Signal()
+    live_srt_stopped = Signal()  # the live SRT file could not be written and is off now (message says why)
     device_lost = Signal(str)
     device_recovered = Signal(str)
     session_saved = Signal(str)  # a session ended and is in the store: its id
@@ -445,8 +446,10 @@ class SessionController(QObject):
         from engine.errors import user_message
 
         log.warning("live SRT failed", exc_info=True)
-        self._live_srt = None
-        self.message.emit("error", user_message(exc, "The live SRT file could not be written"))
+        self._live_srt, self._live_srt_path = None, None
+        text = user_message(exc, "The live SRT file could not be written").rstrip(".")
+        self.message.emit("error", f"{text}; the live SRT file is off (File \u25b8 Live SRT file turns it on again).")
+        self.live_srt_stopped.emit()
 
     @property
     def audio_seconds(self) -> float | None:

@@ -341,6 +341,7 @@ class MainWindow(QMainWindow):
         c.state_changed.connect(self._on_state)
         c.model_changed.connect(self._on_model)
         c.model_failed.connect(self._on_model_failed)
+        c.live_srt_stopped.connect(self._live_srt_stopped)
         c.lines_reset.connect(self._on_lines_reset)
         c.line_committed.connect(self.caption_view.commit)
         c.line_committed.connect(self.history.add_line)
@@ -726,6 +727,11 @@ class MainWindow(QMainWindow):
         source = self._requested or self.settings.value(Key.MODEL_SOURCE)
         if source and self.controller.state in ("idle", "no-model"):
             self.load_model(source)
+
+    def _live_srt_stopped(self) -> None:
+        """The live SRT file could not be written and is off: the menu says so (it stayed checked)."""
+        self.live_srt_action.setChecked(False)
+        self._live_srt_toggled(False)
 
     def _live_srt_toggled(self, checked: bool) -> None:
         if not checked:

@@ -45,6 +45,8 @@ def test_unwritable_live_srt_is_a_message_and_captioning_goes_on(qtbot, loaded, 
         loaded.stop()
     errors = [text for level, text in messages if level == "error"]
     assert errors and errors[0].startswith("Cannot write the captions to") and "\n" not in errors[0]
+    assert errors[0].endswith("the live SRT file is off (File \u25b8 Live SRT file turns it on again).")
+    assert loaded.live_srt_path is None  # off: the next session does not fail the same way again
 
 
 def test_start_is_ignored_without_a_model(qtbot, controller):

@@ -646,3 +646,22 @@ def test_stop_says_it_is_stopping_while_the_backlog_is_transcribed(qtbot, journa
         assert w.status.currentMessage().startswith("Stopped")
     finally:
         c.shutdown(5000)
+
+
+def test_a_live_srt_file_that_cannot_be_written_is_turned_off_in_the_menu(
+    qtbot, controller, settings, fake_sd, tmp_path
+):
+    """The banner said the live SRT file could not be written, while File > "Live SRT file: live.srt" stayed
+    checked and every later session failed the same way (found in QA)."""
+    settings.set_value(Key.LIVE_SRT_PATH, str(tmp_path / "gone" / "live.srt"))
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    assert w.live_srt_action.isChecked()
+    load(qtbot, w)
+    with qtbot.waitSignal(controller.live_srt_stopped, timeout=5000):
+        w.start_action.trigger()
+    assert not w.live_srt_action.isChecked() and w.live_srt_action.text() == "Live SRT file\u2026"
+    assert settings.value(Key.LIVE_SRT_PATH) == "" and controller.live_srt_path is None
+    assert "live SRT file is off" in w.banner.label.text()
+    with qtbot.waitSignal(controller.session_finished, timeout=5000):
+        w.stop_action.trigger()
