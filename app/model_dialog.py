@@ -242,6 +242,8 @@ class ModelDialog(QDialog):
         self.details_area.setFrameShape(QFrame.Shape.NoFrame)
         self.details_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.details_area.setMinimumHeight(104)
+        self.details_area.setObjectName("modelDetailsArea")
+        self.details_area.setAccessibleName("Selected model details (scrolls)")
         self.details_area.viewport().setAutoFillBackground(False)
         self.details.setAutoFillBackground(False)
 
