@@ -289,12 +289,15 @@ class MicSource(QueuedInput):
         self.description = f"{name} ({rate / 1000:g} kHz)"
 
     def close(self) -> None:
-        """Stop and close the stream; the queued blocks stay readable."""
+        """Stop and close the stream; the queued blocks stay readable. A lost stream is aborted, not stopped:
+        stopping waits for PortAudio's capture thread, which a vanished device (a PulseAudio sink unloaded
+        mid-session) leaves blocked for good, and the worker hung with it; aborting cancels that thread."""
+        dead = self.lost
         stream, self._stream = self._stream, None
         if stream is None:
             return
         self._closing = True
-        for op in ("stop", "close"):
+        for op in ("abort" if dead else "stop", "close"):
             try:
                 getattr(stream, op)()
             except Exception:  # a vanished device may fail to stop; it is gone anyway

@@ -101,6 +101,9 @@ class FakeInputStream:
         if was_active and self.finished_callback:
             self.finished_callback()
 
+    def abort(self) -> None:  # PortAudio: stop without waiting for pending buffers (the same here)
+        self.stop()
+
     def close(self) -> None:
         if self.active:
             self.stop()

@@ -144,6 +144,45 @@ def test_gui_captions_system_audio_and_keeps_going_when_the_default_output_chang
         c.shutdown(5000)
 
 
+def test_a_chosen_output_that_vanishes_mid_session_falls_back_instead_of_hanging(
+    qtbot, pulse_server, journal_dir, settings, speech
+):
+    """The headphones' sink removed while System audio captured it: the worker stopped the dead stream and
+    PortAudio's stop never returned, so the session froze on "Captioning" with nothing captured, and Stop and
+    quitting waited for good (found in QA). A lost stream is aborted; the session moves to the default output."""
+    from app.controller import SessionController
+    from app.main_window import MainWindow
+    from app.settings import Key
+
+    settings.set_value(Key.SOURCE, "system")
+    settings.set_value(Key.OUTPUT, "virt_alt")
+    c = SessionController(loader=fake_engine.load_model, sounddevice=pulse_server.sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=pulse_server.sd)
+    qtbot.addWidget(w)
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            w.load_model("fake")
+        with qtbot.waitSignal(c.state_changed, timeout=5000):
+            w.start_action.trigger()
+        assert "Virtual Headphones" in c.input_description
+        wait_recording(pulse_server)
+        modules = subprocess.run(
+            ["pactl", "list", "short", "modules"], env=pulse_server.env, capture_output=True, text=True, timeout=10
+        ).stdout
+        (module,) = [line.split()[0] for line in modules.splitlines() if "sink_name=virt_alt" in line]
+        with qtbot.waitSignal(c.device_recovered, timeout=15000):
+            pulse_server.pactl("unload-module", module)
+        assert "Virtual Speakers" in c.input_description
+        wait_recording(pulse_server)
+        qtbot.wait(2500)  # an idle null sink's monitor delivers its first audio after about two seconds
+        pulse_server.play(speech, "virt_out")
+        qtbot.waitUntil(lambda: len(c.lines) >= 3, timeout=10000)
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            c.stop()
+    finally:
+        c.shutdown(5000)
+
+
 def run_unattended(tmp_path, server, source: str, out: str, seconds: float, play=None, *extra: str):
     """``livecap --source SOURCE --model <Moonshine fixture> --quit-after SECONDS --save-transcript OUT``
     offscreen against the private server; ``play(server)`` runs once livecap records."""
