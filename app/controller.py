@@ -86,6 +86,7 @@ class SessionController(QObject):
         self.last_session_id: str | None = None
         self._journal: journal_mod.Journal | None = None
         self._session_started = False
+        self._before: tuple[list[Line], Stats | None, str | None] | None = None
         self._live_srt_path: str | None = None
         self._live_srt: Any = None
         self._elapsed = 0.0
@@ -149,6 +150,7 @@ class SessionController(QObject):
         """Start a new session. The previous one stays in the store; the views start empty."""
         if self.state not in ("idle",):
             return
+        self._before = (self.lines, self.last_stats, self.session_id)  # shown again if this start fails
         spec = self._open_session(spec)
         self.lines = []
         self._partial = None
@@ -312,7 +314,7 @@ class SessionController(QObject):
     def _on_session_started(self, description: str) -> None:
         self.input_description = description
         self.input_changed.emit(description)
-        self._session_started = True
+        self._session_started, self._before = True, None
         if self._journal is not None:
             self._journal.set_input(description)
         if self._live_srt_path:
@@ -324,6 +326,10 @@ class SessionController(QObject):
             self.store.discard(self._journal)  # nothing was captured: nothing to keep
             self._journal = None
             self.session_id = None
+        if not self._session_started and self._before is not None:  # the last transcript comes back to the views
+            self.lines, self.last_stats, self.session_id = self._before
+            self._before = None
+            self.lines_reset.emit()
         self.message.emit("error", text)
         self.session_failed.emit(text, code)
 

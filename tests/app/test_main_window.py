@@ -665,3 +665,21 @@ def test_a_live_srt_file_that_cannot_be_written_is_turned_off_in_the_menu(
     assert "live SRT file is off" in w.banner.label.text()
     with qtbot.waitSignal(controller.session_finished, timeout=5000):
         w.stop_action.trigger()
+
+
+def test_a_start_that_fails_leaves_the_last_transcript_in_the_window(qtbot, window, fake_sd):
+    """Start with the microphone unplugged after a session: the caption pane and the history went empty and Export
+    was disabled, while the status bar still spoke of the lines (they were only in Sessions; found in QA)."""
+    load(qtbot, window)
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        window.start_action.trigger()
+    qtbot.waitUntil(lambda: len(window.controller.lines) >= 2, timeout=8000)
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
+    before = list(window.controller.lines)
+    fake_sd.unplug("Fake Mic", new_devices=[])
+    window.refresh_devices()  # Refresh: no microphone now
+    with qtbot.waitSignal(window.controller.session_failed, timeout=5000):
+        window.start_action.trigger()
+    assert window.controller.lines == before and window.history.lines() == before
+    assert window.export_action.isEnabled()
