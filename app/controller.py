@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QEventLoop, QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QCoreApplication, QEventLoop, QObject, QThread, QTimer, Signal, Slot
 
 from app import journal as journal_mod
 from app.session_store import Retention, SessionStore
@@ -267,6 +267,10 @@ class SessionController(QObject):
             done = self._thread.wait(timeout_ms)
             if not done:
                 log.error("the engine worker did not stop within %d ms", timeout_ms)
+        if done:  # its last captions, stats and end are queued to this thread: journal them before closing
+            QCoreApplication.sendPostedEvents(self)
+        elif self._journal is not None:  # still feeding its backlog: no end record, so the next start offers
+            self._journal = None  # the lines journaled so far for recovery instead of a session cut short
         self._close_session_files()
         return done
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import srt
 
 from app.worker import SessionSpec
@@ -95,3 +96,42 @@ def test_shutdown_of_an_idle_worker_stops_its_thread(qtbot, loaded):
     assert loaded.shutdown(15000) is True
     assert time.monotonic() - t < 5  # a hang check, not a speed measurement
     assert not loaded.worker_thread.isRunning()
+
+
+def _slow_replay(qtbot, controller, tmp_path, speech):
+    """A fake-slow model (half a second of work per second of audio) replaying 16 s of speech at 8x: two seconds
+    in, about six seconds of work are due."""
+    from tests.app import fake_engine
+
+    with qtbot.waitSignal(controller.model_changed, timeout=5000):
+        controller.load_model("fake-slow", "auto")
+    wav = fake_engine.write_wav(tmp_path / "long.wav", np.tile(speech, 5))
+    controller.start(SessionSpec(input_file=str(wav), speed=8.0))
+    qtbot.wait(2000)
+    return controller.store.journal_path(controller.session_id)
+
+
+def test_quitting_with_a_backlog_journals_every_line_the_engine_still_commits(qtbot, controller, tmp_path, speech):
+    """Quitting while the engine was behind: after the first wait the worker's last captions arrived once the
+    journal was closed, so the kept session lacked the lines after that point (11 of 40) and its audio length
+    was short, and it counted as finished: nothing was offered for recovery (found in QA)."""
+    from app.journal import read_journal_data
+
+    path = _slow_replay(qtbot, controller, tmp_path, speech)
+    assert controller.shutdown(timeout_ms=4000)  # the first wait gives up; the thread then ends within the second
+    qtbot.wait(100)
+    data = read_journal_data(path)
+    assert data.finished and list(data.lines) == controller.lines and len(data.lines) >= 10
+    assert data.end["audio_s"] == round(controller.audio_seconds, 3)
+
+
+def test_quitting_before_the_engine_catches_up_leaves_the_session_for_recovery(qtbot, controller, tmp_path, speech):
+    from app.journal import read_journal_data
+
+    path = _slow_replay(qtbot, controller, tmp_path, speech)
+    try:
+        assert not controller.shutdown(timeout_ms=300)  # the worker is still feeding its backlog
+        data = read_journal_data(path)
+        assert not data.finished  # not marked whole: the next start offers its lines
+    finally:
+        controller._thread.wait(20000)
