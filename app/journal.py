@@ -69,16 +69,21 @@ class Journal:
         folder = Path(folder)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         n = _next_number(folder, stamp)  # ids only grow, so they sort in start order
-        path = folder / (f"{stamp}-{n}.jsonl" if n > 1 else f"{stamp}.jsonl")
-        while path.exists() or path.with_suffix("").exists():
-            n += 1
-            path = folder / f"{stamp}-{n}.jsonl"
-        self.path = path
+        self.path = folder / (f"{stamp}-{n}.jsonl" if n > 1 else f"{stamp}.jsonl")
         self.failed: str | None = None
         self._file: TextIO | None = None
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            self._file = open(path, "x", encoding="utf-8")  # kept open for the whole session
+            while True:  # another livecap on the same folder may take the same id between the check and the open
+                path = folder / (f"{stamp}-{n}.jsonl" if n > 1 else f"{stamp}.jsonl")
+                self.path = path
+                if not (path.exists() or path.with_suffix("").exists()):
+                    try:
+                        self._file = open(path, "x", encoding="utf-8")  # kept open for the whole session
+                        break
+                    except FileExistsError:
+                        pass
+                n += 1
         except OSError as exc:
             self._fail(exc)
             return

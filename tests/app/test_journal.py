@@ -215,3 +215,25 @@ def test_a_lines_words_tokens_and_span_come_back_as_written_and_damaged_ones_are
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     data = journal.read_journal_data(path)
     assert data.lines == (Line("hello there", 1.0, 2.5),) and data.unreadable == 0
+
+
+def test_another_livecap_taking_the_same_id_at_the_same_moment_moves_this_one_to_the_next(tmp_path, monkeypatch):
+    """Two livecaps on one sessions folder starting in the same second: both found the id free, the second open
+    failed with 'File exists' and that session was not kept at all (19 of 120 tries in QA)."""
+    import builtins
+
+    real_open = builtins.open
+    taken = []
+
+    def other_livecap_first(path, mode="r", *args, **kwargs):
+        if mode == "x" and not taken:  # the other process creates the file between the check and this open
+            taken.append(path)
+            real_open(path, "w").close()
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(journal, "open", other_livecap_first, raising=False)
+    j = journal.Journal(tmp_path, {"source": "microphone"})
+    j.add(Line("kept", 0.0, 1.0))
+    j.close()
+    assert j.failed is None and j.path != taken[0] and j.session_id.startswith(taken[0].stem)
+    assert journal.read_journal_data(j.path).lines == (Line("kept", 0.0, 1.0),)
