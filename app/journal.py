@@ -88,9 +88,9 @@ class Journal:
             self._fail(exc)
             return
         # "time" is local wall-clock time, as the id; "epoch" orders sessions when the clock or time zone changed;
-        # "pid" tells whether an unfinished session is still being recorded (``recorder_alive``)
+        # "pid" and "started" tell whether an unfinished session is still being recorded (``recorder_alive``)
         start = {"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "epoch": round(time.time(), 3)}
-        self._write({**start, "pid": os.getpid(), **(info or {})})
+        self._write({**start, "pid": os.getpid(), "started": since_boot(os.getpid()), **(info or {})})
 
     @property
     def session_id(self) -> str:
@@ -303,16 +303,35 @@ def read_start(path: str | Path) -> dict[str, Any]:
     return {}
 
 
-def recorder_alive(start: dict[str, Any]) -> bool | None:
-    """Whether the process that wrote the start record ``start`` still runs (so its session may still be being
-    recorded); None when the record cannot tell (written before records had a ``pid``)."""
+def since_boot(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the computer started (unlike its start time on the wall
+    clock, this does not move when the clock is set); None when it cannot be told."""
     import psutil
 
-    pid, epoch = start.get("pid"), finite_seconds(start.get("epoch"))
-    if not isinstance(pid, int) or isinstance(pid, bool) or epoch is None:
+    try:
+        boot = psutil.boot_time()
+        return round(psutil.Process(pid).create_time() - boot, 2)
+    except (psutil.Error, OSError, ValueError):
+        return None
+
+
+def recorder_alive(start: dict[str, Any]) -> bool | None:
+    """Whether the process that wrote the start record ``start`` still runs (so its session may still be being
+    recorded): its ``pid`` runs, is no zombie, and started when the record says (not another process that got
+    the pid since). None when the record cannot tell (written before records had a ``pid``)."""
+    import psutil
+
+    pid, epoch, started = start.get("pid"), finite_seconds(start.get("epoch")), finite_seconds(start.get("started"))
+    if not isinstance(pid, int) or isinstance(pid, bool) or (epoch is None and started is None):
         return None
     try:
-        return psutil.Process(pid).create_time() <= epoch + 1.0  # not another process that got the pid since
+        process = psutil.Process(pid)
+        if process.status() == psutil.STATUS_ZOMBIE:  # it ended; its parent has not collected it yet
+            return False
+        if started is not None:  # by the time since boot: a clock set forward since does not make it "gone"
+            now = since_boot(pid)
+            return now is not None and abs(now - started) < 1.0
+        return process.create_time() <= epoch + 1.0  # records written before "started"
     except (psutil.Error, OSError, ValueError):
         return False
 

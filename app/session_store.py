@@ -43,6 +43,7 @@ from app.journal import (
     read_journal_data,
     read_start,
     recorder_alive,
+    since_boot,
 )
 from app.session_index import SummaryIndex
 from engine.errors import ExportError, UsageError
@@ -353,7 +354,8 @@ class SessionStore:
         path = self.folder / session_id / BUSY_NAME
         try:
             path.parent.mkdir(exist_ok=True)
-            write_bytes_atomic(path, json.dumps({"pid": os.getpid(), "epoch": time.time()}).encode("utf-8"))
+            mark = {"pid": os.getpid(), "epoch": time.time(), "started": since_boot(os.getpid())}
+            write_bytes_atomic(path, json.dumps(mark).encode("utf-8"))
         except OSError as exc:
             raise ExportError(f"The session's folder cannot be written ({exc.strerror or exc}).") from None
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from app import journal
 from app.worker import SessionSpec
@@ -237,3 +238,28 @@ def test_another_livecap_taking_the_same_id_at_the_same_moment_moves_this_one_to
     j.close()
     assert j.failed is None and j.path != taken[0] and j.session_id.startswith(taken[0].stem)
     assert journal.read_journal_data(j.path).lines == (Line("kept", 0.0, 1.0),)
+
+
+def test_a_recorder_that_ended_as_a_zombie_is_gone_and_a_clock_set_forward_does_not_end_one(tmp_path):
+    """A livecap killed by a parent that had not collected it yet (a zombie) counted as still recording: its lines
+    were not offered and re-transcribing said "still being recorded"; and a clock set forward after the start made a
+    running recorder look gone, so a second livecap offered its session for recovery (found in QA)."""
+    import subprocess
+    import sys
+    import time
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    record = {"pid": child.pid, "epoch": time.time(), "started": journal.since_boot(child.pid)}
+    assert journal.recorder_alive(record) is True
+    child.stdin.close()
+    deadline = time.monotonic() + 10
+    import psutil
+
+    while psutil.Process(child.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.02)  # ended, not yet waited for
+    assert journal.recorder_alive(record) is False
+    child.wait()
+
+    me = {"pid": os.getpid(), "started": journal.since_boot(os.getpid())}
+    assert journal.recorder_alive({**me, "epoch": time.time() - 3600}) is True  # the clock went an hour forward
+    assert journal.recorder_alive({**me, "started": me["started"] - 60, "epoch": time.time()}) is False  # pid reused
