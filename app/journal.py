@@ -89,7 +89,9 @@ class Journal:
             return
         # "time" is local wall-clock time, as the id; "epoch" orders sessions when the clock or time zone changed;
         # "pid" and "started" tell whether an unfinished session is still being recorded (``recorder_alive``)
+        # "seq" counts sessions in the order they were recorded, whatever the clock said (``next_seq``)
         start = {"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "epoch": round(time.time(), 3)}
+        start |= {"seq": next_seq(folder, skip=self.path)}
         self._write({**start, "pid": os.getpid(), "started": since_boot(os.getpid()), **(info or {})})
 
     @property
@@ -157,6 +159,17 @@ class Journal:
                 file.close()
             except OSError:
                 pass
+
+
+def next_seq(folder: Path, skip: Path | None = None) -> int:
+    """1 + the highest ``seq`` of the start records in ``folder`` (but ``skip``'s): a session recorded later has a
+    higher one even when the clock went back in between (a clock running ahead, then corrected)."""
+    try:
+        paths = [p for p in folder.iterdir() if p.suffix == ".jsonl" and p != skip]
+    except OSError:
+        return 1
+    seqs = [read_start(p).get("seq") for p in paths]
+    return max((s for s in seqs if isinstance(s, int) and not isinstance(s, bool)), default=0) + 1
 
 
 def _next_number(folder: Path, stamp: str) -> int:

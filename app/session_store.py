@@ -424,8 +424,8 @@ class SessionStore:
             return []
         keep = set(protect)
         ids = self.ids()
-        if policy.mode == "sessions":  # newest first by when they started, not by id: the clock may have gone back
-            doomed = sorted(ids, key=lambda i: (self._start_epoch(i), _order(i)), reverse=True)[policy.n :]
+        if policy.mode == "sessions":  # newest first in recording order, not by id or clock: either may go back
+            doomed = sorted(ids, key=self._recorded_order, reverse=True)[policy.n :]
         else:
             limit = (time.time() if now is None else now) - policy.n * 86400
             doomed = [i for i in ids if self._start_epoch(i) < limit]
@@ -515,6 +515,13 @@ class SessionStore:
             return []
         found = [(int(m[1]), self.folder / session_id / n) for n in names if (m := VERSION_FILE.match(n))]
         return sorted((n, p) for n, p in found if n >= 2)
+
+    def _recorded_order(self, session_id: str) -> tuple[int, int, float, Any]:
+        """A key that sorts sessions in the order they were recorded: by the start record's ``seq`` (journals
+        that have one were recorded after those without), then by when they started, then by id."""
+        seq = read_start(self.folder / f"{session_id}.jsonl").get("seq")
+        counted = isinstance(seq, int) and not isinstance(seq, bool)
+        return (1 if counted else 0, seq if counted else 0, self._start_epoch(session_id), _order(session_id))
 
     def _start_epoch(self, session_id: str) -> float:
         """When a session started (seconds since the epoch): its start record's ``epoch``, else its local ``time``

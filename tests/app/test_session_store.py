@@ -351,3 +351,15 @@ def test_an_infinite_audio_length_in_a_journal_or_the_index_is_damage_not_a_dura
     assert "Infinity" in index.read_text()
     (again,) = SessionStore(folder).list()
     assert again.duration == LINES[-1].end
+
+
+def test_retention_by_count_keeps_sessions_recorded_after_a_clock_ran_ahead(folder):
+    """Three sessions recorded while the clock ran a day ahead, then one with the clock put right: "keep the last
+    3" kept the three and deleted each new session at the next start, whatever was recorded (found in QA)."""
+    store = SessionStore(folder)
+    ahead = [make_session(folder).session_id for _ in range(3)]
+    for sid in ahead:
+        set_start(folder, sid, epoch=time.time() + 86400)
+    recorded_last = make_session(folder).session_id
+    assert store.apply_retention(Retention("sessions", 3)) == [ahead[0]]  # not protected: the next start's run
+    assert set(store.ids()) == {ahead[1], ahead[2], recorded_last}
