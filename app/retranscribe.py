@@ -37,11 +37,13 @@ def retranscribe(
     loader: Callable[..., Any] | None = None,
     options: dict[str, Any] | None = None,
     progress: Progress | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> int:
     """Transcribe the kept audio of ``session_id`` with the model ``source`` and store it as the
     session's next version; returns its number. Raises ``engine.errors.LivecapError`` (one sentence)
     when the session has no audio, the model cannot load or the audio cannot be read; nothing is
-    stored then."""
+    stored then. ``warn`` gets a sentence when the kept audio is shorter than the session (the disk
+    filled while it was recorded): the new version, which becomes the one exported, covers less."""
     summary = store.summary(session_id)
     if summary.audio is None:
         raise UsageError(
@@ -52,6 +54,11 @@ def retranscribe(
     # unfinished, its recorder gone (the app stopped during it): its audio up to there is transcribed
     with store.working_on(session_id):  # retention and delete leave it alone meanwhile
         total = audio_seconds(summary.audio)
+        if warn is not None and summary.finished and total < summary.duration - max(1.0, 0.02 * summary.duration):
+            warn(
+                f"The kept audio holds {total:.1f} s of the session's {summary.duration:.1f} s (the disk may have "
+                "filled while it was recorded); the new version covers only that part."
+            )
         model = (loader or _default_loader)(source, backend=backend)
         session = model.start_session(**(options or {}))
         lines: list[Line] = []

@@ -108,6 +108,7 @@ def _retranscribe(store: Any, args: Namespace, loader: Any, out: _Out) -> int:
         loader=loader,
         options=options,
         progress=progress,
+        warn=lambda text: out.write(json.dumps({"warning": text}) + "\n"),
     )
     summary = store.summary(args.retranscribe)
     out.write(json.dumps({"id": summary.id, "version": version, "model": args.model, "lines": summary.lines}) + "\n")

@@ -129,6 +129,7 @@ class SessionsWindow(QWidget):
         self.process: QProcess | None = None
         self._process_session: str | None = None
         self._process_out = b""
+        self._process_warning = ""  # a {"warning"} row of the child, shown when it has finished
         self._hits: dict[str, int] = {}
         self._shown: str | None = None  # the session the right side shows
         self._build()
@@ -507,6 +508,7 @@ class SessionsWindow(QWidget):
         process.finished.connect(self._on_process_finished)
         process.errorOccurred.connect(self._on_process_error)
         self.process, self._process_session, self._process_out = process, session_id, b""
+        self._process_warning = ""
         self.progress.setValue(0)
         self.progress.setFormat(f"Loading {model_name(source)}\u2026")
         self.progress.show()
@@ -696,6 +698,8 @@ class SessionsWindow(QWidget):
                 record = json.loads(row)
             except ValueError:
                 continue
+            if isinstance(record, dict) and isinstance(record.get("warning"), str):
+                self._process_warning = record["warning"]  # shown when the new version is there
             if isinstance(record, dict) and "progress" in record:
                 total = float(record.get("total") or 0) or 1.0
                 self.progress.setValue(int(1000 * min(float(record["progress"]) / total, 1.0)))
@@ -717,6 +721,8 @@ class SessionsWindow(QWidget):
             self.refresh()
             self.select(session_id)
             version = self.selected_version() or 0
+            if self._process_warning:
+                self._show_error(self._process_warning)
             self.retranscribed.emit(session_id, version)
         else:
             sentence = next((ln[len("livecap: ") :] for ln in err.splitlines() if ln.startswith("livecap: ")), "")

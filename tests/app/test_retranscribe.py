@@ -95,3 +95,21 @@ def test_a_killed_retranscription_leaves_no_lasting_mark(tmp_path):
     assert not mark.exists()
     store.delete(sid)
     assert sid not in store.ids()
+
+
+def test_kept_audio_shorter_than_the_session_is_said(tmp_path):
+    """The disk filled while the audio was kept: 3 s of a 60 s session, and "Re-transcribe" made a 2-line version,
+    which became the one exported, without a word (found in QA)."""
+    store, sid, journal = unfinished_with_audio(tmp_path)
+    kept = len(fake_engine.speechlike([(0.5, 0.5), (0.5, 0.5)])) / 16000
+    journal.close(audio_s=60.0)
+    said = []
+    assert retranscribe(store, sid, "fake-moonshine", loader=fake_engine.load_model, warn=said.append) == 2
+    assert said == [
+        f"The kept audio holds {kept:.1f} s of the session's 60.0 s (the disk may have filled while it was "
+        "recorded); the new version covers only that part."
+    ]
+    store2, sid2, journal2 = unfinished_with_audio(tmp_path / "whole")
+    journal2.close(audio_s=kept)
+    assert retranscribe(store2, sid2, "fake-moonshine", loader=fake_engine.load_model, warn=said.append) == 2
+    assert len(said) == 1  # a whole recording: nothing to say
