@@ -234,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is not None and run.exit_code is not None:
         code = run.exit_code
     if run is not None and run.interrupted and code == 0:  # stopped before it could end: not a whole transcript
-        code = INTERRUPTED
+        code = run.interrupted
     if controller.worker_thread.isRunning():
         _exit_now(code)
     return code
@@ -266,18 +266,21 @@ INTERRUPTED = 130  # the shell's code for a command ended by Ctrl+C (128 + SIGIN
 
 
 def _close_on_interrupt(window: Any, run: Any = None) -> None:
-    """Ctrl+C in the terminal closes the window cleanly (the journal gets its end record); an unattended run
-    (``--input``, ``--quit-after``) it stops before its end then exits with ``INTERRUPTED``, whatever it saved."""
+    """Ctrl+C in the terminal, or SIGTERM (a logout, ``kill``, a service manager), closes the window cleanly (the
+    journal gets its end record, kept audio is compressed); an unattended run (``--input``, ``--quit-after``) it
+    stops before its end then exits with 128 + the signal (``INTERRUPTED`` for Ctrl+C), whatever it saved."""
     import signal
 
     from PySide6.QtCore import QTimer
 
-    def interrupt(*_: Any) -> None:
+    def interrupt(signum: int, _frame: Any = None) -> None:
         if run is not None and run.exit_code is None:
-            run.interrupted = True
+            run.interrupted = 128 + int(signum)
         window.close()
 
     signal.signal(signal.SIGINT, interrupt)
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, interrupt)
     timer = QTimer(window)
     timer.timeout.connect(lambda: None)  # let the interpreter run its signal handlers now and then
     timer.start(250)

@@ -37,7 +37,7 @@ class UnattendedRun(QObject):
     a delay fails the run (usage, exit 2) instead of beginning it."""
 
     delay_ms: int | None = None
-    interrupted = False  # Ctrl+C stopped the run (app.main): its transcript is what was heard until then
+    interrupted = 0  # 128 + the signal that stopped the run (app.main; Ctrl+C: 130): its transcript is partial
 
     def __init__(self, window: MainWindow, save_to: str | None, quit_at_end: bool) -> None:
         super().__init__(window)
@@ -95,7 +95,7 @@ class UnattendedRun(QObject):
             code = 1
         if self.interrupted and code == 0:
             print("livecap: interrupted; the transcript holds what was heard until then.", file=sys.stderr)
-            code = 130  # app.main.INTERRUPTED
+            code = self.interrupted  # 130 for Ctrl+C (app.main.INTERRUPTED), 143 for SIGTERM
         self._end(code)
 
     def fail(self, text: str, code: int) -> None:

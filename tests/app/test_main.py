@@ -303,9 +303,11 @@ def test_a_folder_that_cannot_be_made_is_one_sentence(tmp_path, wav, folder):
         assert proc.returncode == 1 and proc.stderr.startswith("livecap: cannot make the folders for settings")
 
 
-def test_ctrl_c_stops_an_unattended_replay_with_code_130_and_what_was_heard(tmp_path):
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_ctrl_c_stops_an_unattended_replay_with_code_130_and_what_was_heard(tmp_path, sig, code):
     """Ctrl+C during `--input ... --quit-at-end --save-transcript` exited 0 with a shorter transcript: a script
-    could not tell it from a whole one."""
+    could not tell it from a whole one. SIGTERM (a logout, `kill`) killed the app outright: no end record, no
+    transcript saved (found in QA); it now closes as Ctrl+C does, with 128 + 15."""
     import signal
     import subprocess
     import sys
@@ -327,12 +329,13 @@ def test_ctrl_c_stops_an_unattended_replay_with_code_130_and_what_was_heard(tmp_
             if found and found[0].read_text().count('"type": "line"') >= 2:
                 break
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(getattr(signal, sig))
         _, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130 and "interrupted" in err and "Traceback" not in err, err
+    assert proc.returncode == code and "interrupted" in err and "Traceback" not in err, err
+    assert '"type": "end"' in found[0].read_text().splitlines()[-1]  # closed cleanly: kept whole in Sessions
     saved = out.read_text(encoding="utf-8").split("\n")[:-1]
     whole = [line.text for line in expected_lines(wav)]
     assert 2 <= len(saved) < len(whole) and saved[:-1] == whole[: len(saved) - 1]  # what was heard, nothing made up
