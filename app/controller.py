@@ -61,6 +61,7 @@ class SessionController(QObject):
     live_srt_stopped = Signal()  # the live SRT file could not be written and is off now (message says why)
     device_lost = Signal(str)
     device_recovered = Signal(str)
+    input_waiting = Signal()  # after a loss nothing can be captured until an input comes back (see ``waiting``)
     session_saved = Signal(str)  # a session ended and is in the store: its id
 
     def __init__(
@@ -92,6 +93,7 @@ class SessionController(QObject):
         self._elapsed = 0.0
         self._resumed_at: float | None = None
         self._replay = False
+        self.waiting = False  # running, but the input was lost and none can be opened now (``input_waiting``)
         self._partial: CaptionEvent | None = None
         self._lost_text = ""
         self._keep_backup = False
@@ -120,6 +122,7 @@ class SessionController(QObject):
         w.stats.connect(self._on_stats)
         w.device_lost.connect(self._on_device_lost)
         w.device_recovered.connect(self._on_device_recovered)
+        w.input_waiting.connect(self._on_input_waiting)
         w.notice.connect(lambda text: self.message.emit("warning", text))
         w.silence_hint.connect(self._on_silence_hint)
         w.error.connect(lambda text: self.message.emit("error", text))
@@ -305,6 +308,8 @@ class SessionController(QObject):
     @Slot(str)
     def _on_worker_state(self, state: str) -> None:
         now = time.monotonic()
+        if state != "running":
+            self.waiting = False
         if state == "running":
             self._resumed_at = now
         elif self._resumed_at is not None:
@@ -356,8 +361,22 @@ class SessionController(QObject):
         self.message.emit("warning", text + " Switching to the default device\u2026")
         self.device_lost.emit(text)
 
+    @Slot()
+    def _on_input_waiting(self) -> None:
+        self.waiting = True
+        if self._resumed_at is not None:  # the clock counts time captured: none while waiting
+            self._elapsed += time.monotonic() - self._resumed_at
+            self._resumed_at = None
+        self.message.emit(
+            "warning", f"{self._lost_text} No other input is available; captioning goes on when one is connected."
+        )
+        self.input_waiting.emit()
+
     @Slot(str)
     def _on_device_recovered(self, description: str) -> None:
+        if self.waiting and self.state == "running":
+            self._resumed_at = time.monotonic()
+        self.waiting = False
         self.input_description = description
         self.input_changed.emit(description)
         if self._journal is not None:

@@ -342,6 +342,8 @@ class MainWindow(QMainWindow):
         c.model_changed.connect(self._on_model)
         c.model_failed.connect(self._on_model_failed)
         c.live_srt_stopped.connect(self._live_srt_stopped)
+        c.input_waiting.connect(lambda: self.status.set_state("waiting"))  # not "Captioning": nothing is captured
+        c.device_recovered.connect(lambda _d: self.status.set_state(self.controller.state))
         c.lines_reset.connect(self._on_lines_reset)
         c.line_committed.connect(self.caption_view.commit)
         c.line_committed.connect(self.history.add_line)

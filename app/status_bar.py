@@ -93,8 +93,13 @@ class SessionStatusBar(QStatusBar):
             self.model_label.setToolTip(f"{self.model_label.text()}\n{info.source}")
 
     def set_state(self, state: str) -> None:
-        """Show the session state: "Captioning" while running, "Paused" while paused, nothing otherwise."""
-        text = {"running": "\u25cf Captioning", "paused": "\u275a\u275a Paused"}.get(state, "")
+        """Show the session state: "Captioning" while running, "Paused" while paused, "Waiting for an input" while
+        running with no input to capture (lost, none to fall back to), nothing otherwise."""
+        text = {
+            "running": "\u25cf Captioning",
+            "paused": "\u275a\u275a Paused",
+            "waiting": "\u25cc Waiting for an input",
+        }.get(state, "")
         self.state_label.setText(text)
         self.state_label.setProperty("state", state)
         self.state_label.style().unpolish(self.state_label)

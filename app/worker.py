@@ -124,6 +124,7 @@ class EngineWorker(QObject):
     stats = Signal(object)  # Stats
     device_lost = Signal(str)
     device_recovered = Signal(str)
+    input_waiting = Signal()  # after a loss no input can be opened now: captioning goes on when one comes back
     notice = Signal(str)
     silence_hint = Signal()
     error = Signal(str)
@@ -386,6 +387,8 @@ class EngineWorker(QObject):
         self._recovering = True
         self._next_recover = 0.0
         self._try_recover()
+        if self._recovering:
+            self.input_waiting.emit()
 
     def _try_recover(self) -> None:
         now = time.monotonic()

@@ -683,3 +683,27 @@ def test_a_start_that_fails_leaves_the_last_transcript_in_the_window(qtbot, wind
         window.start_action.trigger()
     assert window.controller.lines == before and window.history.lines() == before
     assert window.export_action.isEnabled()
+
+
+def test_a_lost_input_with_none_to_fall_back_to_says_waiting_not_captioning(qtbot, window, fake_sd):
+    """The only microphone unplugged: the window kept showing "Captioning" with the clock running and "Switching
+    to the default device..." for as long as it was gone, while nothing was captured (found in QA)."""
+    from tests.app.fake_sounddevice import make_device
+
+    load(qtbot, window)
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        window.start_action.trigger()
+    with qtbot.waitSignal(window.controller.input_waiting, timeout=8000):
+        fake_sd.unplug("Fake Mic", new_devices=[])
+    assert window.status.state_label.text() == "\u25cc Waiting for an input"
+    assert "No other input is available; captioning goes on when one is connected." in window.banner.label.text()
+    clock = window.controller.elapsed()
+    qtbot.wait(600)
+    assert window.controller.elapsed() == clock  # nothing is captured: the clock stands
+    fake_sd.unplugged.discard("Fake Mic")
+    fake_sd._pending = [make_device("Fake Mic")]  # plugged back in
+    with qtbot.waitSignal(window.controller.device_recovered, timeout=8000):
+        pass
+    assert window.status.state_label.text() == "\u25cf Captioning" and window.controller.elapsed() >= clock
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
