@@ -204,6 +204,7 @@ class EngineWorker(QObject):
         if self._recovering:  # resume on the default device rather than the one that vanished
             self._source = self._fallback_source()
             self._recovering = False
+            self._resume_reports = True
         if self._session is not None:
             self._set_state("paused")
 
@@ -213,12 +214,22 @@ class EngineWorker(QObject):
         if self._session is None or self._state != "paused":
             return
         try:
-            self._source.open()
-        except Exception as exc:
-            self.error.emit(user_message(exc, "The audio input could not be reopened"))
+            try:
+                self._source.open()
+            except AudioError:
+                if getattr(self._source, "kind", "") == "file":
+                    raise
+                refresh_devices(self._sounddevice())  # plugged in while paused: PortAudio sees it after a re-scan
+                self._source.open()  # (nothing is open while paused, so the re-scan closes nothing)
+        except Exception as exc:  # Refresh is not at hand while paused: Resume tries again
+            text = user_message(exc, "The audio input could not be reopened")
+            self.error.emit(text.replace("press Refresh", "press Resume"))
             return
         self._zero_run = 0
         self._set_state("running")
+        if self._resume_reports:  # paused while the input was lost: say what it captures now
+            self._resume_reports = False
+            self.device_recovered.emit(self._source.description)
 
     @Slot()
     def stop(self) -> None:
@@ -285,6 +296,7 @@ class EngineWorker(QObject):
         self._hinted = False
         self._dropped_before = 0.0
         self._recovering = False
+        self._resume_reports = False  # paused while lost: resume says what it captures (device_recovered)
         self._next_recover = 0.0
 
     def _tick(self) -> None:

@@ -707,3 +707,42 @@ def test_a_lost_input_with_none_to_fall_back_to_says_waiting_not_captioning(qtbo
     assert window.status.state_label.text() == "\u25cf Captioning" and window.controller.elapsed() >= clock
     with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
         window.stop_action.trigger()
+
+
+def test_resuming_after_a_pause_during_a_loss_says_what_it_captures(qtbot, journal_dir, settings, speech):
+    """Paused while the headset was gone, resumed on the laptop mic: the status bar still said "Input: Headset" and
+    the banner "Switching to the default device..." (found in QA). A resume that finds no microphone says to
+    press Resume, not Refresh, which is disabled while paused."""
+    from app.controller import SessionController
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    sd = FakeSoundDevice([make_device("Headset"), make_device("Laptop Mic")], signal=speech, speed=4.0)
+    sd.default.device = [1, -1]
+    settings.set_value(Key.DEVICE, "Headset")
+    controller = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    w = MainWindow(controller, settings, sounddevice=sd)
+    qtbot.addWidget(w)
+    try:
+        load(qtbot, w)
+        with qtbot.waitSignal(controller.state_changed, timeout=3000):
+            w.start_action.trigger()
+        assert "Headset" in controller.input_description
+        with qtbot.waitSignal(controller.input_waiting, timeout=8000):
+            sd.unplug("Headset", new_devices=[])
+            sd.unplugged.add("Laptop Mic")
+        with qtbot.waitSignal(controller.state_changed, timeout=3000):
+            w.pause_action.trigger()
+        errors = []
+        controller.message.connect(lambda level, text: errors.append(text) if level == "error" else None)
+        with qtbot.waitSignal(controller.message, timeout=3000):
+            w.start_action.trigger()  # Resume: no microphone yet
+        assert errors and errors[-1].endswith("connect one and press Resume.") and controller.state == "paused"
+        sd.unplugged.discard("Laptop Mic")
+        sd._pending = [make_device("Laptop Mic")]
+        with qtbot.waitSignal(controller.device_recovered, timeout=3000):
+            w.start_action.trigger()
+        assert "Laptop Mic" in controller.input_description and "Laptop Mic" in w.status.input_label.text()
+        with qtbot.waitSignal(controller.session_finished, timeout=5000):
+            w.stop_action.trigger()
+    finally:
+        controller.shutdown(5000)
