@@ -317,7 +317,7 @@ class MainWindow(QMainWindow):
     def _connect(self) -> None:
         c = self.controller
         self.start_action.triggered.connect(self.start_or_resume)
-        self.pause_action.triggered.connect(c.pause)
+        self.pause_action.triggered.connect(self.pause)
         self.stop_action.triggered.connect(self.stop)
         self.open_model_action.triggered.connect(self.choose_model)
         self.open_folder_action.triggered.connect(self.choose_model_folder)
@@ -608,6 +608,16 @@ class MainWindow(QMainWindow):
         s = self.sources
         return SessionSpec(input_file, speed, s.device, options, source=s.kind, output=s.output)
 
+    def pause(self) -> None:
+        """Pause the session. What was captured is transcribed first (a backlog can take seconds): until the
+        session is paused the window says so, and Start, Pause and Stop wait."""
+        if self.controller.state != "running":
+            return
+        for action in (self.start_action, self.pause_action, self.stop_action):
+            action.setEnabled(False)
+        self.status.showMessage("Pausing: transcribing what was already captured\u2026")
+        self.controller.pause()
+
     def stop(self) -> None:
         """End the session. What was captured but not yet transcribed still is (a backlog can take seconds):
         until the session has ended the window says so, and Start, Pause and Stop wait."""
@@ -655,6 +665,8 @@ class MainWindow(QMainWindow):
             self.sources.clear_levels()
         self.caption_view.show_state(state)
         self.status.set_state(state)
+        if state != "running" and self.status.currentMessage().startswith("Pausing"):
+            self.status.clearMessage()
         self._show_welcome(state == "no-model")
 
     @Slot(object)

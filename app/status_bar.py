@@ -106,6 +106,8 @@ class SessionStatusBar(QStatusBar):
         self.state_label.style().polish(self.state_label)
         self.state_label.setAccessibleName(text.split(" ", 1)[-1] if text else "")
         self.state_label.setVisible(bool(text))
+        if state == "paused":  # its backlog was transcribed on pausing: "can't keep up" no longer holds
+            self.keepup_label.hide()
 
     def end_session(self) -> None:
         """The session ended: the keep-up warning no longer applies."""

@@ -746,3 +746,23 @@ def test_resuming_after_a_pause_during_a_loss_says_what_it_captures(qtbot, journ
             w.stop_action.trigger()
     finally:
         controller.shutdown(5000)
+
+
+def test_pausing_behind_says_so_and_paused_drops_cant_keep_up(qtbot, journal_dir, settings, speech):
+    """Pause with the engine behind took seconds with no feedback, then "Can't keep up" stayed on while paused with
+    the numbers of before, though the pause had transcribed the backlog (found in QA)."""
+    c, w = slow_mic_window(qtbot, journal_dir, settings, speech)
+    try:
+        load(qtbot, w, "fake-slow")
+        w.start_action.trigger()
+        qtbot.waitUntil(lambda: w.status.keepup_label.isVisible(), timeout=6000)
+        with qtbot.waitSignal(c.state_changed, timeout=8000):
+            w.pause_action.trigger()
+            assert w.status.currentMessage().startswith("Pausing: transcribing what was already captured")
+            assert not (w.start_action.isEnabled() or w.pause_action.isEnabled() or w.stop_action.isEnabled())
+        assert c.state == "paused" and not w.status.keepup_label.isVisible()
+        assert w.status.currentMessage() == "" and w.start_action.isEnabled()  # Resume
+        with qtbot.waitSignal(c.session_finished, timeout=8000):
+            w.stop_action.trigger()
+    finally:
+        c.shutdown(5000)
