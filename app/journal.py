@@ -15,6 +15,7 @@ skipped and counted (``JournalData.unreadable``); what can be read is kept and n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -93,6 +94,9 @@ class Journal:
         start = {"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "epoch": round(time.time(), 3)}
         start |= {"seq": next_seq(folder, skip=self.path)}
         self._write({**start, "pid": os.getpid(), "started": since_boot(os.getpid()), **(info or {})})
+        if self.failed is not None:  # not even the start record fits (a full disk): leave no empty session behind
+            with contextlib.suppress(OSError):
+                self.path.unlink()
 
     @property
     def session_id(self) -> str:

@@ -545,8 +545,8 @@ class MainWindow(QMainWindow):
         note = f" ({skipped} unreadable line{'s were' if skipped != 1 else ' was'} skipped)" if skipped else ""
         self.banner.show_message(
             "warning",
-            f"livecap did not close cleanly last time; {n} line{'s' if n != 1 else ''} from {when} "
-            f"{'were' if n != 1 else 'was'} saved{note}.",
+            f"A session was not closed (livecap stopped during it, or its disk filled up); "
+            f"{n} line{'s' if n != 1 else ''} from {when} {'were' if n != 1 else 'was'} saved{note}.",
             [
                 ("Recover", lambda: self._recover(recovered)),
                 ("Discard", lambda: self.controller.discard_recovery(recovered)),

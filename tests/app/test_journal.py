@@ -263,3 +263,20 @@ def test_a_recorder_that_ended_as_a_zombie_is_gone_and_a_clock_set_forward_does_
     me = {"pid": os.getpid(), "started": journal.since_boot(os.getpid())}
     assert journal.recorder_alive({**me, "epoch": time.time() - 3600}) is True  # the clock went an hour forward
     assert journal.recorder_alive({**me, "started": me["started"] - 60, "epoch": time.time()}) is False  # pid reused
+
+
+def test_a_journal_that_cannot_hold_even_its_start_leaves_no_empty_session(tmp_path, monkeypatch):
+    """A full disk: the journal file was created but its start record could not be written, and the 0-byte file
+    stayed listed in Sessions forever as an "unknown" session with no lines (found in QA)."""
+    import errno
+
+    real_fsync = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(journal.os, "fsync", full)
+    j = journal.Journal(tmp_path / "sessions", {"source": "microphone"})
+    monkeypatch.setattr(journal.os, "fsync", real_fsync)
+    assert j.failed == "The session backup could not be written (No space left on device)."
+    assert list((tmp_path / "sessions").iterdir()) == []

@@ -217,7 +217,7 @@ def test_recovery_offer_in_banner(qtbot, controller, settings, journal_dir, fake
     w = MainWindow(controller, settings, sounddevice=fake_sd)
     qtbot.addWidget(w)
     assert w.offer_recovery() is not None
-    assert "did not close cleanly" in w.banner.label.text()
+    assert "was not closed (livecap stopped during it" in w.banner.label.text()
     recover = [b for b in w.banner.buttons() if b.text() == "Recover"][0]
     recover.click()
     assert [line.text for line in controller.lines] == ["saved before the crash"]

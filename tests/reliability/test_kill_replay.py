@@ -72,7 +72,7 @@ def test_kill_9_during_a_replay_then_recover(qtbot, tmp_path):
     qtbot.addWidget(w)
     try:
         assert w.offer_recovery() is not None
-        assert "did not close cleanly" in w.banner.label.text()
+        assert "was not closed (livecap stopped during it" in w.banner.label.text()
         [recover] = [b for b in w.banner.buttons() if b.text() == "Recover"]
         recover.click()
         assert [line.text for line in c.lines] == saved
