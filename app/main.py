@@ -203,6 +203,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     install_excepthook(window.notify_error)
     window.show()
+    unsaved = settings.problem()
+    if unsaved:  # a read-only settings file: every choice (Keep audio, the model) would be lost without a word
+        window.show_message("warning", unsaved)
+        print(f"livecap: warning: {unsaved}", file=sys.stderr)
 
     source = args.model or settings.value(Key.MODEL_SOURCE)
     if args.delay_ms is not None:  # a valid delay (checked above): the combo has it

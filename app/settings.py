@@ -134,6 +134,13 @@ class Settings:
         """Write pending changes to disk."""
         self._qs.sync()
 
+    def problem(self) -> str | None:
+        """A sentence when changes cannot be saved (a read-only settings file, a folder that cannot be written), else
+        None."""
+        if self._qs.isWritable():
+            return None
+        return f"Settings cannot be saved ({self.path} cannot be written); changes last until livecap quits."
+
 
 #: Usable ranges of numeric keys: a value outside is brought to the nearest end (a hand-edited or corrupt
 #: INI file must not give a 100000-point or negative font).

@@ -45,3 +45,16 @@ def test_shortcuts_have_defaults_and_overrides(tmp_path):
 def test_delay_choices():
     assert DELAY_CHOICES_MS[0] == 80 and DELAY_CHOICES_MS[-2] == 1200 and DELAY_CHOICES_MS[-1] == 2400
     assert all(b - a == 80 for a, b in zip(DELAY_CHOICES_MS[:-2], DELAY_CHOICES_MS[1:-1]))
+
+
+def test_a_settings_file_that_cannot_be_written_is_said_not_silently_ignored(tmp_path):
+    """A settings file that cannot be written (QA: a read-only mount) lost every choice ("Keep audio", the model)
+    at the next start without a word; the app now shows this sentence at start. A file standing where the
+    settings folder should be is unwritable even for root, as a read-only mount is."""
+    assert Settings(tmp_path / "s.ini").problem() is None
+    (tmp_path / "config").write_text("a file, not a folder")
+    path = tmp_path / "config" / "s.ini"
+    assert (
+        Settings(path).problem()
+        == f"Settings cannot be saved ({path} cannot be written); changes last until livecap quits."
+    )
