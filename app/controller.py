@@ -215,7 +215,7 @@ class SessionController(QObject):
         """Show a recovered session's lines as the current transcript (for reading and export)."""
         if self.state in ("running", "paused"):
             return
-        journal_mod.mark_finished(recovered.path, "recovered")
+        self._marked(journal_mod.mark_finished(recovered.path, "recovered"))
         if self.store is not None:
             self.store.finish_audio(recovered.path.stem)
         self.last_session_id = recovered.path.stem
@@ -226,9 +226,15 @@ class SessionController(QObject):
 
     def discard_recovery(self, recovered: journal_mod.RecoveredSession) -> None:
         """Do not offer ``recovered`` again (it stays in the store, like every session)."""
-        journal_mod.mark_finished(recovered.path, "discarded")
+        self._marked(journal_mod.mark_finished(recovered.path, "discarded"))
         if self.store is not None:
             self.store.finish_audio(recovered.path.stem)
+
+    def _marked(self, problem: str | None) -> None:
+        if problem:  # a read-only sessions folder: Recover or Discard seemed to work, and it came back every start
+            self.message.emit(
+                "warning", f"The session could not be marked as handled ({problem}); it is offered again next time."
+            )
 
     def shutdown(self, timeout_ms: int = 15000, load_wait_ms: int = LOAD_WAIT_MS) -> bool:
         """End the session cleanly (its last lines are journaled), drop the model, stop the thread. Returns

@@ -427,8 +427,9 @@ def find_unfinished(folder: str | Path, recording: Iterable[str] = ()) -> Recove
     return None
 
 
-def mark_finished(path: str | Path, reason: str) -> None:
-    """Append an end record to an unfinished journal (after recovering or discarding it)."""
+def mark_finished(path: str | Path, reason: str) -> str | None:
+    """Append an end record to an unfinished journal (after recovering or discarding it). Returns None, or the
+    reason in a few words when it cannot be written (a read-only folder): the session is then offered again."""
     try:
         torn = False
         with open(path, "rb") as f:
@@ -439,5 +440,7 @@ def mark_finished(path: str | Path, reason: str) -> None:
             f.write(("\n" if torn else "") + json.dumps({"type": "end", "reason": reason}) + "\n")
             f.flush()
             os.fsync(f.fileno())
-    except OSError:
-        log.warning("could not mark %s finished", path, exc_info=True)
+    except OSError as exc:
+        log.warning("could not mark %s finished: %s", path, exc)
+        return str(exc.strerror or exc)
+    return None

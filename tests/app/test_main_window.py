@@ -766,3 +766,31 @@ def test_pausing_behind_says_so_and_paused_drops_cant_keep_up(qtbot, journal_dir
             w.stop_action.trigger()
     finally:
         c.shutdown(5000)
+
+
+def test_a_discard_that_cannot_be_written_says_so(qtbot, controller, settings, journal_dir, fake_sd, monkeypatch):
+    """A read-only sessions folder: Discard (or Recover) seemed to work and the session was offered again at every
+    start, with only a traceback in the log (found in QA)."""
+    import builtins
+    import errno
+
+    from app import journal
+
+    j = journal.Journal(journal_dir)
+    j.add(Line("saved before the crash", 0.0, 2.0))
+    j._file.close()
+    real_open = builtins.open
+
+    def read_only(path, mode="r", *args, **kwargs):
+        if "a" in mode:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(journal, "open", read_only, raising=False)
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    assert w.offer_recovery() is not None
+    [b for b in w.banner.buttons() if b.text() == "Discard"][0].click()
+    assert w.banner.label.text() == (
+        "The session could not be marked as handled (Read-only file system); it is offered again next time."
+    )
