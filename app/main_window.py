@@ -427,6 +427,9 @@ class MainWindow(QMainWindow):
         """Open the model dialog (catalog, downloads, custom folders) and load the chosen model."""
         from .model_dialog import choose_model
 
+        if self.welcome.busy:  # the dialog would offer the same model a second download beside this one
+            self.show_message("warning", "A model is downloading on the welcome page; cancel it or let it finish.")
+            return
         source = choose_model(self, self.settings)
         if source:
             self.load_model(source)

@@ -237,8 +237,11 @@ class WelcomePanel(QWidget):
         if self.installed:
             text, tip = f"Use {e.name}", "This model is on this computer already"
         else:
-            text = "Resume download" if self.state is not None and self.state.partial_bytes else "Download"
-            text += f" ({size})"
+            kept = (self.state.size_on_disk + self.state.partial_bytes) if self.state is not None else 0
+            if self.state is not None and self.state.partial_bytes:  # what is left, not the whole model again
+                text = f"Resume download ({hub.format_bytes(max(e.download_bytes - kept, 0))} left)"
+            else:
+                text = f"Download ({size})"
             tip = f"Download {e.name} ({size}) from {hub.endpoint()}"
         self.download_button.setText(text)
         self.download_button.setToolTip(tip)

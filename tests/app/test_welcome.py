@@ -103,7 +103,8 @@ def test_cancel_keeps_the_part_and_resume_finishes(qtbot, window, fake):
 
     kept = hub.format_bytes(hub.kept_bytes(window.welcome.entry.repo_id))
     assert f"({kept} kept)" in w.progress_label.text()  # what is on disk, not what the download had counted
-    assert w.download_button.text() == "Resume download (562 MB)" and w.download_button.isEnabled()
+    left = hub.format_bytes(catalog_entry("moonshine-streaming-small").download_bytes - hub.kept_bytes(w.entry.repo_id))
+    assert w.download_button.text() == f"Resume download ({left} left)" and w.download_button.isEnabled()  # was 562
     assert window.controller.model is None and window.caption_stack.currentWidget() is w
     fake.rate = None
     fake.requests.clear()
@@ -194,6 +195,24 @@ def test_a_chosen_model_not_on_this_computer_is_offered_for_download(qtbot, wind
         assert not w.cancel_button.isHidden()  # progress and Cancel, as for the recommended model
     assert window.controller.model.source == tiny.repo_id and settings.value(Key.MODEL_SOURCE) == tiny.repo_id
     assert window.controller.model.bits == 8 and window.controller.model.backend == "numpy"  # the run's choices
+
+
+def test_the_model_dialog_waits_for_a_welcome_download(qtbot, window, fake, monkeypatch):
+    """While the welcome downloaded a model, "More models..." offered the same model a second download beside it
+    (found in QA)."""
+    from app import model_dialog
+
+    opened = []
+    monkeypatch.setattr(model_dialog, "choose_model", lambda *a, **k: opened.append(a))
+    fake.rate = 1_000_000
+    window.welcome.download_button.click()
+    assert window.welcome.busy
+    window.welcome.more_button.click()
+    assert not opened and window.banner.label.text() == (
+        "A model is downloading on the welcome page; cancel it or let it finish."
+    )
+    window.welcome.cancel()
+    _wait_job(qtbot, window.welcome)
 
 
 def test_a_failed_load_brings_the_welcome_back(qtbot, window):
