@@ -284,17 +284,24 @@ def test_export_needs_lines(qtbot, window, settings, tmp_path, monkeypatch):
     assert empty.saved_path is None and list((tmp_path / "out").iterdir()) == []
 
 
+def own_window(qtbot, sd, journal_dir, settings):
+    """A window over its own controller capturing from the fake sounddevice ``sd`` (the caller shuts it down)."""
+    from app.controller import SessionController
+
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=sd)
+    qtbot.addWidget(w)
+    return c, w
+
+
 def slow_mic_window(qtbot, journal_dir, settings, speech):
     """A window over its own controller whose microphone plays ``speech`` three times at 8x real time."""
     import numpy as np
 
-    from app.controller import SessionController
     from tests.app.fake_sounddevice import FakeSoundDevice, make_device
 
     sd = FakeSoundDevice([make_device("Mic")], signal=np.tile(speech, 3), speed=8.0)
-    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
-    w = MainWindow(c, settings, sounddevice=sd)
-    qtbot.addWidget(w)
+    c, w = own_window(qtbot, sd, journal_dir, settings)
     w.show()
     return c, w
 
@@ -355,14 +362,11 @@ def test_model_button_opens_the_model_dialog_and_loads_the_choice(qtbot, window,
 def test_silence_banner_clears_when_audio_arrives_and_on_stop(qtbot, journal_dir, settings, speech):
     import numpy as np
 
-    from app.controller import SessionController
     from tests.app.fake_sounddevice import FakeSoundDevice, make_device
 
     silence_then_speech = np.concatenate([np.zeros(16000 * 5, np.float32), speech])
     sd = FakeSoundDevice([make_device("Mic")], signal=silence_then_speech, speed=8.0)
-    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
-    w = MainWindow(c, settings, sounddevice=sd)
-    qtbot.addWidget(w)
+    c, w = own_window(qtbot, sd, journal_dir, settings)
     try:
         load(qtbot, w)
         with qtbot.waitSignal(c.silence_hint, timeout=5000):
@@ -713,15 +717,12 @@ def test_resuming_after_a_pause_during_a_loss_says_what_it_captures(qtbot, journ
     """Paused while the headset was gone, resumed on the laptop mic: the status bar still said "Input: Headset" and
     the banner "Switching to the default device..." (found in QA). A resume that finds no microphone says to
     press Resume, not Refresh, which is disabled while paused."""
-    from app.controller import SessionController
     from tests.app.fake_sounddevice import FakeSoundDevice, make_device
 
     sd = FakeSoundDevice([make_device("Headset"), make_device("Laptop Mic")], signal=speech, speed=4.0)
     sd.default.device = [1, -1]
     settings.set_value(Key.DEVICE, "Headset")
-    controller = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
-    w = MainWindow(controller, settings, sounddevice=sd)
-    qtbot.addWidget(w)
+    controller, w = own_window(qtbot, sd, journal_dir, settings)
     try:
         load(qtbot, w)
         with qtbot.waitSignal(controller.state_changed, timeout=3000):
