@@ -50,7 +50,9 @@ def test_an_hour_of_48k_stereo_flac_streams_at_flat_memory(tmp_path):
     assert s[-1][0] == pytest.approx(60.0, abs=0.01)  # the whole hour went through
     after_start = [mb for minute, mb in s if minute >= 5]
     assert max(after_start) - after_start[0] < 4, s  # flat: no more than block-sized wobble
-    assert max(mb for _, mb in s) - s[0][1] < 32, s  # a few blocks, not the file (the hour is 1.3 GB as float)
+    # a few blocks and the decoders' libraries (loaded after the first sample: 24 MiB in one venv, 28-32 in a fresh
+    # one), not the file (the hour is 1.3 GB as float)
+    assert max(mb for _, mb in s) - s[0][1] < 64, s
 
 
 @pytest.mark.parametrize("name,minutes", [("vox_tiny_hf", 12), ("moon_tiny_like", 4)])
