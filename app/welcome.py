@@ -77,6 +77,7 @@ class WelcomePanel(QWidget):
         self._last: hub.Progress | None = None
         self._ready: str | None = None  # the downloaded model, announced once its job has finished
         self._offered: CatalogEntry | None = None  # a model asked for by name (``offer``), not the recommendation
+        self._no_catalog = ""  # why the app's list of models cannot be read, when it cannot
         self._build()
         self.refresh()
 
@@ -191,12 +192,18 @@ class WelcomePanel(QWidget):
         else:
             try:
                 catalog = self._catalog or load_catalog()
-                rec = recommend(self._machine or Machine.current(), catalog)
-            except (KeyError, LivecapError):
-                log.warning("no model recommendation", exc_info=True)
-                self.entry, self.reason = None, ""
+            except LivecapError as exc:  # livecap's own list of models: an installation problem, said as such
+                log.warning("the model catalog cannot be read: %s", exc)
+                self.entry, self.reason, self._no_catalog = None, "", str(exc)
             else:
-                self.entry, self.reason = rec.entry, rec.reason
+                self._no_catalog = ""
+                try:
+                    rec = recommend(self._machine or Machine.current(), catalog)
+                except (KeyError, LivecapError):
+                    log.warning("no model recommendation", exc_info=True)
+                    self.entry, self.reason = None, ""
+                else:
+                    self.entry, self.reason = rec.entry, rec.reason
         self.state = None
         if self.entry is not None:
             try:
@@ -217,6 +224,15 @@ class WelcomePanel(QWidget):
 
     def _update(self) -> None:
         e = self.entry
+        if e is None and self._no_catalog:
+            self.model_label.setText(
+                f"{escape(self._no_catalog, quote=False)} The list of models comes with livecap: reinstalling "
+                "it brings it back; meanwhile a model folder on this computer works "
+                "(\u201cAdd a model folder\u2026\u201d)."
+            )
+            self.reason_label.hide()
+            self.download_button.hide()
+            return
         if e is None:
             self.model_label.setText(
                 "No model is recommended for this computer; choose one with "

@@ -237,3 +237,22 @@ def test_download_problem_never_shows_raw_errors(fake, exc_name):
         "RuntimeError": RuntimeError("boom"),
     }[exc_name]
     _plain(download_problem(exc, "Moonshine Streaming small"))
+
+
+def test_a_damaged_model_list_is_said_as_such(qtbot, monkeypatch, tmp_path):
+    """livecap's own catalog file damaged: the welcome said "No model is recommended for this computer" and sent
+    the user to "More models...", which listed nothing (found in QA)."""
+    from app.welcome import WelcomePanel
+    from engine import catalog
+    from engine.errors import ModelError
+
+    bad = tmp_path / "catalog.json"
+    bad.write_text("{not json")
+    monkeypatch.setattr(catalog, "catalog_path", lambda: bad)
+    with pytest.raises(ModelError) as err:
+        catalog.load_catalog()
+    w = WelcomePanel()
+    qtbot.addWidget(w)
+    text = w.model_label.text()
+    assert text.startswith(str(err.value)) and "reinstalling it brings it back" in text
+    assert w.download_button.isHidden() and w.folder_button.isEnabled()
