@@ -218,7 +218,7 @@ def _line(record: dict[str, Any]) -> Line | None:
     parsed: list[Word] = []
     for w in words if isinstance(words, list) else ():
         times = [finite_seconds(v) for v in w[1:]] if isinstance(w, list) and len(w) == 3 else [None]
-        if not isinstance(w[0], str) or None in times:
+        if None in times or not isinstance(w[0], str):  # (a word that is no 3-item list stops at its times)
             parsed = []
             break
         parsed.append(Word(_clean_text(w[0]), times[0], max(times[1], times[0])))

@@ -216,6 +216,10 @@ def test_a_lines_words_tokens_and_span_come_back_as_written_and_damaged_ones_are
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     data = journal.read_journal_data(path)
     assert data.lines == (Line("hello there", 1.0, 2.5),) and data.unreadable == 0
+    for words in ([5], [None, ["there", 1.6, 2.5]], "hello"):  # not lists of lists: read, never raised
+        records[1]["words"] = words
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+        assert journal.read_journal_data(path).lines == (Line("hello there", 1.0, 2.5),)
 
 
 def test_another_livecap_taking_the_same_id_at_the_same_moment_moves_this_one_to_the_next(tmp_path, monkeypatch):
