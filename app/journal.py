@@ -70,14 +70,14 @@ class Journal:
         folder = Path(folder)
         stamp = time.strftime("%Y%m%d-%H%M%S")
         n = _next_number(folder, stamp)  # ids only grow, so they sort in start order
-        self.path = folder / (f"{stamp}-{n}.jsonl" if n > 1 else f"{stamp}.jsonl")
+        named = lambda n: folder / (f"{stamp}-{n}.jsonl" if n > 1 else f"{stamp}.jsonl")  # noqa: E731
+        self.path = named(n)
         self.failed: str | None = None
         self._file: TextIO | None = None
         try:
             folder.mkdir(parents=True, exist_ok=True)
             while True:  # another livecap on the same folder may take the same id between the check and the open
-                path = folder / (f"{stamp}-{n}.jsonl" if n > 1 else f"{stamp}.jsonl")
-                self.path = path
+                self.path = path = named(n)
                 if not (path.exists() or path.with_suffix("").exists()):
                     try:
                         self._file = open(path, "x", encoding="utf-8")  # kept open for the whole session

@@ -266,13 +266,11 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-INTERRUPTED = 130  # the shell's code for a command ended by Ctrl+C (128 + SIGINT)
-
-
 def _close_on_interrupt(window: Any, run: Any = None) -> None:
     """Ctrl+C in the terminal, or SIGTERM (a logout, ``kill``, a service manager), closes the window cleanly (the
     journal gets its end record, kept audio is compressed); an unattended run (``--input``, ``--quit-after``) it
-    stops before its end then exits with 128 + the signal (``INTERRUPTED`` for Ctrl+C), whatever it saved."""
+    stops before its end then exits with 128 + the signal (the shell's codes: 130 for Ctrl+C, 143 for SIGTERM),
+    whatever it saved."""
     import signal
 
     from PySide6.QtCore import QTimer

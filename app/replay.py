@@ -95,7 +95,7 @@ class UnattendedRun(QObject):
             code = 1
         if self.interrupted and code == 0:
             print("livecap: interrupted; the transcript holds what was heard until then.", file=sys.stderr)
-            code = self.interrupted  # 130 for Ctrl+C (app.main.INTERRUPTED), 143 for SIGTERM
+            code = self.interrupted  # 130 for Ctrl+C, 143 for SIGTERM (app.main)
         self._end(code)
 
     def fail(self, text: str, code: int) -> None:

@@ -9,7 +9,7 @@ Layout of the sessions folder (``app.paths.journal_dir()``)::
     <id>/audio.flac     the audio the engine was fed (16 kHz mono), when "keep audio" was on
     <id>/audio.pcm      the same while recording (raw s16le; compressed to FLAC when the session ends)
     <id>/v<N>.jsonl     version N >= 2: a re-transcription of the audio with another model
-    <id>/retranscribing.json  {"pid", "epoch"} of a process re-transcribing the session (``working_on``):
+    <id>/retranscribing.json  {"pid", "epoch", "started"} of a process re-transcribing it (``working_on``):
                         while it runs, retention and ``delete`` leave the session alone
     index.json          what the list shows of each journal, a cache (``app.session_index``)
 
@@ -519,14 +519,15 @@ class SessionStore:
     def _recorded_order(self, session_id: str) -> tuple[int, int, float, Any]:
         """A key that sorts sessions in the order they were recorded: by the start record's ``seq`` (journals
         that have one were recorded after those without), then by when they started, then by id."""
-        seq = read_start(self.folder / f"{session_id}.jsonl").get("seq")
-        counted = isinstance(seq, int) and not isinstance(seq, bool)
-        return (1 if counted else 0, seq if counted else 0, self._start_epoch(session_id), _order(session_id))
-
-    def _start_epoch(self, session_id: str) -> float:
-        """When a session started (seconds since the epoch): its start record's ``epoch``, else its local ``time``
-        (or id) read in the current time zone; inf when unknown."""
         start = read_start(self.folder / f"{session_id}.jsonl")
+        seq = start.get("seq")
+        counted = isinstance(seq, int) and not isinstance(seq, bool)
+        return (1 if counted else 0, seq if counted else 0, self._start_epoch(session_id, start), _order(session_id))
+
+    def _start_epoch(self, session_id: str, start: dict[str, Any] | None = None) -> float:
+        """When a session started (seconds since the epoch): its start record's ``epoch``, else its local ``time``
+        (or id) read in the current time zone; inf when unknown. ``start``: its start record, when read already."""
+        start = read_start(self.folder / f"{session_id}.jsonl") if start is None else start
         epoch = finite_seconds(start.get("epoch"))
         if epoch is not None:
             return epoch

@@ -24,7 +24,7 @@ import numpy as np
 
 from app.capture import BLOCK_SECONDS, LOST_AFTER_SECONDS, AudioQueue, Block, QueuedInput
 from app.sources.base import Endpoint
-from engine.audio.resample import Polarity, downmix
+from engine.audio.resample import Polarity
 from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
@@ -159,8 +159,7 @@ class WasapiLoopbackSource(QueuedInput):
             if samples.ndim == 2 and samples.shape[1] > 1:  # the mean, a channel in opposite phase turned over
                 if self._polarity.signs.size != samples.shape[1]:  # another output since
                     self._polarity = Polarity(samples.shape[1])
-                self._polarity.update(samples)
-                samples = downmix(samples, signs=self._polarity.signs).reshape(-1, 1)
+                samples = self._polarity.mix(samples).reshape(-1, 1)
             out.append(Block(samples, block.rate, block.time))
         return out
 

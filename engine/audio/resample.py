@@ -53,10 +53,15 @@ class Polarity:
     def __init__(self, channels: int) -> None:
         self.signs = np.ones(channels, np.float32)
 
+    def mix(self, block: np.ndarray) -> np.ndarray:
+        """``update`` with ``[n, c]`` ``block``, then its float32 mono downmix with these signs."""
+        self.update(block)
+        return downmix(block, len(self.signs), self.signs)
+
     def update(self, block: np.ndarray) -> None:
         x = np.asarray(block, np.float32)
-        if x.ndim != 2 or x.shape[1] < 2 or len(x) < self.SAMPLES:
-            return
+        if x.ndim != 2 or not 2 <= x.shape[1] == len(self.signs) or len(x) < self.SAMPLES:
+            return  # (a block of another width is the downmix's error to raise)
         energy = np.einsum("ij,ij->j", x, x, dtype=np.float64)
         if energy[0] < self.FLOOR * len(x):
             return
@@ -104,9 +109,7 @@ class Resampler:
 
     def process(self, block: np.ndarray) -> np.ndarray:
         """Feed one block; return the resampled mono samples that are ready (possibly none)."""
-        if self.channels > 1:
-            self._polarity.update(block)
-        x = np.ascontiguousarray(downmix(block, self.channels, self._polarity.signs))
+        x = np.ascontiguousarray(self._polarity.mix(block) if self.channels > 1 else downmix(block, self.channels))
         if self._stream is None:
             return x.copy()
         return self._stream.resample_chunk(x, last=False)
