@@ -614,22 +614,22 @@ class MainWindow(QMainWindow):
     def pause(self) -> None:
         """Pause the session. What was captured is transcribed first (a backlog can take seconds): until the
         session is paused the window says so, and Start, Pause and Stop wait."""
-        if self.controller.state != "running":
-            return
-        for action in (self.start_action, self.pause_action, self.stop_action):
-            action.setEnabled(False)
-        self.status.showMessage("Pausing: transcribing what was already captured\u2026")
-        self.controller.pause()
+        if self.controller.state == "running":
+            self._hold("Pausing")
+            self.controller.pause()
 
     def stop(self) -> None:
         """End the session. What was captured but not yet transcribed still is (a backlog can take seconds):
         until the session has ended the window says so, and Start, Pause and Stop wait."""
-        if self.controller.state not in ("running", "paused"):
-            return
+        if self.controller.state in ("running", "paused"):
+            self._hold("Stopping")
+            self.controller.stop()
+
+    def _hold(self, doing: str) -> None:
+        """Start, Pause and Stop wait while the captured backlog is transcribed; the status bar says so."""
         for action in (self.start_action, self.pause_action, self.stop_action):
             action.setEnabled(False)
-        self.status.showMessage("Stopping: transcribing what was already captured\u2026")
-        self.controller.stop()
+        self.status.showMessage(f"{doing}: transcribing what was already captured\u2026")
 
     @Slot(str)
     def _on_state(self, state: str) -> None:
