@@ -23,13 +23,13 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QMessageBox,
     QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
+from app import questions
 from app.export import FORMATS, ExportFormat, export, format_by_key, render
 from engine.errors import user_message
 from engine.events import Line
@@ -173,14 +173,8 @@ class ExportDialog(QDialog):
 
     def confirm_replace(self, path: Path) -> bool:
         """Ask whether to replace the existing file ``path``."""
-        answer = QMessageBox.question(
-            self,
-            "Replace the file?",
-            f"{path.name} already exists in {path.parent}. Replace it with this {self.format.label} export?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
-        )
-        return answer == QMessageBox.StandardButton.Yes
+        text = f"{path.name} already exists in {path.parent}. Replace it with this {self.format.label} export?"
+        return questions.ask(self, "Replace the file?", text)
 
     def _show_error(self, text: str) -> None:
         self.error_label.setText(text)

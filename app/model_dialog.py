@@ -37,7 +37,6 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -47,6 +46,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import questions
 from app.banner import Banner
 from app.downloads import CheckJob, DownloadJob, Job, progress_text
 from app.hub_messages import download_problem
@@ -749,14 +749,7 @@ class ModelDialog(QDialog):
             self._update_selection()
 
     def _confirm(self, title: str, text: str) -> bool:
-        answer = QMessageBox.question(
-            self,
-            title,
-            text,
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
-        )
-        return answer == QMessageBox.StandardButton.Yes
+        return questions.ask(self, title, text)
 
     def _delete_selected(self) -> None:
         row = self.selected_row()

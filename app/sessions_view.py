@@ -32,7 +32,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMenu,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QSplitter,
@@ -43,6 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import questions
 from app.export_dialog import ExportDialog
 from app.history import HistoryPane
 from app.paths import documents_dir
@@ -466,14 +466,7 @@ class SessionsWindow(QWidget):
 
     def _ask(self, title: str, text: str) -> bool:
         """A Yes/No question before a deletion, No by default; True for Yes."""
-        answer = QMessageBox.question(
-            self,
-            title,
-            text,
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No,
-            QMessageBox.StandardButton.No,
-        )
-        return answer == QMessageBox.StandardButton.Yes
+        return questions.ask(self, title, text)
 
     def _show_retention(self, text: str) -> None:
         """Show the policy ``text`` in the "Keep" choice."""
