@@ -48,6 +48,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app import placement
 from app.banner import Banner
 from app.caption_view import CaptionView
 from app.controller import SessionController
@@ -357,10 +358,8 @@ class MainWindow(QMainWindow):
 
     def _restore(self) -> None:
         s = self.settings
-        if s.value(Key.WINDOW_GEOMETRY):
-            self.restoreGeometry(s.value(Key.WINDOW_GEOMETRY))
-        else:
-            self.resize(1100, 640)
+        if not placement.restore(self, s.value(Key.WINDOW_GEOMETRY)):  # none saved, or not on today's screens
+            placement.fit(self, 1100, 640)
         if s.value(Key.SPLITTER_STATE):
             self.splitter.restoreState(s.value(Key.SPLITTER_STATE))
         else:

@@ -46,7 +46,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import questions
+from app import placement, questions
 from app.banner import Banner
 from app.downloads import CheckJob, DownloadJob, Job, progress_text
 from app.hub_messages import download_problem
@@ -167,8 +167,9 @@ class ModelDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("modelDialog")
         self.setWindowTitle("Speech models")
-        self.setMinimumSize(800, 640)  # at 560 the texts of the selected model overlapped its buttons
-        self.resize(920, 660)
+        # at 560 the texts of the selected model overlapped its buttons; a smaller screen still gets them all
+        placement.limit_minimum(self, 800, 640)
+        placement.fit(self, 920, 660, share=1.0)
         self._settings = settings
         self._remember = remember
         self.chosen: str | None = None

@@ -11,6 +11,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QActionGroup, QColor, QFont, QGuiApplication
 from PySide6.QtWidgets import QColorDialog, QFontDialog, QMenu, QWidget
 
+from app import placement
 from app.controller import SessionController
 from app.overlay import CaptionOverlay, OverlayStyle
 from app.settings import Key, Settings
@@ -29,10 +30,7 @@ class OverlayManager(QObject):
         self._parent = parent
         self.overlay = CaptionOverlay()
         self.overlay.set_overlay_style(self._load_style())
-        geometry = settings.value(Key.OVERLAY_GEOMETRY)
-        if geometry:
-            self.overlay.restoreGeometry(geometry)
-        else:
+        if not placement.restore(self.overlay, settings.value(Key.OVERLAY_GEOMETRY)):
             self._place_default()
         self.overlay.geometry_changed.connect(self.save_geometry)
         self.overlay.closed.connect(lambda: self._set_visible_action(False))
@@ -182,5 +180,6 @@ class OverlayManager(QObject):
             return
         area = screen.availableGeometry()
         width = min(1000, int(area.width() * 0.8))
-        self.overlay.resize(width, self.overlay.sizeHint().height())
-        self.overlay.move(area.center().x() - width // 2, area.bottom() - self.overlay.height() - 60)
+        height = min(self.overlay.sizeHint().height(), area.height())  # a large font: no taller than the screen
+        self.overlay.resize(width, height)
+        self.overlay.move(area.center().x() - width // 2, max(area.top(), area.bottom() - height - 60))

@@ -42,7 +42,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import questions
+from app import placement, questions
 from app.export_dialog import ExportDialog
 from app.history import HistoryPane
 from app.paths import documents_dir
@@ -133,10 +133,8 @@ class SessionsWindow(QWidget):
         self._hits: dict[str, int] = {}
         self._shown: str | None = None  # the session the right side shows
         self._build()
-        if settings.value(Key.SESSIONS_GEOMETRY):
-            self.restoreGeometry(settings.value(Key.SESSIONS_GEOMETRY))
-        else:
-            self.resize(1100, 620)
+        if not placement.restore(self, settings.value(Key.SESSIONS_GEOMETRY)):
+            placement.fit(self, 1100, 620)
         if controller is not None:
             controller.session_saved.connect(lambda _id: self.refresh())
             controller.state_changed.connect(lambda _state: self._update_actions())

@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
+from PySide6.QtGui import QColor
 
+from engine.backends import BACKENDS
 from engine.models.voxtral.session import DELAYS_MS
 
 CAPTION_SIZES: tuple[int, int] = (8, 96)  # the caption font size range, in points
@@ -112,6 +114,8 @@ class Settings:
         bounds = RANGES.get(key)
         if bounds is not None:
             value = type(key.default)(min(max(value, bounds[0]), bounds[1]))
+        if (key in CHOICES and value not in CHOICES[key]) or (key in COLORS and not QColor.isValidColorName(value)):
+            return key.default
         return value
 
     def set_value(self, key: Key, value: Any) -> None:
@@ -150,6 +154,16 @@ RANGES: dict[Key, tuple[float, float]] = {
     Key.OVERLAY_LINES: (2, 5),
     Key.OVERLAY_OPACITY: (0.0, 1.0),
 }
+#: Keys whose text must be one of these (a hand edit, or a value of a newer version): anything else reads as the
+#: default, as with no value (an unknown backend stopped every model load; nothing was checked in its menu).
+CHOICES: dict[Key, tuple[str, ...]] = {
+    Key.BACKEND: BACKENDS,
+    Key.WEIGHTS: tuple(WEIGHTS),
+    Key.THEME: THEMES,
+}
+#: Colour keys: a name Qt cannot read as a colour reads as the default (it was black: black text on the overlay's
+#: black background).
+COLORS: tuple[Key, ...] = (Key.OVERLAY_TEXT_COLOR, Key.OVERLAY_BG_COLOR)
 _INT_LIMIT = 1 << 31
 
 

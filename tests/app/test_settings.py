@@ -34,6 +34,22 @@ def test_bad_values_fall_back_to_defaults(tmp_path):
     assert s.value(Key.OVERLAY_OPACITY) == pytest.approx(0.8)
 
 
+def test_unknown_choices_and_colours_read_as_the_defaults(tmp_path):
+    # a hand edit or a newer version's value: "cuda" stopped every model load; "notacolor" drew black on black
+    path = tmp_path / "s.ini"
+    path.write_text(
+        "[model]\nbackend=cuda\nweights=2-bit\n[ui]\ntheme=solarized\n"
+        "[overlay]\ntext-color=notacolor\nbackground-color=\n"
+    )
+    s = Settings(path)
+    assert s.value(Key.BACKEND) == "auto" and s.value(Key.WEIGHTS) == "stored" and s.value(Key.THEME) == "system"
+    assert (s.value(Key.OVERLAY_TEXT_COLOR), s.value(Key.OVERLAY_BG_COLOR)) == ("#ffffff", "#101010")
+    path.write_text("[model]\nbackend=numpy\nweights=8-bit\n[ui]\ntheme=dark\n[overlay]\ntext-color=yellow\n")
+    s = Settings(path)
+    assert (s.value(Key.BACKEND), s.value(Key.WEIGHTS), s.value(Key.THEME)) == ("numpy", "8-bit", "dark")
+    assert s.value(Key.OVERLAY_TEXT_COLOR) == "yellow"
+
+
 def test_shortcuts_have_defaults_and_overrides(tmp_path):
     path = tmp_path / "s.ini"
     path.write_text("[shortcuts]\nexport=Ctrl+Shift+E\n")

@@ -1,0 +1,118 @@
+"""Windows open on the screen: a geometry saved on a screen of another size (Qt refuses to restore it) gives
+the first-start placement, sized to fit; dialogs and the overlay never start larger than the screen."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QWidget
+
+from app.settings import Key
+
+SAVE = """
+import sys
+from PySide6.QtWidgets import QApplication, QWidget
+app = QApplication([])
+w = QWidget()
+w.setGeometry(1200, 900, 1400, 600)
+w.show()
+app.processEvents()
+sys.stdout.write(bytes(w.saveGeometry().data()).hex())
+"""
+
+
+def on_screen(tmp_path: Path, width: int, height: int, code: str) -> str:
+    """What ``code`` writes to stdout, run in another process whose (offscreen) screen is ``width x height``."""
+    config = tmp_path / f"screen-{width}x{height}.json"
+    screen = {"name": "s", "x": 0, "y": 0, "width": width, "height": height, "logicalDpi": 96, "logicalBaseDpi": 96}
+    config.write_text(json.dumps({"screens": [{**screen, "dpr": 1}]}))
+    env = {**os.environ, "QT_QPA_PLATFORM": f"offscreen:configfile={config}"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def geometry_of_a_large_screen(tmp_path_factory) -> bytes:
+    """``saveGeometry`` bytes of a window on a 2560 x 1440 screen."""
+    return bytes.fromhex(on_screen(tmp_path_factory.mktemp("screen"), 2560, 1440, SAVE))
+
+
+def area():
+    return QGuiApplication.primaryScreen().availableGeometry()
+
+
+def test_this_screen_refuses_the_large_screens_geometry(qtbot, geometry_of_a_large_screen):
+    # the premise of the tests below: without a fallback a window would stay at Qt's 640 x 480 at the corner
+    w = QWidget()
+    qtbot.addWidget(w)
+    assert area().width() < 2560 * 0.75
+    assert not w.restoreGeometry(geometry_of_a_large_screen)
+
+
+def test_main_window_from_another_screen_gets_its_first_start_size(
+    qtbot, controller, settings, fake_sd, geometry_of_a_large_screen
+):
+    from app.main_window import MainWindow
+
+    settings.set_value(Key.WINDOW_GEOMETRY, geometry_of_a_large_screen)
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    a = area()
+    assert (w.width(), w.height()) == (min(1100, int(a.width() * 0.9)), min(640, int(a.height() * 0.9)))
+
+
+def test_sessions_window_from_another_screen_fits(qtbot, tmp_path: Path, settings, geometry_of_a_large_screen):
+    from app.session_store import SessionStore
+    from app.sessions_view import SessionsWindow
+
+    settings.set_value(Key.SESSIONS_GEOMETRY, geometry_of_a_large_screen)
+    w = SessionsWindow(SessionStore(tmp_path / "sessions"), settings)
+    qtbot.addWidget(w)
+    a = area()
+    assert (w.width(), w.height()) == (min(1100, int(a.width() * 0.9)), min(620, int(a.height() * 0.9)))
+
+
+def overlay_manager(qtbot, controller, settings):
+    from app.overlay_manager import OverlayManager
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    manager = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(manager.overlay)
+    return manager
+
+
+def test_overlay_from_another_screen_sits_low_and_centred(qtbot, controller, settings, geometry_of_a_large_screen):
+    settings.set_value(Key.OVERLAY_GEOMETRY, geometry_of_a_large_screen)
+    g, a = overlay_manager(qtbot, controller, settings).overlay.geometry(), area()
+    # not Qt's corner (over the main window's menus): the first-start place, low and centred
+    assert a.contains(g) and g.top() > a.center().y()
+    assert abs(g.center().x() - a.center().x()) <= 1
+
+
+def test_overlay_with_the_largest_font_starts_on_the_screen(qtbot, controller, settings):
+    settings.set_value(Key.OVERLAY_FONT_SIZE, 200)
+    settings.set_value(Key.OVERLAY_LINES, 5)
+    g, a = overlay_manager(qtbot, controller, settings).overlay.geometry(), area()
+    assert g.top() >= a.top() and g.height() <= a.height()
+
+
+def test_model_dialog_is_never_larger_than_the_screen(tmp_path: Path):
+    # 800 x 500: a 1600 x 1000 screen at 200 %; the dialog's minimum was 800 x 640, its buttons off the screen
+    code = (
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "from app.model_dialog import ModelDialog\n"
+        "d = ModelDialog(None, None)\n"
+        "a = app.primaryScreen().availableGeometry()\n"
+        "print(a.width(), a.height(), d.minimumWidth(), d.minimumHeight(), d.width(), d.height())\n"
+    )
+    aw, ah, min_w, min_h, w, h = map(int, on_screen(tmp_path, 800, 500, code).split())
+    assert (aw, ah) == (800, 500)
+    assert min_w <= aw and min_h <= ah and w <= aw and h <= ah
