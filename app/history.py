@@ -85,6 +85,9 @@ class MatchDelegate(QStyledItemDelegate):
         doc.setDefaultFont(option.font)
         wrap = QTextOption()
         wrap.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        # every row in the view's direction, whatever its words: a right-to-left line (Arabic, Hebrew) took its
+        # direction from its first letter and moved its timestamp to the other side of the column
+        wrap.setTextDirection(option.direction)
         doc.setDefaultTextOption(wrap)
         doc.setPlainText(text)
         doc.setTextWidth(max(width, 1.0))
@@ -180,6 +183,7 @@ class HistoryPane(QWidget):
         self.copy_button.setToolTip("Copy the selected lines, or the whole transcript when none is selected")
         self.copy_button.setAccessibleName("Copy lines")
         self.copy_button.clicked.connect(lambda: self.copy(timestamps=False))
+        self.copy_button.setEnabled(False)  # until there is a line
 
         self._copy_action = QAction("Copy", self.list)
         self._copy_action.setShortcut(QKeySequence.StandardKey.Copy)
@@ -205,6 +209,7 @@ class HistoryPane(QWidget):
         follow = bar.value() >= bar.maximum() - 2
         needle = self.search.text().strip().casefold()
         self._append(line, needle)
+        self.copy_button.setEnabled(True)
         if needle:
             self._update_matches()
         if follow:
@@ -217,6 +222,7 @@ class HistoryPane(QWidget):
         needle = self.search.text().strip().casefold()
         for line in lines:
             self._append(line, needle)
+        self.copy_button.setEnabled(bool(lines))
         self._update_matches()
         self.list.scrollToBottom()
 
@@ -230,6 +236,7 @@ class HistoryPane(QWidget):
 
     def clear(self) -> None:
         self.list.clear()
+        self.copy_button.setEnabled(False)  # nothing to copy (it would empty the clipboard)
         self._update_matches()
 
     def lines(self, selected_only: bool = False) -> list[Line]:
@@ -247,10 +254,14 @@ class HistoryPane(QWidget):
         return "\n".join(line.text for line in lines)
 
     def copy(self, timestamps: bool = False) -> None:
-        """Copy the selected lines (all when none is selected) to the clipboard."""
+        """Copy the selected lines (all when none is selected) to the clipboard; with no lines the clipboard keeps
+        what it holds (``copied`` says 0)."""
+        if not self.list.count():
+            self.copied.emit(0)
+            return
         text = self.copy_text(timestamps)
         QGuiApplication.clipboard().setText(text)
-        self.copied.emit(text.count("\n") + 1 if text else 0)
+        self.copied.emit(text.count("\n") + 1)
 
     def focus_search(self) -> None:
         self.search.setFocus(Qt.FocusReason.ShortcutFocusReason)

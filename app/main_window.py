@@ -337,7 +337,9 @@ class MainWindow(QMainWindow):
         self.delay_combo.activated.connect(
             lambda: self.settings.set_value(Key.DELAY_MS, int(self.delay_combo.currentData()))
         )
-        self.history.copied.connect(lambda n: self.status.showMessage(f"Copied {n} line(s).", 3000))
+        self.history.copied.connect(
+            lambda n: self.status.showMessage(f"Copied {n} line(s)." if n else "Nothing to copy yet.", 3000)
+        )
 
         c.state_changed.connect(self._on_state)
         c.model_changed.connect(self._on_model)
@@ -693,9 +695,10 @@ class MainWindow(QMainWindow):
         self._update_export()
 
     def _update_export(self) -> None:
-        """Export needs lines: with none it would write an empty file."""
+        """Export and Copy need lines: with none they would write an empty file or empty the clipboard."""
         has_lines = bool(self.controller.lines)
         self.export_action.setEnabled(has_lines)
+        self.copy_all_action.setEnabled(has_lines)
         self.export_action.setToolTip(
             f"{Shortcut.EXPORT.value[2]} ({self.settings.shortcut(Shortcut.EXPORT)})"
             if has_lines
@@ -770,6 +773,9 @@ class MainWindow(QMainWindow):
         self.live_srt_action.setText(f"Live SRT file: {Path(path).name}")
 
     def _copy_all(self) -> None:
+        if not self.controller.lines:  # the clipboard keeps what it holds
+            self.history.copied.emit(0)
+            return
         text = "\n".join(line.text for line in self.controller.lines)
         QGuiApplication.clipboard().setText(text)
         self.status.showMessage(f"Copied {len(self.controller.lines)} line(s).", 3000)

@@ -142,3 +142,42 @@ def test_rows_are_sized_again_when_the_font_changes(qtbot):
     font.setPointSizeF(font.pointSizeF() * 3)
     pane.list.setFont(font)
     qtbot.waitUntil(lambda: pane.list.visualItemRect(first).height() > 2 * before)
+
+
+def test_copy_with_no_lines_keeps_the_clipboard(qtbot):
+    QGuiApplication.clipboard().setText("what the user copied before")
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    copied = []
+    pane.copied.connect(copied.append)
+    assert not pane.copy_button.isEnabled()
+    pane.copy()  # Ctrl+C in the empty list
+    assert QGuiApplication.clipboard().text() == "what the user copied before" and copied == [0]
+    pane.add_line(LINES[0])
+    assert pane.copy_button.isEnabled()
+    pane.clear()
+    assert not pane.copy_button.isEnabled()
+    pane.set_lines(LINES)
+    assert pane.copy_button.isEnabled()
+
+
+def test_right_to_left_lines_keep_their_timestamp_on_the_columns_side(qtbot):
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    pane.set_lines(
+        [
+            Line("Welcome to the talk.", 1.0, 2.0),
+            Line("\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645", 3.0, 4.0),
+        ]
+    )
+    option = QStyleOptionViewItem()
+    option.direction = pane.list.layoutDirection()
+    starts = []
+    for i in range(2):
+        doc = pane.delegate.document(pane.list.item(i).text(), 600.0, option)
+        block = doc.firstBlock()
+        doc.documentLayout().blockBoundingRect(block)  # laid out (a line of an unlaid block is not valid)
+        starts.append(block.layout().lineAt(0).naturalTextRect().x())
+    assert starts == [0.0, 0.0]  # the Arabic row starts at the left edge too, with its timestamp

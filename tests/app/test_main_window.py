@@ -490,6 +490,7 @@ def test_caption_text_size_keys_are_remembered(qtbot, window, settings, controll
 
 def test_space_presses_a_focused_button_instead_of_starting(qtbot, window):
     load(qtbot, window)
+    window.history.add_line(Line("A line to copy.", 0.0, 1.0))  # Copy is enabled with lines only
     window.activateWindow()
     copied = []
     window.history.copied.connect(copied.append)
@@ -798,3 +799,17 @@ def test_a_discard_that_cannot_be_written_says_so(qtbot, controller, settings, j
     assert w.banner.label.text() == (
         "The session could not be marked as handled (Read-only file system); it is offered again next time."
     )
+
+
+def test_copy_transcript_needs_lines_and_keeps_the_clipboard(qtbot, window):
+    from PySide6.QtGui import QGuiApplication
+
+    QGuiApplication.clipboard().setText("copied elsewhere")
+    assert not window.copy_all_action.isEnabled()
+    window._copy_all()  # as the shortcut would, were it enabled
+    assert QGuiApplication.clipboard().text() == "copied elsewhere"
+    assert window.status.currentMessage() == "Nothing to copy yet."
+    line = Line("First words.", 0.0, 1.0)
+    window.controller.lines.append(line)  # as the controller commits a line
+    window.controller.line_committed.emit(line)
+    assert window.copy_all_action.isEnabled()
