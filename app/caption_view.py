@@ -51,6 +51,7 @@ class CaptionView(QTextEdit):
         self._tail_color = QColor("#808080")
         self._pending: CaptionEvent | None = None
         self._has_pending = False
+        self._drawn: CaptionEvent | None = None  # the partial on screen (drawn again in a new tail colour)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(COALESCE_MS)
@@ -75,8 +76,12 @@ class CaptionView(QTextEdit):
             self.set_caption_font(wanted)
 
     def set_tail_color(self, color: QColor) -> None:
-        """The colour of the partial's changing tail (the theme picks one with enough contrast)."""
+        """The colour of the partial's changing tail (the theme picks one with enough contrast); the partial on
+        screen takes it at once."""
         self._tail_color = QColor(color)
+        if self._drawn is not None and not self._has_pending:
+            self.set_partial(self._drawn)
+            self.flush()
 
     def committed_format(self) -> QTextCharFormat:
         """The char format of committed text and of the partial's stable head."""
@@ -123,7 +128,7 @@ class CaptionView(QTextEdit):
     def clear_captions(self) -> None:
         """Remove all text (a new session)."""
         self._timer.stop()
-        self._pending, self._has_pending = None, False
+        self._pending, self._has_pending, self._drawn = None, False, None
         self.clear()
 
     def commit(self, line: Line) -> None:
@@ -132,6 +137,7 @@ class CaptionView(QTextEdit):
         cursor = self._partial_cursor()
         cursor.insertText(line.text, self.committed_format())
         cursor.insertBlock(self._block_format, self.committed_format())
+        self._drawn = None
         self._follow(follow)
 
     def set_partial(self, event: CaptionEvent | None) -> None:
@@ -146,6 +152,7 @@ class CaptionView(QTextEdit):
         if not self._has_pending:
             return
         event, self._pending, self._has_pending = self._pending, None, False
+        self._drawn = event
         follow = self._at_bottom()
         cursor = self._partial_cursor()
         if event is not None and event.partial is not None:

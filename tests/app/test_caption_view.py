@@ -40,6 +40,19 @@ def test_partial_tail_is_grey_italic_and_committed_is_normal(qtbot):
     assert fragments(doc.findBlockByNumber(1)) == [("How are you?", False, None)]
 
 
+def test_a_new_theme_recolours_the_partial_on_screen(qtbot):
+    view = CaptionView()
+    qtbot.addWidget(view)
+    view.set_tail_color(QColor("#7b7b7b"))
+    view.set_partial(CaptionEvent(partial=Line("how are you", 1.2, 2.0), partial_stable=8))
+    view.flush()
+    view.set_tail_color(QColor("#ffd75e"))  # high contrast chosen while the tail shows
+    assert fragments(view.document().lastBlock()) == [("how are ", False, None), ("you", True, "#ffd75e")]
+    view.commit(Line("How are you?", 1.2, 2.1))
+    view.set_tail_color(QColor("#7b7b7b"))  # no partial open: the committed line stays as it is
+    assert view.document().toPlainText().split("\n") == ["How are you?", ""]
+
+
 def test_partial_updates_are_coalesced(qtbot):
     view = CaptionView()
     qtbot.addWidget(view)
