@@ -19,12 +19,14 @@ from engine.events import CaptionEvent, Line
 
 COALESCE_MS = 50
 MAX_PARAGRAPHS = 2000
+#: The hint for each state; ``{start}`` and ``{models}`` are the keys of Start/Pause and of the model dialog
+#: (``CaptionView.keys``: a user may change them).
 HINTS = {
-    "no-model": "Captions appear here. First choose a model (Model \u25b8 Models\u2026, Ctrl+M).",
+    "no-model": "Captions appear here. First choose a model (Model \u25b8 Models\u2026, {models}).",
     "loading": "Loading the model\u2026",
-    "idle": "Ready. Press Start (Space) and speak; captions appear here.",
+    "idle": "Ready. Press Start ({start}) and speak; captions appear here.",
     "running": "Listening\u2026 captions appear here as words are recognised.",
-    "paused": "Paused. Press Resume (Space) to continue.",
+    "paused": "Paused. Press Resume ({start}) to continue.",
 }
 
 
@@ -47,6 +49,7 @@ class CaptionView(QTextEdit):
         self.setTabChangesFocus(True)
         self.setAccessibleName("Captions")
         self._hint = ""
+        self.keys = {"start": "Space", "models": "Ctrl+M"}  # the keys the hints name (the main window's own)
         self.show_state("no-model")
         self._tail_color = QColor("#808080")
         self._pending: CaptionEvent | None = None
@@ -100,7 +103,7 @@ class CaptionView(QTextEdit):
     def show_state(self, state: str) -> None:
         """Show the hint for session ``state`` ("no-model", "loading", "idle", "running", "paused") while the
         view is empty."""
-        self.set_hint(HINTS.get(state, ""))
+        self.set_hint(HINTS.get(state, "").format(**self.keys))
 
     def set_hint(self, text: str) -> None:
         """The text drawn (grey, wrapped) while no caption is shown."""

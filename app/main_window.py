@@ -138,6 +138,8 @@ class MainWindow(QMainWindow):
     def _build_widgets(self) -> None:
         self.banner = Banner(self)
         self.caption_view = CaptionView(self)
+        shortcut = self.settings.shortcut
+        self.caption_view.keys = {"start": shortcut(Shortcut.START_PAUSE), "models": shortcut(Shortcut.OPEN_MODEL)}
         self.history = HistoryPane(self)
         self.welcome = WelcomePanel(self)  # in the caption pane's place while no model is loaded
         self.caption_stack = QStackedWidget(self)
@@ -200,10 +202,11 @@ class MainWindow(QMainWindow):
         sp = QStyle.StandardPixmap
         self._shortcut_actions: dict[Shortcut, QAction] = {}
         # Start and Pause share Space: only one of them is enabled at a time (idle/paused vs running).
+        start_key = self.settings.shortcut(Shortcut.START_PAUSE)
         self.start_action = self._action("Start", Shortcut.START_PAUSE)
-        self.start_action.setToolTip("Start captioning (Space)")
+        self.start_action.setToolTip(f"Start captioning ({start_key})")
         self.pause_action = self._action("Pause", Shortcut.START_PAUSE)
-        self.pause_action.setToolTip("Pause captioning (Space)")
+        self.pause_action.setToolTip(f"Pause captioning ({start_key})")
         self.stop_action = self._action("Stop", Shortcut.STOP)
         self._refresh_icons()
         self.open_model_action = self._action("Models\u2026", Shortcut.OPEN_MODEL, sp.SP_DirOpenIcon)
@@ -658,7 +661,7 @@ class MainWindow(QMainWindow):
         if state == "no-model":
             self.start_action.setToolTip("Choose a model first (Model \u25b8 Models\u2026)")
         else:
-            self.start_action.setToolTip("Start captioning (Space)")
+            self.start_action.setToolTip(f"Start captioning ({self.settings.shortcut(Shortcut.START_PAUSE)})")
         suffix = {
             "running": " \u2014 captioning",
             "paused": " \u2014 paused",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QByteArray, QSettings
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QKeySequence
 
 from engine.backends import BACKENDS
 from engine.models.voxtral.session import DELAYS_MS
@@ -130,9 +130,10 @@ class Settings:
         self._qs.setValue(key.key, QByteArray(value) if isinstance(value, bytes) else value)
 
     def shortcut(self, shortcut: Shortcut) -> str:
-        """The key sequence for ``shortcut``: the user's override or the default."""
+        """The key sequence for ``shortcut``: the user's override, or the default where there is none or Qt cannot
+        read it (``NotAKey+Q`` gave the action no shortcut while Help listed it)."""
         raw = self._qs.value(f"shortcuts/{shortcut.value[0]}")
-        return raw if isinstance(raw, str) and raw else shortcut.value[1]
+        return raw if isinstance(raw, str) and raw and QKeySequence(raw).toString() else shortcut.value[1]
 
     def sync(self) -> None:
         """Write pending changes to disk."""

@@ -813,3 +813,19 @@ def test_copy_transcript_needs_lines_and_keeps_the_clipboard(qtbot, window):
     window.controller.lines.append(line)  # as the controller commits a line
     window.controller.line_committed.emit(line)
     assert window.copy_all_action.isEnabled()
+
+
+def test_hints_and_tooltips_name_the_keys_the_user_chose(qtbot, controller, settings, fake_sd):
+    from PySide6.QtGui import QKeySequence
+
+    settings._qs.setValue("shortcuts/start-pause", "F5")
+    settings._qs.setValue("shortcuts/open-model", "Ctrl+O")
+    settings._qs.setValue("shortcuts/quit", "NotAKey+Q")  # unreadable: the default stays in force
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    assert "Ctrl+O" in w.caption_view.hint() and "Ctrl+M" not in w.caption_view.hint()
+    load(qtbot, w)
+    qtbot.waitUntil(lambda: "F5" in w.caption_view.hint(), timeout=2000)
+    assert "Space" not in w.caption_view.hint()
+    assert "(F5)" in w.start_action.toolTip() and "(F5)" in w.pause_action.toolTip()
+    assert w.quit_action.shortcut() == QKeySequence("Ctrl+Q")
