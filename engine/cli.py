@@ -3,9 +3,11 @@
 The audio is decoded and fed block by block (``engine.audio.open_audio``), so memory does not grow with
 the file's length. ``-o`` replaces its file atomically (``engine.transcript.write_text_atomic``): a failed
 write leaves the old file as it was. Exit codes: 0 ok, 1 the output could not be written, 2 usage, 3 model
-problem, 4 audio problem; errors are one sentence on stderr. Without ``--format`` the format follows ``-o``'s
-extension (.txt, .srt, .vtt, .json; else txt); a ``--format`` that contradicts it is refused. Set
-LIVECAP_DEBUG=1 to see tracebacks of unexpected errors.
+problem, 4 audio problem (also: standard input held no audio), 128 + the signal when Ctrl+C (130) or SIGTERM
+(143) stopped it: what was transcribed until then is still written, and stderr says so. Errors are one sentence
+on stderr. ``-o -`` is standard output. Without ``--format`` the format follows ``-o``'s extension (.txt, .srt,
+.vtt, .json; else txt); a ``--format`` that contradicts it is refused, as is a text format with ``--tokens``
+(JSON). Set LIVECAP_DEBUG=1 to see tracebacks of unexpected errors.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import time
 
 from .audio import SAMPLE_RATE
-from .errors import LivecapError, UsageError, os_reason
+from .errors import AudioError, LivecapError, UsageError, os_reason
 from .models.voxtral.session import DELAYS_MS as VOXTRAL_DELAYS
 
 PROG = "livecap-transcribe"
@@ -61,10 +64,15 @@ def run(argv: list[str] | None = None) -> int:
     if not 0 < args.chunk_ms < math.inf:
         raise UsageError("--chunk-ms must be a positive number of milliseconds.")
     check_delay_ms(args.delay_ms)
+    if args.output == "-":
+        args.output = None  # standard output, as for livecap --export-session
     check_output(args.audio, args.output)
     from .transcript.export import output_format
 
-    args.format = output_format(args.format, args.output, "txt")
+    args.format = output_format(args.format, args.output, None)
+    if args.tokens and args.format not in (None, "json"):
+        raise UsageError(f"--tokens writes JSON, not {args.format}; drop --format or give -o a .json name.")
+    args.format = args.format or "txt"
     from .audio import open_audio
     from .loader import load_model
 
@@ -84,8 +92,10 @@ def run(argv: list[str] | None = None) -> int:
                 options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
         session = model.start_session(**options)
         step = min(max(1, round(args.chunk_ms * SAMPLE_RATE / 1000)), 1 << 24)
-        lines, fed = transcribe(session, audio, step, args.realtime)
-    if audio.ended_early:
+        lines, fed, stopped = transcribe(session, audio, step, args.realtime)
+    if not fed and args.audio == "-" and audio.format == "raw float32" and not stopped:  # the command before | failed?
+        raise AudioError("Standard input held no audio (it was empty); nothing was written.")
+    if audio.ended_early and not stopped:
         print(f"{PROG}: warning: {audio.ended_early}", file=sys.stderr)
     bad = getattr(session, "invalid_samples", 0)
     if bad:
@@ -99,6 +109,14 @@ def run(argv: list[str] | None = None) -> int:
         write_text_atomic(args.output, text)
     else:
         write_stdout(text)
+    if stopped:
+        name, seconds = signal.Signals(stopped).name, fed / SAMPLE_RATE
+        print(
+            f"{PROG}: stopped ({name}) after {seconds:.1f} s of audio; the transcript holds what was transcribed "
+            "until then.",
+            file=sys.stderr,
+        )
+        return 128 + stopped
     return 0
 
 
@@ -113,26 +131,38 @@ def check_delay_ms(delay_ms: int | None, family: str | None = None) -> None:
         raise UsageError("--delay-ms applies to Voxtral models only.")
 
 
-def transcribe(session, audio, step: int, realtime: bool = False) -> tuple[list, int]:
-    """Feed ``audio`` (an ``AudioStream``) in chunks of ``step`` samples, then finish; the committed lines and
-    the number of samples fed."""
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a service manager), raised where Ctrl+C would raise KeyboardInterrupt."""
+
+
+def transcribe(session, audio, step: int, realtime: bool = False) -> tuple[list, int, int]:
+    """Feed ``audio`` (an ``AudioStream``) in chunks of ``step`` samples, then finish; the committed lines, the
+    number of samples fed, and the signal that stopped the feed early (Ctrl+C: SIGINT, ``Terminated``: SIGTERM;
+    the session is then finished over what it was fed) or 0."""
     lines = []
-    fed = 0
+    fed = stopped = 0
     t0 = time.monotonic()
-    while True:
-        chunk = audio.read(step)
-        if not len(chunk):
-            break
-        if realtime:
-            wait = t0 + fed / 16000 - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
-        for ev in session.feed(chunk):
+    try:
+        while True:
+            chunk = audio.read(step)
+            if not len(chunk):
+                break
+            if realtime:
+                wait = t0 + fed / 16000 - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)
+            for ev in session.feed(chunk):
+                lines.extend(ev.committed)
+            fed += len(chunk)
+    except KeyboardInterrupt as stop:  # keep what was heard; a second Ctrl+C while finishing ends at once
+        stopped = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+    try:
+        for ev in session.finish():
             lines.extend(ev.committed)
-        fed += len(chunk)
-    for ev in session.finish():
-        lines.extend(ev.committed)
-    return lines, fed
+    except Exception:  # noqa: BLE001 - stopped inside a step: the lines committed before it stand
+        if not stopped:
+            raise
+    return lines, fed, int(stopped)
 
 
 def check_output(audio: str, output: str | None) -> None:
@@ -195,13 +225,15 @@ def _drop_stdout(stream) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run and map errors to exit codes."""
+    if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return run(argv)
     except LivecapError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as stop:  # before the feed (loading the model) or while finishing: nothing to keep
+        return 128 + (signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
     except MemoryError:
         print(f"{PROG}: Out of memory; try a smaller model or the MLX backend.", file=sys.stderr)
         return 1
@@ -210,6 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"{PROG}: Unexpected error ({type(e).__name__}: {e}); set LIVECAP_DEBUG=1 for details.", file=sys.stderr)
         return 1
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
 
 
 if __name__ == "__main__":

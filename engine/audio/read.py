@@ -153,9 +153,10 @@ class AudioStream:
 def open_audio(path_or_dash: str | os.PathLike[str]) -> AudioStream:
     """Open audio for streaming (see the module docstring for the formats).
 
-    ``"-"`` reads stdin: raw float32 little-endian 16 kHz mono samples (a trailing partial sample is
-    dropped; empty input gives zero samples), or a WAV file when it starts with a RIFF header; other formats
-    (FLAC, OGG, MP3, ... recognised by their first bytes) are refused with one sentence. A file that
+    ``"-"`` reads stdin: raw float32 little-endian 16 kHz mono samples as they arrive (a trailing partial
+    sample is dropped, and ``ended_early`` says so; empty input gives zero samples), or a WAV file when it
+    starts with a RIFF header; other formats (FLAC, OGG, MP3, ... recognised by their first bytes) are
+    refused with one sentence. A file that
     cannot be read raises :class:`engine.errors.AudioError` with one sentence that names it; an unknown
     format's sentence names the formats that work.
     """
@@ -234,27 +235,30 @@ class _WavDecoder:
 
 
 class _RawDecoder:
-    """Raw float32 little-endian 16 kHz mono samples from a byte stream."""
+    """Raw float32 little-endian 16 kHz mono samples from a byte stream. A read returns the whole samples that
+    have arrived (at least one, or none at the end), without waiting for the rest of a block: audio piped from a
+    live source is fed as it comes, and a run stopped while waiting has fed all it got."""
 
     rate, channels, frames, promised, broken = SAMPLE_RATE, 1, None, None, False
 
     def __init__(self, stream: BinaryIO, name: str) -> None:
         self._stream, self._name = stream, name
+        self._rest = b""  # the start of a sample whose other bytes have not arrived
 
     def read(self, frames: int) -> np.ndarray:
-        want = 4 * frames
-        parts = []
-        while want > 0:
+        data = self._rest
+        while len(data) < 4:
             try:
-                got = self._stream.read(want)
+                got = self._stream.read1(4 * frames - len(data))
             except (OSError, ValueError) as err:
                 raise AudioError(f"Cannot read audio from {self._name}: {err}.") from None
             if not got:
-                break
-            parts.append(got)
-            want -= len(got)
-        data = b"".join(parts)
-        usable = len(data) - len(data) % 4  # a partial sample at the very end is dropped
+                self.broken = bool(data)  # a partial sample at the very end is dropped, and said (ended_early)
+                self._rest = b""
+                return np.zeros((0, 1), np.float32)
+            data += got
+        usable = len(data) - len(data) % 4
+        self._rest = data[usable:]
         return np.frombuffer(data[:usable], dtype="<f4").astype(np.float32).reshape(-1, 1)
 
     def close(self) -> None:
@@ -548,3 +552,11 @@ class _Prefixed(io.RawIOBase):
                 out += self._tail.read(n - len(out)) or b""
             return out
         return self._tail.read(n) or b""
+
+    def read1(self, n: int = -1) -> bytes:
+        """Up to ``n`` bytes, from at most one read of the stream: what has arrived, or b"" at its end."""
+        if self._head:
+            out, self._head = (self._head, b"") if n is None or n < 0 else (self._head[:n], self._head[n:])
+            return out
+        read1 = getattr(self._tail, "read1", self._tail.read)
+        return read1(n) or b""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Sequence
 
@@ -40,13 +41,8 @@ def check_target(
     temporary file that is removed again).
     """
     target = os.fspath(path)
-    if source is not None and os.fspath(source) != "-":
-        try:
-            same = os.path.samefile(source, target)
-        except OSError:  # one of them does not exist (yet): they cannot be the same file
-            same = False
-        if same:
-            raise UsageError(f"The output {target} is the input audio file; choose another output file.")
+    if source is not None and _same_file(source, target):
+        raise UsageError(f"The output {target} is the input audio file; choose another output file.")
     if need_format:
         format_for_path(target)
     folder = os.path.dirname(os.path.abspath(target))
@@ -63,6 +59,19 @@ def check_target(
         os.unlink(probe)
     except OSError as err:
         raise UsageError(f"Cannot save the transcript to '{target}': {os_reason(err)}.") from None
+
+
+def _same_file(source: str | os.PathLike[str], target: str) -> bool:
+    """Whether ``target`` is the file ``source`` reads (``"-"``: the file standard input is redirected from, as in
+    ``- -o rec.wav < rec.wav``), also through links; False when either does not exist (yet)."""
+    try:
+        if os.fspath(source) == "-":
+            read = os.fstat(sys.stdin.fileno())
+            written = os.stat(target)
+            return stat.S_ISREG(read.st_mode) and (read.st_dev, read.st_ino) == (written.st_dev, written.st_ino)
+        return os.path.samefile(source, target)
+    except (OSError, ValueError, AttributeError):  # missing, or no standard input at all
+        return False
 
 
 def output_format(fmt: str | None, output: str | os.PathLike[str] | None, default: str | None = None) -> str | None:

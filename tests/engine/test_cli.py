@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import wave
 
 import numpy as np
@@ -393,3 +394,81 @@ def test_no_time_past_the_end_of_the_audio(capsys, tmp_path, model, extra):
         assert all(0 <= t <= round(end, 3) for t in times), (fmt, times)
         if fmt in ("srt", "vtt"):
             assert max(times) == round(end, 3)
+
+
+# ---------------------------------------------------------------- standard input and output, interruptions
+
+
+def test_stdin_redirected_from_the_output_file_is_refused(tmp_path):
+    """``- -o rec.wav < rec.wav`` overwrote the recording with a transcript (rc 0)."""
+    rec = tmp_path / "rec.wav"
+    shutil.copyfile(SPEECH, rec)
+    before = rec.read_bytes()
+    for out in (rec, "/dev/stdin"):
+        with open(rec, "rb") as stdin:
+            r = run_engine_cli("-", "--model", MODEL, "-o", out, stdin=stdin, capture_output=True)
+        assert r.returncode == 2 and "is the input audio file" in r.stderr, r.stderr
+        assert rec.read_bytes() == before
+
+
+def test_output_dash_is_standard_output(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, out, err = cli(capsys, SPEECH, "--model", MODEL, "--no-vad", "-o", "-", "--format", "srt")
+    assert code == 0 and out.startswith("1\n00:00:") and err == ""
+    assert list(tmp_path.iterdir()) == []  # no file named "-"
+
+
+def test_tokens_with_a_text_format_are_refused(capsys, tmp_path):
+    check_error(capsys, 2, SPEECH, "--model", MODEL, "--tokens", "-o", tmp_path / "t.srt", match="--tokens writes JSON")
+    check_error(capsys, 2, SPEECH, "--model", MODEL, "--tokens", "--format", "vtt", match="--tokens writes JSON")
+    assert not (tmp_path / "t.srt").exists()
+    code, out, _ = cli(capsys, SPEECH, "--model", MODEL, "--tokens", "--format", "json")
+    assert code == 0 and "segments" in json.loads(out)
+
+
+def test_empty_standard_input_is_an_audio_error_and_keeps_the_output(tmp_path):
+    """``(exit 1) | livecap-transcribe - -o out.srt`` said nothing, exited 0 and emptied out.srt."""
+    out = tmp_path / "out.srt"
+    out.write_text("the transcript of yesterday\n")
+    r = run_engine_cli("-", "--model", MODEL, "-o", out, input="", capture_output=True)
+    assert r.returncode == 4 and "held no audio" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert out.read_text() == "the transcript of yesterday\n"
+
+
+def _pipe_bytes(fd: int) -> int:
+    import fcntl
+    import termios
+
+    return int.from_bytes(fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"), "little")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_writes_what_it_transcribed(tmp_path, sig):
+    """Ctrl+C (or SIGTERM) in the middle of the audio wrote nothing (exit 130 / 143): now the transcript of the
+    audio fed until then is written, and stderr says it stopped."""
+    import signal
+
+    audio = golden("moon_small_like", "speech")["audio"][: 2 * 16000].astype("<f4")
+    whole = tmp_path / "two_seconds.wav"
+    write_wav(whole, audio)
+    expected = run_engine_cli(whole, "--model", MODEL, "--no-vad", capture_output=True)
+    assert expected.returncode == 0 and expected.stdout.strip(), expected.stderr
+    out = tmp_path / "out.txt"
+    cmd = [sys.executable, "-m", "engine.cli", "-", "--model", str(MODEL), "--no-vad", "-o", str(out)]
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=False)
+    try:
+        p.stdin.write(audio.tobytes())  # two seconds, and the pipe stays open: the feed waits for more
+        p.stdin.flush()
+        deadline = time.monotonic() + 60
+        while _pipe_bytes(p.stdin.fileno()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the last chunk fed; the CLI waits in its read
+        p.send_signal(getattr(signal, sig))
+        _, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    err = err.decode()
+    assert p.returncode == 128 + getattr(signal, sig), err
+    assert f"stopped ({sig}) after 2.0 s of audio" in err and "Traceback" not in err
+    assert out.read_text() == expected.stdout
