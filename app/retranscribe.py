@@ -22,10 +22,10 @@ FEED_SECONDS = 10  # audio per feed call: long enough to run at full speed, shor
 Progress = Callable[[float, float], None]  # (seconds done, seconds in all)
 
 
-def _default_loader(source: str, *, backend: str = "auto") -> Any:
+def _default_loader(source: str, *, backend: str = "auto", quantize: int | None = None) -> Any:
     from engine import load_model
 
-    return load_model(source, backend=backend)
+    return load_model(source, backend=backend, quantize=quantize)
 
 
 def retranscribe(
@@ -34,6 +34,7 @@ def retranscribe(
     source: str,
     *,
     backend: str = "auto",
+    quantize: int | None = None,
     loader: Callable[..., Any] | None = None,
     options: dict[str, Any] | None = None,
     progress: Progress | None = None,
@@ -42,8 +43,9 @@ def retranscribe(
     """Transcribe the kept audio of ``session_id`` with the model ``source`` and store it as the
     session's next version; returns its number. Raises ``engine.errors.LivecapError`` (one sentence)
     when the session has no audio, the model cannot load or the audio cannot be read; nothing is
-    stored then. ``warn`` gets a sentence when the kept audio is shorter than the session (the disk
-    filled while it was recorded): the new version, which becomes the one exported, covers less."""
+    stored then. ``quantize``: 8 or 4-bit float weights (``engine.load_model``'s; None: as stored). ``warn``
+    gets a sentence when the kept audio is shorter than the session (the disk filled while it was recorded):
+    the new version, which becomes the one exported, covers less."""
     summary = store.summary(session_id)
     if summary.audio is None:
         raise UsageError(
@@ -59,7 +61,8 @@ def retranscribe(
                 f"The kept audio holds {total:.1f} s of the session's {summary.duration:.1f} s (the disk may have "
                 "filled while it was recorded); the new version covers only that part."
             )
-        model = (loader or _default_loader)(source, backend=backend)
+        weights = {"quantize": quantize} if quantize else {}
+        model = (loader or _default_loader)(source, backend=backend, **weights)
         session = model.start_session(**(options or {}))
         lines: list[Line] = []
         done = 0

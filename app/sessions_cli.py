@@ -52,6 +52,7 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
         for option, value in (("--export-session", args.export_session), ("--retranscribe", args.retranscribe)):
             if value is not None and not value.strip():
                 raise UsageError(f"{option} needs a session id (livecap --sessions lists them).")
+        check_options(args)
         if args.sessions_dir and not Path(args.sessions_dir).is_dir():  # a typo listed "no sessions", exit 0
             what = "is not a folder" if Path(args.sessions_dir).exists() else "does not exist"
             raise UsageError(f"The sessions folder {args.sessions_dir} {what}.")
@@ -68,6 +69,13 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
     except LivecapError as exc:
         print(f"livecap: {exc}", file=sys.stderr)
         return exc.exit_code
+    except KeyboardInterrupt as stop:  # Ctrl+C (or SIGTERM) during a re-transcription: nothing half-stored
+        import signal
+
+        from engine.cli import Terminated
+
+        print("livecap: stopped; no new version was stored.", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
     except Exception as exc:  # one sentence, never a traceback
         print(f"livecap: {user_message(exc, 'the session command failed')}", file=sys.stderr)
         return 1
@@ -90,8 +98,39 @@ def _export(store: Any, args: Namespace, out: _Out) -> int:
     return 0
 
 
+#: The session commands (option, ``args`` name) and the other options of livecap each of them takes.
+COMMANDS = (("--sessions", "sessions"), ("--export-session", "export_session"), ("--retranscribe", "retranscribe"))
+TAKES = {
+    "--sessions": (),
+    "--export-session": ("format", "output", "session_version"),
+    "--retranscribe": ("model", "backend", "weights", "delay_ms"),
+}
+#: Options a session command would ignore unless it takes them (the export's, the model's, a live run's).
+OPTIONS = (
+    *("format", "output", "session_version", "model", "backend", "weights", "delay_ms"),
+    *("input", "speed", "save_transcript", "quit_at_end", "source", "device", "quit_after"),
+)
+
+
+def check_options(args: Namespace) -> None:
+    """UsageError (one sentence) when ``args`` give two session commands, or an option their command would
+    ignore (``--sessions -o x.srt`` listed the sessions, exit 0; ``--retranscribe ID -o x.srt`` wrote no file)."""
+    given = [option for option, name in COMMANDS if getattr(args, name, None) not in (None, False)]
+    if len(given) > 1:
+        raise UsageError(f"Give one of {' and '.join(given)} at a time.")
+    extra = [_flag(n) for n in OPTIONS if n not in TAKES[given[0]] and getattr(args, n, None) not in (None, False)]
+    if extra:
+        raise UsageError(f"{' and '.join(extra[:2])} {'does' if len(extra) == 1 else 'do'} not go with {given[0]}.")
+
+
+def _flag(name: str) -> str:
+    return "-o" if name == "output" else "--" + name.replace("_", "-")
+
+
 def _retranscribe(store: Any, args: Namespace, loader: Any, out: _Out) -> int:
     from app.retranscribe import retranscribe
+    from app.settings import weight_bits
+    from engine.cli import raise_on_sigterm
 
     if not args.model:
         raise UsageError("Say which model re-transcribes the session: --model SOURCE.")
@@ -100,11 +139,13 @@ def _retranscribe(store: Any, args: Namespace, loader: Any, out: _Out) -> int:
         out.write(json.dumps({"progress": round(done, 3), "total": round(total, 3)}) + "\n")
 
     options = {"delay_ms": args.delay_ms} if args.delay_ms is not None else None
+    raise_on_sigterm()
     version = retranscribe(
         store,
         args.retranscribe,
         args.model,
         backend=args.backend or "auto",
+        quantize=weight_bits(args.weights or "stored") or None,
         loader=loader,
         options=options,
         progress=progress,

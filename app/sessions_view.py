@@ -83,9 +83,10 @@ def duration_text(seconds: float) -> str:
 
 
 def retranscribe_command(
-    store: SessionStore, session_id: str, source: str, backend: str, extra: Sequence[str] = ()
+    store: SessionStore, session_id: str, source: str, backend: str, extra: Sequence[str] = (), weights: str = "stored"
 ) -> tuple[str, list[str]]:
-    """The program and arguments of the child process that re-transcribes ``session_id``."""
+    """The program and arguments of the child process that re-transcribes ``session_id`` (with the model's
+    ``weights``, a ``Key.WEIGHTS`` value: as the app runs it)."""
     args = [
         "--retranscribe",
         session_id,
@@ -95,6 +96,7 @@ def retranscribe_command(
         backend,
         "--sessions-dir",
         str(store.folder),
+        *(["--weights", weights] if weights != "stored" else []),
         *extra,
     ]
     if getattr(sys, "frozen", False):  # the bundled app: its executable is livecap itself
@@ -489,7 +491,8 @@ class SessionsWindow(QWidget):
         if session_id is None or self.process is not None:
             return
         backend = backend or self.settings.value(Key.BACKEND)
-        program, args = retranscribe_command(self.store, session_id, source, backend, self.child_args)
+        weights = self.settings.value(Key.WEIGHTS)
+        program, args = retranscribe_command(self.store, session_id, source, backend, self.child_args, weights)
         self.error_label.hide()
         process = QProcess(self)
         process.setProgram(program)

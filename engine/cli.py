@@ -225,8 +225,7 @@ def _drop_stdout(stream) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run and map errors to exit codes."""
-    if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminate)
+    raise_on_sigterm()
     try:
         return run(argv)
     except LivecapError as e:
@@ -242,6 +241,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"{PROG}: Unexpected error ({type(e).__name__}: {e}); set LIVECAP_DEBUG=1 for details.", file=sys.stderr)
         return 1
+
+
+def raise_on_sigterm() -> None:
+    """From now on SIGTERM raises ``Terminated`` (a KeyboardInterrupt) in the main thread, as Ctrl+C raises
+    KeyboardInterrupt, so that a run stops the same way for both; nothing changes where SIGTERM is handled
+    already or does not exist. Shared with ``livecap``'s session commands."""
+    if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _terminate)
 
 
 def _terminate(signum, frame) -> None:

@@ -238,3 +238,71 @@ def test_a_reader_that_goes_away_ends_the_list_quietly_and_a_full_disk_is_one_se
         done = subprocess.run(cmd, cwd=REPO, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr == "livecap: Cannot write to standard output: no space left on device.\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "sentence"),
+    [
+        (["--sessions", "-o", "x.srt"], "-o does not go with --sessions."),
+        (["--sessions", "--format", "srt", "--session-version", "3"], "--format and --session-version do not go"),
+        (["--export-session", "ID", "--sessions"], "Give one of --sessions and --export-session at a time."),
+        (["--retranscribe", "ID", "--model", "m", "-o", "x.srt"], "-o does not go with --retranscribe."),
+        (["--export-session", "ID", "--model", "m", "--format", "srt"], "--model does not go with --export-session."),
+        (["--sessions", "--source", "mic"], "--source does not go with --sessions."),
+    ],
+)
+def test_options_a_session_command_would_ignore_are_refused(tmp_path, capsys, argv, sentence):
+    """``--sessions -o x.srt`` listed the sessions (exit 0); ``--retranscribe ID -o x.srt`` wrote no file."""
+    from app import sessions_cli
+    from app.main import build_parser
+
+    args = build_parser().parse_args([*argv, "--sessions-dir", str(tmp_path)])
+    assert sessions_cli.run(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("livecap: ") and sentence in err and err.count("\n") == 1
+
+
+def test_retranscribe_takes_the_weights(tmp_path, capsys):
+    """``--retranscribe ID --weights 8-bit`` ran with float weights (the new version equalled float32's)."""
+    from app import sessions_cli
+    from app.main import build_parser
+    from tests.app.test_retranscribe import unfinished_with_audio
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    store, sid, _ = unfinished_with_audio(tmp_path, pid=gone.pid)
+    argv = ["--retranscribe", sid, "--model", "fake-moonshine", "--weights", "8-bit", "--sessions-dir", str(tmp_path)]
+    assert sessions_cli.run(build_parser().parse_args(argv), fake_engine.load_model) == 0, capsys.readouterr().err
+    assert fake_engine.LAST_MODEL.quantize == 8
+
+
+def test_ctrl_c_during_a_retranscription_is_one_sentence_and_stores_nothing(tmp_path, capsys):
+    """Ctrl+C during ``--retranscribe`` printed a traceback (from the VAD or an attention op)."""
+    from app import sessions_cli
+    from app.main import build_parser
+    from tests.app.test_retranscribe import unfinished_with_audio
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    store, sid, _ = unfinished_with_audio(tmp_path, pid=gone.pid)
+
+    def interrupted(source, **kwargs):
+        model = fake_engine.load_model(source, **kwargs)
+        start = model.start_session
+
+        def start_session(**options):
+            session = start(**options)
+
+            def feed(block):
+                raise KeyboardInterrupt  # as Ctrl+C arrives in the middle of a step
+
+            session.feed = feed
+            return session
+
+        model.start_session = start_session
+        return model
+
+    argv = ["--retranscribe", sid, "--model", "fake-moonshine", "--sessions-dir", str(tmp_path)]
+    assert sessions_cli.run(build_parser().parse_args(argv), interrupted) == 130
+    assert capsys.readouterr().err == "livecap: stopped; no new version was stored.\n"
+    assert [v.number for v in store.summary(sid).versions] == [1]

@@ -447,3 +447,16 @@ def test_a_session_being_retranscribed_cannot_be_deleted(qtbot, window, tmp_path
         assert view.error_label.text() == "That session is being re-transcribed: cancel the re-transcription first."
         view.cancel_retranscribe()
     assert view.delete_button.isEnabled()
+
+
+def test_retranscription_runs_with_the_weights_the_app_uses(qtbot, window, tmp_path):
+    """Model > Weights 8-bit: the re-transcription child loaded the float weights."""
+    window.settings.set_value(Key.WEIGHTS, "8-bit")
+    view = window.show_sessions()
+    view.set_keep_audio(True)
+    replay(qtbot, window, fake_engine.write_wav(tmp_path / "t.wav", fake_engine.speechlike([(1.0, 1.0)] * 6)))
+    with qtbot.waitSignal(view.retranscribe_failed, timeout=30000):
+        view.retranscribe("fake-slow-model")
+        args = view.process.arguments()
+        assert args[args.index("--weights") + 1] == "8-bit"
+        view.cancel_retranscribe()
