@@ -20,6 +20,7 @@ benchmarks/RESULTS.md ("Audio decoding") has the speed and memory of each path o
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import os
@@ -267,9 +268,12 @@ class _RawDecoder:
 
 class _SoundFileDecoder:
     """libsndfile through soundfile. A file that breaks off (truncated, corrupt tail) ends where its last
-    readable piece ends: reads go in pieces of ``PIECE`` frames, and a failing piece ends the audio."""
+    readable piece ends: reads go in pieces of ``PIECE`` frames; a failing piece is read again from where it
+    started in pieces of ``SMALL_PIECE`` (a FLAC cut inside a piece lost up to 16384 frames that decode), and the
+    first of those that fails ends the audio."""
 
     PIECE = 16384
+    SMALL_PIECE = 1024
 
     def __init__(self, sf_file: Any, name: str, cut: bool = False) -> None:
         self._f, self._name = sf_file, name
@@ -280,12 +284,18 @@ class _SoundFileDecoder:
     def read(self, frames: int) -> np.ndarray:
         import soundfile
 
-        parts, n = [], 0
+        parts, n, size = [], 0, self.PIECE
         while n < frames and not self._f.closed:
             try:
-                piece = self._f.read(min(self.PIECE, frames - n), dtype="float32", always_2d=True)
+                start = self._f.tell()
+                piece = self._f.read(min(size, frames - n), dtype="float32", always_2d=True)
             except (soundfile.SoundFileError, RuntimeError) as err:
-                log.warning("%s ends early: %s", self._name, err)
+                if size > self.SMALL_PIECE and start >= 0:
+                    size = self.SMALL_PIECE
+                    with contextlib.suppress(soundfile.SoundFileError, RuntimeError):
+                        if self._f.seek(start) == start:
+                            continue
+                log.info("%s ends early: %s", self._name, err)  # said once, by AudioStream.ended_early
                 self.broken = True
                 self._f.close()
                 break

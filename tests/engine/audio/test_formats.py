@@ -269,3 +269,26 @@ def test_stdin_refuses_compressed_audio_in_one_sentence(tmp_path, monkeypatch, e
         f"Cannot read audio from standard input: it holds {name}, and standard input takes WAV or raw float32 "
         "16 kHz mono only; give the file's name instead of -."
     )
+
+
+def test_a_cut_flac_gives_every_frame_that_decodes(tmp_path):
+    """A FLAC cut inside a 16384-frame read lost the whole piece (0.0 s of a file sox reads 0.7 s from)."""
+    import soundfile
+
+    path = tmp_path / "speech.flac"
+    x = np.random.default_rng(3).standard_normal(RATE * 5).astype(np.float32) * 0.1
+    soundfile.write(path, x, RATE)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    decodable = 0
+    with soundfile.SoundFile(path) as f:  # what libsndfile decodes, frame by frame
+        try:
+            while len(block := f.read(256, dtype="float32")):
+                decodable += len(block)
+        except (soundfile.SoundFileError, RuntimeError):
+            pass
+    assert decodable > 16384  # the premise: the cut lies past the first large piece, inside the second
+    with open_audio(path) as stream:
+        got = sum(len(b) for b in stream)
+    assert stream.ended_early is not None
+    assert got >= decodable * 16000 // RATE - 1024
