@@ -286,8 +286,8 @@ class _SoundFileDecoder:
 
         parts, n, size = [], 0, self.PIECE
         while n < frames and not self._f.closed:
+            start = self._position() if size > self.SMALL_PIECE else -1
             try:
-                start = self._f.tell()
                 piece = self._f.read(min(size, frames - n), dtype="float32", always_2d=True)
             except (soundfile.SoundFileError, RuntimeError) as err:
                 if size > self.SMALL_PIECE and start >= 0:
@@ -306,6 +306,15 @@ class _SoundFileDecoder:
         if not parts:
             return np.zeros((0, self.channels), np.float32)
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def _position(self) -> int:
+        """The frame the next read starts at, or -1 where the file cannot tell (it cannot seek then either)."""
+        import soundfile
+
+        try:
+            return self._f.tell()
+        except (soundfile.SoundFileError, RuntimeError):
+            return -1
 
     def close(self) -> None:
         self._f.close()
