@@ -134,6 +134,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.speed is not None and not args.input:
         print("livecap: --speed goes with --input FILE.", file=sys.stderr)
         return 2
+    if args.input == "-":  # it was opened as a file named "-": "no such file"
+        print("livecap: --input takes an audio file; for standard input use livecap-transcribe -.", file=sys.stderr)
+        return 2
     if args.speed is not None and not 0 < args.speed < float("inf"):
         print("livecap: --speed must be a positive number.", file=sys.stderr)
         return 2

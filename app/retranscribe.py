@@ -14,6 +14,7 @@ from typing import Any
 from app.journal import read_start, recorder_alive
 from app.session_audio import RATE, audio_seconds, iter_audio
 from app.session_store import SessionStore
+from engine.cli import check_delay_ms
 from engine.errors import UsageError
 from engine.events import Line
 
@@ -63,6 +64,7 @@ def retranscribe(
             )
         weights = {"quantize": quantize} if quantize else {}
         model = (loader or _default_loader)(source, backend=backend, **weights)
+        check_delay_ms((options or {}).get("delay_ms"), getattr(model, "family", None))  # Voxtral's only
         session = model.start_session(**(options or {}))
         lines: list[Line] = []
         done = 0

@@ -202,6 +202,8 @@ def write_stdout(text: str, stream=None) -> bool:
     (``| head``: not an error of ours; nothing more should be written); LivecapError with one sentence on any
     other failure (a full disk). Shared with ``livecap``'s session commands."""
     stream = stream if stream is not None else sys.stdout
+    if stream is None:  # started with standard output closed (>&-)
+        raise LivecapError("Cannot write to standard output: it is closed; give -o FILE.")
     try:
         stream.write(text)
         stream.flush()

@@ -306,3 +306,24 @@ def test_ctrl_c_during_a_retranscription_is_one_sentence_and_stores_nothing(tmp_
     assert sessions_cli.run(build_parser().parse_args(argv), interrupted) == 130
     assert capsys.readouterr().err == "livecap: stopped; no new version was stored.\n"
     assert [v.number for v in store.summary(sid).versions] == [1]
+
+
+def test_a_delay_for_a_model_without_one_is_said_in_the_options_words(tmp_path, capsys):
+    """``--retranscribe ID --model <Moonshine> --delay-ms 480`` said "Unknown Moonshine session option(s)"."""
+    from app import sessions_cli
+    from app.main import build_parser
+    from tests.app.test_retranscribe import unfinished_with_audio
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    _, sid, _ = unfinished_with_audio(tmp_path, pid=gone.pid)
+    argv = ["--retranscribe", sid, "--model", "fake-moonshine", "--delay-ms", "480", "--sessions-dir", str(tmp_path)]
+    assert sessions_cli.run(build_parser().parse_args(argv), fake_engine.load_model) == 2
+    assert capsys.readouterr().err == "livecap: --delay-ms applies to Voxtral models only.\n"
+
+
+def test_input_dash_is_refused_in_one_sentence(tmp_path):
+    proc = run_livecap(tmp_path, "--input", "-", "--model", "fake", factory=None, timeout=20)
+    assert proc.returncode == 2 and proc.stderr == (
+        "livecap: --input takes an audio file; for standard input use livecap-transcribe -.\n"
+    )

@@ -472,3 +472,20 @@ def test_an_interrupted_run_writes_what_it_transcribed(tmp_path, sig):
     assert p.returncode == 128 + getattr(signal, sig), err
     assert f"stopped ({sig}) after 2.0 s of audio" in err and "Traceback" not in err
     assert out.read_text() == expected.stdout
+
+
+def test_a_closed_standard_output_is_one_sentence():
+    """``livecap-transcribe x.wav >&-`` said "Unexpected error (AttributeError ...)"."""
+    r = run_engine_cli(
+        SPEECH,
+        "--model",
+        MODEL,
+        "--no-vad",
+        capture_output=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert r.returncode == 1 and r.stderr == (
+        "livecap-transcribe: Cannot write to standard output: it is closed; give -o FILE.\n"
+    )
