@@ -88,6 +88,11 @@ class _Notifier(QObject):
     message = Signal(str)
 
 
+#: The window's size on a first start (no more than 90 % of the screen): the whole toolbar fits in the light and
+#: dark themes (at 1100 px Export and Sessions were behind its overflow button).
+FIRST_SIZE = (1240, 680)
+
+
 class MainWindow(QMainWindow):
     """The livecap main window. ``sounddevice`` gives the module used to list devices (lazy import when
     ``None``); the controller's worker captures with the same module. ``audio`` (an
@@ -364,7 +369,7 @@ class MainWindow(QMainWindow):
     def _restore(self) -> None:
         s = self.settings
         if not placement.restore(self, s.value(Key.WINDOW_GEOMETRY)):  # none saved, or not on today's screens
-            placement.fit(self, 1100, 640)
+            placement.fit(self, *FIRST_SIZE)
         if s.value(Key.SPLITTER_STATE):
             self.splitter.restoreState(s.value(Key.SPLITTER_STATE))
         else:

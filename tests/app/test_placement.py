@@ -58,13 +58,13 @@ def test_this_screen_refuses_the_large_screens_geometry(qtbot, geometry_of_a_lar
 def test_main_window_from_another_screen_gets_its_first_start_size(
     qtbot, controller, settings, fake_sd, geometry_of_a_large_screen
 ):
-    from app.main_window import MainWindow
+    from app.main_window import FIRST_SIZE, MainWindow
 
     settings.set_value(Key.WINDOW_GEOMETRY, geometry_of_a_large_screen)
     w = MainWindow(controller, settings, sounddevice=fake_sd)
     qtbot.addWidget(w)
-    a = area()
-    assert (w.width(), w.height()) == (min(1100, int(a.width() * 0.9)), min(640, int(a.height() * 0.9)))
+    a, (width, height) = area(), FIRST_SIZE
+    assert (w.width(), w.height()) == (min(width, int(a.width() * 0.9)), min(height, int(a.height() * 0.9)))
 
 
 def test_sessions_window_from_another_screen_fits(qtbot, tmp_path: Path, settings, geometry_of_a_large_screen):
