@@ -6,7 +6,6 @@ import json
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 from app import session_audio
@@ -15,25 +14,7 @@ from app.session_store import Retention, SessionStore
 from engine.errors import ExportError, UsageError
 from engine.events import Line
 from tests.app import fake_engine
-
-
-def unfinished_with_audio(folder, pid=None, drop_pid=False):
-    """A session that never got its end record (recording, or its app died), with raw kept audio."""
-    store = SessionStore(folder)
-    journal = store.create({"source": "microphone"})
-    journal.add(Line("before the crash", 0.0, 1.0))
-    sid = journal.session_id
-    raw = store.recording_path(sid)
-    audio = fake_engine.speechlike([(0.5, 0.5), (0.5, 0.5)])
-    raw.write_bytes((np.clip(audio, -1, 1) * 32767).astype("<i2").tobytes())
-    path = store.journal_path(sid)
-    records = [json.loads(line) for line in path.read_text().splitlines()]
-    if drop_pid:
-        del records[0]["pid"]
-    elif pid is not None:
-        records[0]["pid"] = pid
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return store, sid, journal
+from tests.app.kept_sessions import unfinished_with_audio
 
 
 def test_a_session_this_process_is_recording_is_refused(tmp_path):

@@ -266,11 +266,9 @@ def test_retranscribe_takes_the_weights(tmp_path, capsys):
     """``--retranscribe ID --weights 8-bit`` ran with float weights (the new version equalled float32's)."""
     from app import sessions_cli
     from app.main import build_parser
-    from tests.app.test_retranscribe import unfinished_with_audio
+    from tests.app.kept_sessions import dead_pid, unfinished_with_audio
 
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    store, sid, _ = unfinished_with_audio(tmp_path, pid=gone.pid)
+    store, sid, _ = unfinished_with_audio(tmp_path, pid=dead_pid())
     argv = ["--retranscribe", sid, "--model", "fake-moonshine", "--weights", "8-bit", "--sessions-dir", str(tmp_path)]
     assert sessions_cli.run(build_parser().parse_args(argv), fake_engine.load_model) == 0, capsys.readouterr().err
     assert fake_engine.LAST_MODEL.quantize == 8
@@ -280,11 +278,9 @@ def test_ctrl_c_during_a_retranscription_is_one_sentence_and_stores_nothing(tmp_
     """Ctrl+C during ``--retranscribe`` printed a traceback (from the VAD or an attention op)."""
     from app import sessions_cli
     from app.main import build_parser
-    from tests.app.test_retranscribe import unfinished_with_audio
+    from tests.app.kept_sessions import dead_pid, unfinished_with_audio
 
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    store, sid, _ = unfinished_with_audio(tmp_path, pid=gone.pid)
+    store, sid, _ = unfinished_with_audio(tmp_path, pid=dead_pid())
 
     def interrupted(source, **kwargs):
         model = fake_engine.load_model(source, **kwargs)
@@ -312,11 +308,9 @@ def test_a_delay_for_a_model_without_one_is_said_in_the_options_words(tmp_path, 
     """``--retranscribe ID --model <Moonshine> --delay-ms 480`` said "Unknown Moonshine session option(s)"."""
     from app import sessions_cli
     from app.main import build_parser
-    from tests.app.test_retranscribe import unfinished_with_audio
+    from tests.app.kept_sessions import dead_pid, unfinished_with_audio
 
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    _, sid, _ = unfinished_with_audio(tmp_path, pid=gone.pid)
+    _, sid, _ = unfinished_with_audio(tmp_path, pid=dead_pid())
     argv = ["--retranscribe", sid, "--model", "fake-moonshine", "--delay-ms", "480", "--sessions-dir", str(tmp_path)]
     assert sessions_cli.run(build_parser().parse_args(argv), fake_engine.load_model) == 2
     assert capsys.readouterr().err == "livecap: --delay-ms applies to Voxtral models only.\n"
