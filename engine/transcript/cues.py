@@ -29,7 +29,9 @@ at most ``max_chars`` characters, and times them. Contract:
 - ``audio_end`` (seconds of audio the Lines come from; ``None``: unknown, no limit): no time passes it.
   Line and word times past it are brought back to it before the cut, and a cue's extension into the
   silence stops there (the last cue of a transcript ends by the end of the audio; starts and ends are
-  clamped to it, so the rules above hold with ``audio_end`` as the limit of every cue).
+  clamped to it, so the rules above hold with ``audio_end`` as the limit of every cue). The last Lines that
+  then start at the end itself (decoded after the audio) are shown in the ``min_dur`` before it, as far as
+  the Lines before them leave room (:func:`end_slots`), not as cues of no length; the cut stays as it was.
 - The cut of one Line does not depend on the other Lines; only the end of a Line's last cue depends on
   the next cue's start (which :class:`~engine.transcript.live.LiveSrtWriter` relies on).
 """
@@ -104,9 +106,12 @@ def make_cues(
     """Cut and time ``lines`` into subtitle cues (see the module docstring for the contract); ``audio_end``:
     the length of the audio in seconds, which no cue passes (``None``: unknown)."""
     opts = CueOptions(max_chars, max_lines, min_dur, max_dur, cps)
+    limited = limit_lines(lines, audio_end)
+    slots = end_slots(limited, audio_end, min_dur)
     raws: list[RawCue] = []
-    for line in limit_lines(lines, audio_end):
-        raws.extend(line_cues(line, opts))
+    for i, line in enumerate(limited):
+        cut = line_cues(line, opts)
+        raws.extend(retime(cut, *slots[i]) if i in slots and cut else cut)
     return time_cues(raws, opts, audio_end)
 
 
@@ -139,6 +144,53 @@ def limit_lines(lines: Sequence[Line], audio_end: float | None) -> list[Line]:
         words = tuple(Word(w.text, cap(w.start), cap(w.end)) for w in line.words)
         span = (cap(line.span[0]), cap(line.span[1])) if line.span is not None else None
         out.append(replace(line, start=cap(line.start), end=cap(line.end), words=words, span=span))
+    return out
+
+
+def end_slots(lines: Sequence[Line], audio_end: float | None, span: float) -> dict[int, tuple[float, float]]:
+    """New times ``{index: (start, end)}`` for the last Lines of ``lines`` (within the audio: ``limit_lines``) with
+    text that start at ``audio_end`` itself: text decoded after the audio ended, such as Voxtral's last words
+    held back by its delay, every time of theirs brought back to the end. Their cues had no length, and players
+    skip such a cue. Each takes up to ``span`` seconds just before the end, sharing the room there is after the
+    Lines before them; where the Line just before them runs to the end too, it gives up to the second half of
+    its time (it gets a slot as well). Empty when there is no such Line or no room."""
+    end = check_audio_end(audio_end)
+    spoken = [i for i, line in enumerate(lines) if line.text.strip()]
+    if end is None or not spoken:
+        return {}
+    first = len(spoken)
+    while first and lines[spoken[first - 1]].start >= end:
+        first -= 1
+    tail, head = spoken[first:], spoken[:first]
+    if not tail:
+        return {}
+    floor = max((lines[i].end for i in head), default=0.0)
+    slots: dict[int, tuple[float, float]] = {}
+    if head and floor >= end:  # the Line before them runs to the end: it gives up to the second half of its time
+        last = lines[head[-1]]
+        before = max((lines[i].end for i in head[:-1]), default=0.0)
+        floor = max(before, last.start + (end - last.start) / 2, end - span * len(tail))
+        slots[head[-1]] = (last.start, floor)
+    slot = min(span, (end - floor) / len(tail))
+    if slot <= 0:
+        return {}
+    count = len(tail)
+    slots.update({i: (end - (count - k) * slot, end - (count - k - 1) * slot) for k, i in enumerate(tail)})
+    return slots
+
+
+def retime(raws: Sequence[RawCue], start: float, end: float) -> list[RawCue]:
+    """``raws`` (one Line's cues, in order) moved into ``start .. end``: their spans mapped linearly from the
+    span they cover, or spread by characters where that span has no length."""
+    lo, hi = raws[0].start, max(r.end for r in raws)
+    if hi > lo:
+        scale = (end - start) / (hi - lo)
+        return [replace(r, start=start + (r.start - lo) * scale, end=start + (r.end - lo) * scale) for r in raws]
+    total, done, out = sum(r.chars for r in raws) or len(raws), 0, []
+    for r in raws:
+        a = start + (end - start) * done / total
+        done += r.chars or 1
+        out.append(replace(r, start=a, end=start + (end - start) * done / total))
     return out
 
 

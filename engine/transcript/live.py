@@ -19,7 +19,10 @@ class LiveSrtWriter:
     next ``add`` (its end may move earlier); everything before it is final. After the adds of lines
     ``L1..Ln`` the file holds exactly ``format_srt([L1, ..., Ln], **cue_options)``. ``close(audio_end)``
     rewrites the last block once more so that it ends by the end of the audio (``audio_end`` seconds, at or
-    after the lines' times): the file then holds ``format_srt(lines, audio_end=audio_end, **cue_options)``.
+    after the lines' times): the file then holds ``format_srt(lines, audio_end=audio_end, **cue_options)``, but
+    where that last cue starts at the end itself (text decoded after the audio): cut to the end it would have no
+    length, and the blocks before it are final, so it keeps its reading time past the end (an export moves such
+    cues before the end, ``cues.end_slots``).
     ``close()`` is idempotent; the writer is a context manager. OS failures raise
     :class:`engine.errors.ExportError`.
     """
@@ -82,7 +85,7 @@ class LiveSrtWriter:
         assert self._pending is not None
         last = time_cues([self._pending], self._options)[0]
         cue = time_cues([self._pending], self._options, audio_end)[0]
-        if cue == last:
+        if cue == last or cue.end <= cue.start:  # no length: players would skip it
             return
         try:
             self._file.seek(self._pending_offset)

@@ -353,9 +353,27 @@ def test_times_past_the_audio_are_brought_back():
     lines = [Line("early", 1.0, 2.0), Line("late words", 9.9, 10.8, words=words), Line("after", 10.9, 11.0)]
     cues = make_cues(lines, audio_end=9.96)
     assert [c.text for c in cues] == ["early", "late words", "after"]
-    assert cues[1].start == 9.9 and cues[-1].start == cues[-1].end == 9.96
+    # 'after' starts at the end: 'late words', which runs to the end too, gives it the second half of its time
+    assert cues[1].start == 9.9 and cues[-1].start == pytest.approx(9.93) and cues[-1].end == 9.96
     for a, b in zip(cues, cues[1:]):
         assert a.start <= a.end <= b.start
+
+
+def test_lines_decoded_after_the_audio_are_shown_before_its_end():
+    """Voxtral's last words, decoded in the padding after the audio (timed at its end), gave a cue of no length
+    (00:00:06,077 --> 00:00:06,077), which players skip: the words never showed."""
+    end = 6.077
+    late = Line("over", end, end, words=(Word("over", end, end),))
+    cues = make_cues([Line("It is all", 1.0, 2.0), late], audio_end=end)
+    assert [c.text for c in cues] == ["It is all", "over"]
+    assert cues[-1].end == end and cues[-1].end - cues[-1].start == pytest.approx(0.83)
+    assert cues[0].end <= cues[-1].start
+    # two such lines share the room after the last line heard (here 0.5 s)
+    cues = make_cues([Line("It is all", 1.0, end - 0.5), Line("over", end, end), Line("now", end, end)], audio_end=end)
+    assert [c.text for c in cues] == ["It is all", "over", "now"]
+    assert [round(c.end - c.start, 3) for c in cues[1:]] == [0.25, 0.25] and cues[-1].end == end
+    for a, b in zip(cues, cues[1:]):
+        assert a.start <= a.end <= b.start + EPS
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

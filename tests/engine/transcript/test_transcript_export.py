@@ -236,3 +236,15 @@ def test_devices_are_written_not_replaced_and_links_are_followed(tmp_path):
     link.symlink_to(real)
     write_text_atomic(link, "new\n")
     assert link.is_symlink() and real.read_text() == "new\n"
+
+
+def test_live_close_keeps_a_last_cue_that_starts_at_the_audio_end_visible(tmp_path):
+    """Cut to the end of the audio, a last line decoded after it would have no length (players skip it)."""
+    p = tmp_path / "live.srt"
+    with LiveSrtWriter(p) as w:
+        w.add(Line("It is all", 1.0, 2.0))
+        w.add(Line("over", 6.0, 6.0))
+        w.close(audio_end=6.0)
+    cues = list(srt.parse(p.read_text(encoding="utf-8")))
+    assert [c.content for c in cues] == ["It is all", "over"]
+    assert cues[-1].start.total_seconds() == 6.0 and cues[-1].end.total_seconds() > 6.0
