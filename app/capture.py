@@ -24,6 +24,7 @@ from engine.errors import AudioError
 
 BLOCK_SECONDS = 0.064
 LOST_AFTER_SECONDS = 2.0
+STALLED_SECONDS = 0.5  # no block for this long: close aborts (a stop would wait for the stalled capture thread)
 FIRST_BLOCK_GRACE_SECONDS = 6.0  # a PulseAudio monitor of an idle null sink starts after ~2 s
 
 
@@ -289,10 +290,12 @@ class MicSource(QueuedInput):
         self.description = f"{name} ({rate / 1000:g} kHz)"
 
     def close(self) -> None:
-        """Stop and close the stream; the queued blocks stay readable. A lost stream is aborted, not stopped:
-        stopping waits for PortAudio's capture thread, which a vanished device (a PulseAudio sink unloaded
-        mid-session) leaves blocked for good, and the worker hung with it; aborting cancels that thread."""
-        dead = self.lost
+        """Stop and close the stream; the queued blocks stay readable. A stream that is lost or not delivering
+        (nothing yet, or nothing for ``STALLED_SECONDS``) is aborted, not stopped: stopping waits for PortAudio's
+        capture thread, which a vanished device (a PulseAudio sink unloaded mid-session) or a source that has
+        not started (Stop pressed within a silent microphone's first seconds) leaves blocked, and the worker hung
+        with it (Stop, Pause and quitting waited); aborting cancels that thread."""
+        dead = self.lost or not self._got_block or time.monotonic() - self._last_callback > STALLED_SECONDS
         stream, self._stream = self._stream, None
         if stream is None:
             return
