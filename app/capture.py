@@ -127,6 +127,15 @@ class AudioQueue:
                 self._seconds = 0.0
         return out
 
+    def drop_since(self, since: float) -> float:
+        """Remove the blocks that arrived at ``since`` (``time.monotonic()``) or later; returns their seconds."""
+        with self._lock:
+            keep = [b for b in self._blocks if b.time < since]
+            gone = self._seconds - sum(b.seconds for b in keep)
+            self._blocks = collections.deque(keep)
+            self._seconds -= gone
+        return max(gone, 0.0)
+
     @property
     def queued_seconds(self) -> float:
         """Seconds of audio waiting to be processed."""

@@ -6,9 +6,13 @@ well-kept libpulse binding), for its outputs (sinks) and microphones (sources) w
 chosen one is captured by opening sounddevice's ``pulse`` device with ``PULSE_SOURCE`` set to that source for
 the moment the stream opens (libpulse reads it when the ALSA plug-in connects; each stream keeps its own).
 
-``PulseSystemSource`` captures an output's monitor. Following the default output, it asks the server every
-``FOLLOW_EVERY_S`` which sink is the default and, when that changed (headphones plugged in), moves the
-capture to the new sink's monitor without ending the session: the blocks keep flowing into the same queue.
+``PulseSystemSource`` captures an output's monitor. Every ``CHECK_EVERY_S`` it asks the server whether that
+output still exists: when an output goes (a USB headset unplugged, a call app's sink unloaded), PulseAudio does
+not end the recording but moves it to the default *microphone*, so "System audio" went on captioning the room
+without a word. Then the blocks since the last check are dropped (they may be the microphone's) and the capture
+is lost for a chosen output (the worker falls back to the default output, and says so). Following the default
+output, each check also asks which sink is the default and, when that changed (headphones plugged in), moves
+the capture to the new sink's monitor without ending the session: the blocks keep flowing into the same queue.
 The ``pulsectl`` and ``sounddevice`` modules are injected, so tests can use fakes or a private server.
 """
 
@@ -31,7 +35,7 @@ log = logging.getLogger(__name__)
 
 PULSE_DEVICE = "pulse"  # sounddevice's name for the ALSA plug-in that talks to PulseAudio
 MIC_PREFIX = "pulse:"  # microphone ids from PulseAudio, as stored in the settings
-FOLLOW_EVERY_S = 0.5
+CHECK_EVERY_S = 0.2
 NOT_A_MONITOR = 0xFFFFFFFF  # PA_INVALID_INDEX in a source's monitor_of_sink
 
 _env_lock = threading.Lock()
@@ -103,6 +107,11 @@ class PulseServer:
             Endpoint(str(s.name), str(s.description or s.name), str(s.name) == default) for s in self._call("sink_list")
         ]
 
+    def sinks(self) -> tuple[set[str], str]:
+        """``(the names of the outputs, the default output's name)``."""
+        default = self.default_sink()
+        return {str(s.name) for s in self._call("sink_list")}, default
+
     def monitor_of(self, sink: str) -> tuple[str, str]:
         """``(monitor source name, description)`` of the sink called ``sink``; ``AudioError`` when gone."""
         for s in self._call("sink_list"):
@@ -159,6 +168,7 @@ class PulseSystemSource(SystemCapture):
         self.follow = not sink
         self._current = ""
         self._next_check = 0.0
+        self._checked = 0.0  # when the output was last seen to exist
         self.rate = SAMPLE_RATE
         self.description = ""
         self.switches = 0
@@ -180,7 +190,8 @@ class PulseSystemSource(SystemCapture):
         self.rate = capture.rate
         follows = " \u2014 follows the default output" if self.follow else ""
         self.description = f"System audio: {capture.description}{follows}"
-        self._next_check = time.monotonic() + FOLLOW_EVERY_S
+        self._checked = time.monotonic()
+        self._next_check = self._checked + CHECK_EVERY_S
 
     def close(self) -> None:
         capture, self._capture = self._capture, None
@@ -190,18 +201,31 @@ class PulseSystemSource(SystemCapture):
 
     # -- worker tick --------------------------------------------------------------------------------
     def read(self, max_seconds: float | None = None) -> list[Block]:
-        """The captured blocks; while following the default output, also moves to a new default."""
-        if self.follow and self._capture is not None and time.monotonic() >= self._next_check:
-            self._next_check = time.monotonic() + FOLLOW_EVERY_S
-            self._follow_default()
+        """The captured blocks; checks that the output is still there and, while following the default output,
+        moves to a new default."""
+        now = time.monotonic()
+        if self._capture is not None and now >= self._next_check:
+            self._next_check = now + CHECK_EVERY_S
+            self._check(now)
         return super().read(max_seconds)
 
-    def _follow_default(self) -> None:
+    def _check(self, now: float) -> None:
         try:
-            sink = self._server.default_sink()
+            names, sink = self._server.sinks()
         except AudioError:
-            log.debug("default sink look-up failed", exc_info=True)
+            log.debug("output look-up failed", exc_info=True)
             return
+        if self._current not in names:  # the recording was moved to the default microphone: not system audio
+            dropped = self.queue.drop_since(self._checked)
+            log.info("output %s is gone; %.2f s captured since it was last seen dropped", self._current, dropped)
+            if not self.follow:
+                self._broken = True  # lost: the worker falls back to the default output and says so
+                return
+        self._checked = now
+        if self.follow:
+            self._follow_default(sink)
+
+    def _follow_default(self, sink: str) -> None:
         if not sink or sink == self._current:
             return
         old, previous = self._capture, self._current

@@ -266,3 +266,28 @@ def test_unattended_both_run_captions_the_microphone_part_of_the_mix(tmp_path, p
         writer.join(2)
     cues = list(srt.parse(out.read_text(encoding="utf-8")))
     assert writer.done.is_set() and cues, stderr
+
+
+def test_a_chosen_output_that_goes_is_lost_not_replaced_by_the_microphone(pulse_server):
+    """PulseAudio moves a recording whose output went to the default *microphone* instead of ending it: System
+    audio on a chosen output went on captioning the room, without a word (found in QA). Now the capture is
+    lost (the worker falls back to the default output and says so) and no microphone audio comes out of it."""
+    writer = FifoWriter(pulse_server.fifo, tone(440, 20.0), lead=0.0)  # the room: a 440 Hz tone on the mic
+    writer.start()
+    source = PulseSystemSource(pulse_server.sd, AudioSystem(pulse_server.sd).backend.server(), "virt_alt")
+    source.open()
+    try:
+        wait_recording(pulse_server)
+        collect(source, 1.0)
+        modules = subprocess.run(
+            ["pactl", "list", "short", "modules"], env=pulse_server.env, capture_output=True, text=True, timeout=10
+        ).stdout
+        (module,) = [line.split()[0] for line in modules.splitlines() if "sink_name=virt_alt" in line]
+        pulse_server.pactl("unload-module", module)
+        after = collect(source, 3.0, until=lambda: source.lost)
+        assert source.lost
+        assert len(after) == 0 or band_power(after, 440) < 0.05  # at most a sliver, not the room's tone
+    finally:
+        source.close()
+        writer.stop.set()
+        writer.join(2)
