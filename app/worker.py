@@ -255,8 +255,12 @@ class EngineWorker(QObject):
         return self._audio_system().make_source(spec.source, spec.device, spec.output, self.notice.emit)
 
     def _fallback_source(self) -> Any:
-        """The same kind of source on the default devices (after a device vanished)."""
-        return self._audio_system().make_source(self._spec.source)
+        """The same kind of source on the default devices (after a device vanished); under "both", the side that
+        still delivered keeps its chosen device (``_kept``): losing the microphone moved the call's output too."""
+        spec, kept = self._spec, self._kept
+        device = spec.device if "mic" in kept else None
+        output = spec.output if "system" in kept else None
+        return self._audio_system().make_source(spec.source, device, output)
 
     def _audio_system(self) -> Any:
         if self._audio is None:
@@ -296,6 +300,7 @@ class EngineWorker(QObject):
         self._hinted = False
         self._dropped_before = 0.0
         self._recovering = False
+        self._kept: set[str] = set()  # under "both", the sides that still delivered when the input was lost
         self._resume_reports = False  # paused while lost: resume says what it captures (device_recovered)
         self._next_recover = 0.0
 
@@ -391,11 +396,17 @@ class EngineWorker(QObject):
     def _handle_loss(self) -> None:
         source = self._source
         log.warning("input lost: %s", source.description)
+        what, gone = ("The microphone" if source.kind == "microphone" else "The audio input"), source.description
+        sides = {"mic": getattr(source, "mic", None), "system": getattr(source, "system", None)}
+        self._kept = {name for name, side in sides.items() if side is not None and not side.lost}
+        if self._kept == {"system"}:
+            what, gone = "The microphone", sides["mic"].description
+        elif self._kept == {"mic"}:
+            what, gone = "The audio input", sides["system"].description
         source.close()
         self._feed(source.read())
         self._dropped_before += source.dropped_seconds
-        what = "The microphone" if source.kind == "microphone" else "The audio input"
-        self.device_lost.emit(f"{what} \u201c{source.description}\u201d stopped delivering audio.")
+        self.device_lost.emit(f"{what} \u201c{gone}\u201d stopped delivering audio.")
         self._recovering = True
         self._next_recover = 0.0
         self._try_recover()

@@ -291,3 +291,37 @@ def test_a_chosen_output_that_goes_is_lost_not_replaced_by_the_microphone(pulse_
         source.close()
         writer.stop.set()
         writer.join(2)
+
+
+def test_under_both_a_lost_microphone_leaves_the_chosen_output(qtbot, pulse_server, journal_dir, settings, speech):
+    """Both, the call's output chosen (Virtual Headphones, not the default): the microphone stopped, and the
+    fallback moved the system side to the default output too, so the call's captions stopped (found in QA)."""
+    from app.controller import SessionController
+    from app.main_window import MainWindow
+    from app.settings import Key
+
+    settings.set_value(Key.SOURCE, "both")
+    settings.set_value(Key.DEVICE, "pulse:fakemic")
+    settings.set_value(Key.OUTPUT, "virt_alt")
+    writer = FifoWriter(pulse_server.fifo, np.zeros(RATE * 60, np.float32), lead=0.0)
+    writer.start()
+    c = SessionController(loader=fake_engine.load_model, sounddevice=pulse_server.sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=pulse_server.sd)
+    qtbot.addWidget(w)
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            w.load_model("fake")
+        with qtbot.waitSignal(c.state_changed, timeout=5000):
+            w.start_action.trigger()
+        assert "Virtual Headphones" in c.input_description
+        wait_recording(pulse_server, count=2)
+        qtbot.wait(1000)
+        with qtbot.waitSignal(c.device_recovered, timeout=20000) as recovered:
+            writer.stop.set()  # the microphone stops delivering
+        assert "Virtual Headphones" in recovered.args[0] and "Virtual Speakers" not in recovered.args[0]
+        with qtbot.waitSignal(c.session_finished, timeout=10000):
+            c.stop()
+    finally:
+        writer.stop.set()
+        writer.join(2)
+        c.shutdown(5000)
