@@ -122,6 +122,7 @@ class SessionController(QObject):
         w.stats.connect(self._on_stats)
         w.device_lost.connect(self._on_device_lost)
         w.device_recovered.connect(self._on_device_recovered)
+        w.input_moved.connect(self._on_input_moved)
         w.input_waiting.connect(self._on_input_waiting)
         w.notice.connect(lambda text: self.message.emit("warning", text))
         w.silence_hint.connect(self._on_silence_hint)
@@ -390,6 +391,16 @@ class SessionController(QObject):
         lost = self._lost_text
         self.message.emit("warning", f"{lost} Now capturing from {description}; the transcript continues.".strip())
         self.device_recovered.emit(description)
+
+    @Slot(str)
+    def _on_input_moved(self, description: str) -> None:
+        """The input followed a change by itself (a new default output): the status bar and the journal name the
+        new one (they kept the first)."""
+        if description and description != self.input_description:
+            self.input_description = description
+            self.input_changed.emit(description)
+            if self._journal is not None:
+                self._journal.set_input(description)
 
     @Slot()
     def _on_silence_hint(self) -> None:

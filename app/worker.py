@@ -119,6 +119,7 @@ class EngineWorker(QObject):
     model_failed = Signal(str, int)  # one sentence, exit code (engine.errors: 3 model, 2 usage, ...)
     state_changed = Signal(str)  # "idle" | "running" | "paused"
     session_started = Signal(str)  # description of the input
+    input_moved = Signal(str)  # the input's new description after it followed a change (a new default output)
     session_failed = Signal(str, int)  # the session could not start: one sentence, exit code
     captions = Signal(object)  # list[CaptionEvent], in order
     stats = Signal(object)  # Stats
@@ -314,8 +315,11 @@ class EngineWorker(QObject):
             self._handle_loss()
         else:
             blocks = source.read(MAX_SECONDS_PER_TICK)
-            for text in getattr(source, "notices", list)():  # output changes, hints
+            notices = getattr(source, "notices", list)()  # output changes, hints
+            for text in notices:
                 self.notice.emit(text)
+            if notices:
+                self.input_moved.emit(source.description)
             if blocks and not self._feed(blocks):
                 return
             if source.ended and not blocks:

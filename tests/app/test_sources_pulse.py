@@ -130,6 +130,8 @@ def test_gui_captions_system_audio_and_keeps_going_when_the_default_output_chang
 
         pulse_server.pactl("set-default-sink", "virt_alt")
         qtbot.waitUntil(lambda: "Virtual Headphones" in w.banner.label.text(), timeout=5000)
+        # the status bar names the new output too (it kept the first one's name)
+        assert "Virtual Headphones" in c.input_description and "Virtual Headphones" in w.status.input_label.text()
         wait_recording(pulse_server)
         qtbot.wait(2500)
         kept = len(c.lines)
