@@ -152,26 +152,15 @@ def test_a_chosen_output_that_vanishes_mid_session_falls_back_instead_of_hanging
     """The headphones' sink removed while System audio captured it: the worker stopped the dead stream and
     PortAudio's stop never returned, so the session froze on "Captioning" with nothing captured, and Stop and
     quitting waited for good (found in QA). A lost stream is aborted; the session moves to the default output."""
-    from app.controller import SessionController
-    from app.main_window import MainWindow
     from app.settings import Key
 
     settings.set_value(Key.SOURCE, "system")
     settings.set_value(Key.OUTPUT, "virt_alt")
-    c = SessionController(loader=fake_engine.load_model, sounddevice=pulse_server.sd, journal_dir=journal_dir)
-    w = MainWindow(c, settings, sounddevice=pulse_server.sd)
-    qtbot.addWidget(w)
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings)
     try:
-        with qtbot.waitSignal(c.model_changed, timeout=5000):
-            w.load_model("fake")
-        with qtbot.waitSignal(c.state_changed, timeout=5000):
-            w.start_action.trigger()
         assert "Virtual Headphones" in c.input_description
         wait_recording(pulse_server)
-        modules = subprocess.run(
-            ["pactl", "list", "short", "modules"], env=pulse_server.env, capture_output=True, text=True, timeout=10
-        ).stdout
-        (module,) = [line.split()[0] for line in modules.splitlines() if "sink_name=virt_alt" in line]
+        module = sink_module(pulse_server, "virt_alt")
         with qtbot.waitSignal(c.device_recovered, timeout=15000):
             pulse_server.pactl("unload-module", module)
         assert "Virtual Speakers" in c.input_description
@@ -183,6 +172,30 @@ def test_a_chosen_output_that_vanishes_mid_session_falls_back_instead_of_hanging
             c.stop()
     finally:
         c.shutdown(5000)
+
+
+def started_window(qtbot, pulse_server, journal_dir, settings):
+    """``(controller, main window)`` on the private server with the fake model loaded and a session started
+    from ``settings``' source choices."""
+    from app.controller import SessionController
+    from app.main_window import MainWindow
+
+    c = SessionController(loader=fake_engine.load_model, sounddevice=pulse_server.sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=pulse_server.sd)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(c.model_changed, timeout=5000):
+        w.load_model("fake")
+    with qtbot.waitSignal(c.state_changed, timeout=5000):
+        w.start_action.trigger()
+    return c, w
+
+
+def sink_module(server, sink: str) -> str:
+    """The index of the module that made the null sink ``sink`` (to unload it: the output goes away)."""
+    cmd = ["pactl", "list", "short", "modules"]
+    modules = subprocess.run(cmd, env=server.env, capture_output=True, text=True, timeout=10).stdout
+    (module,) = [line.split()[0] for line in modules.splitlines() if f"sink_name={sink}" in line]
+    return module
 
 
 def run_unattended(tmp_path, server, source: str, out: str, seconds: float, play=None, *extra: str):
@@ -281,10 +294,7 @@ def test_a_chosen_output_that_goes_is_lost_not_replaced_by_the_microphone(pulse_
     try:
         wait_recording(pulse_server)
         collect(source, 1.0)
-        modules = subprocess.run(
-            ["pactl", "list", "short", "modules"], env=pulse_server.env, capture_output=True, text=True, timeout=10
-        ).stdout
-        (module,) = [line.split()[0] for line in modules.splitlines() if "sink_name=virt_alt" in line]
+        module = sink_module(pulse_server, "virt_alt")
         pulse_server.pactl("unload-module", module)
         after = collect(source, 3.0, until=lambda: source.lost)
         assert source.lost
@@ -298,8 +308,6 @@ def test_a_chosen_output_that_goes_is_lost_not_replaced_by_the_microphone(pulse_
 def test_under_both_a_lost_microphone_leaves_the_chosen_output(qtbot, pulse_server, journal_dir, settings, speech):
     """Both, the call's output chosen (Virtual Headphones, not the default): the microphone stopped, and the
     fallback moved the system side to the default output too, so the call's captions stopped (found in QA)."""
-    from app.controller import SessionController
-    from app.main_window import MainWindow
     from app.settings import Key
 
     settings.set_value(Key.SOURCE, "both")
@@ -307,14 +315,8 @@ def test_under_both_a_lost_microphone_leaves_the_chosen_output(qtbot, pulse_serv
     settings.set_value(Key.OUTPUT, "virt_alt")
     writer = FifoWriter(pulse_server.fifo, np.zeros(RATE * 60, np.float32), lead=0.0)
     writer.start()
-    c = SessionController(loader=fake_engine.load_model, sounddevice=pulse_server.sd, journal_dir=journal_dir)
-    w = MainWindow(c, settings, sounddevice=pulse_server.sd)
-    qtbot.addWidget(w)
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings)
     try:
-        with qtbot.waitSignal(c.model_changed, timeout=5000):
-            w.load_model("fake")
-        with qtbot.waitSignal(c.state_changed, timeout=5000):
-            w.start_action.trigger()
         assert "Virtual Headphones" in c.input_description
         wait_recording(pulse_server, count=2)
         qtbot.wait(1000)
