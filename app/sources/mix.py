@@ -3,8 +3,11 @@
 Each track's blocks are resampled to 16 kHz mono (here, on the engine worker thread that calls ``read``)
 and laid on one timeline by arrival time: a track's first block is placed where its arrival says, later
 blocks follow on contiguously, and a track that fell behind the clock by more than ``DRIFT_S`` (a stall,
-a device that delivers nothing while silent) gets silence inserted. The mix is emitted up to where both
-tracks have audio, or, when one track lags more than ``WAIT_S``, up to the clock with that track silent.
+a device that delivers nothing while silent) gets silence inserted; one that got ahead of it by more (a
+device clock that runs fast, a backlog after a stall) loses its extra samples in its next quiet blocks (below
+``QUIET_DB``: a pause, so nothing heard goes), else it would lag the other track more and more. The mix is
+emitted up to where both tracks have audio, or, when one track lags more than ``WAIT_S``, up to the clock with
+that track silent.
 
 With speakers instead of headphones the microphone also hears what the computer plays, and the remote
 speech would be captioned twice. ``EchoGate`` drops microphone frames whose normalized cross-correlation
@@ -27,6 +30,7 @@ from engine.audio import SAMPLE_RATE
 
 RATE = SAMPLE_RATE
 DRIFT_S = 0.2
+QUIET_DB = -45.0  # a block this quiet (RMS, dBFS) may lose samples to bring its track back in step
 WAIT_S = 0.3
 HEADPHONES_HINT_AFTER_S = 1.0  # of gated microphone audio
 HEADPHONES_HINT = (
@@ -153,6 +157,8 @@ class _Track:
             self.buf = pcm
             return
         behind = clock_pos - (self.end + len(pcm))
+        if -behind > DRIFT_S * RATE and level_db(pcm) < QUIET_DB:  # ahead of the clock: drop in a pause
+            pcm = pcm[min(-behind, len(pcm)) :]
         if behind > DRIFT_S * RATE:  # a stall: keep the timeline honest with silence
             gap = np.zeros(behind, dtype=np.float32)
             self.buf = np.concatenate([self.buf, gap, pcm])
