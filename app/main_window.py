@@ -618,7 +618,7 @@ class MainWindow(QMainWindow):
         if model is not None and model.has_delay:
             options["delay_ms"] = int(self.delay_combo.currentData())
         s = self.sources
-        return SessionSpec(input_file, speed, s.device, options, source=s.kind, output=s.output)
+        return SessionSpec(input_file, speed, s.device, options, source=s.kind, output=s.output, names=s.names)
 
     def pause(self) -> None:
         """Pause the session. What was captured is transcribed first (a backlog can take seconds): until the

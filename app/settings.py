@@ -39,8 +39,10 @@ class Key(enum.Enum):
     WEIGHTS = ("model/weights", "stored")  # a key of WEIGHTS: the precision float weights are loaded at
     DELAY_MS = ("model/delay-ms", 480)
     DEVICE = ("audio/device", "")  # device name; "" = system default
+    DEVICE_NAME = ("audio/device-name", "")  # what the chosen microphone was called (said while it is not connected)
     SOURCE = ("audio/source", "")  # "system" | "mic" | "both"; "" = first run (System audio where available)
     OUTPUT = ("audio/output", "")  # output id for System audio; "" = the default output, followed
+    OUTPUT_NAME = ("audio/output-name", "")  # what the chosen output was called (said while it is not there)
     CAPTION_FONT = ("captions/font", "")  # QFont.toString(); "" = application font, larger
     CAPTION_FONT_SIZE = ("captions/font-size", 18)
     THEME = ("ui/theme", "system")

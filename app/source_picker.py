@@ -23,6 +23,7 @@ from app.sources import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SYS
 log = logging.getLogger(__name__)
 
 DEVICE_COMBO_CHARS = 10  # the toolbar's device pickers show about this many characters
+NOT_CONNECTED = "notConnectedEntry"  # a picker's property: the index of its entry for a chosen device not connected
 
 HEADPHONES_TIP = (
     "Both mixes the microphone and what the computer plays; use headphones, or remote voices are heard twice."
@@ -202,7 +203,7 @@ class SourcePicker(QObject):
         box.addItem(DEFAULT_OUTPUT_LABEL, "")
         for out in outputs:
             box.addItem(out.name, out.id)
-        _select(box, wanted)
+        _select(box, wanted, self.settings.value(Key.OUTPUT_NAME))
 
     def _fill_mics(self, mics: list[Any]) -> None:
         wanted = self.settings.value(Key.DEVICE)
@@ -211,15 +212,23 @@ class SourcePicker(QObject):
         box.addItem("System default", "")
         for mic in mics:
             box.addItem(mic.name, mic.id)
-        _select(box, wanted)
+        _select(box, wanted, self.settings.value(Key.DEVICE_NAME))
         if not mics:
             box.setItemText(0, "No microphone found")
 
     def _output_chosen(self) -> None:
-        self.settings.set_value(Key.OUTPUT, str(self.output_combo.currentData() or ""))
+        _save_choice(self.settings, self.output_combo, Key.OUTPUT, Key.OUTPUT_NAME)
 
     def _device_chosen(self) -> None:
-        self.settings.set_value(Key.DEVICE, str(self.device_combo.currentData() or ""))
+        _save_choice(self.settings, self.device_combo, Key.DEVICE, Key.DEVICE_NAME)
+
+    @property
+    def names(self) -> dict[str, str]:
+        """What the chosen microphone and output were called when they were chosen, by id (for the messages
+        while one of them is not connected: its id means nothing to a user)."""
+        s = self.settings
+        pairs = ((s.value(Key.DEVICE), s.value(Key.DEVICE_NAME)), (s.value(Key.OUTPUT), s.value(Key.OUTPUT_NAME)))
+        return {key: name for key, name in pairs if key and name}
 
 
 def _combo(parent: QWidget, name: str, tip: str) -> QComboBox:
@@ -252,9 +261,22 @@ def _small_label(text: str, parent: QWidget) -> QLabel:
     return label
 
 
-def _select(box: QComboBox, wanted: str) -> None:
+def _save_choice(settings: Settings, box: QComboBox, key: Key, name_key: Key) -> None:
+    """Save the device chosen in ``box`` (its id) and what it is called (kept as it was for the entry of a device
+    that is not connected)."""
+    chosen = str(box.currentData() or "")
+    settings.set_value(key, chosen)
+    if box.currentIndex() != box.property(NOT_CONNECTED):
+        settings.set_value(name_key, box.currentText() if chosen else "")
+
+
+def _select(box: QComboBox, wanted: str, name: str = "") -> None:
+    """Select the entry of ``wanted`` (an id); one that is not connected gets an entry named by ``name``, what
+    it was called when it was chosen (its id, e.g. alsa_output.usb-..., where no name was kept)."""
     index = box.findData(wanted)
+    box.setProperty(NOT_CONNECTED, -1)
     if wanted and index < 0:
-        box.addItem(f"{wanted} (not connected)", wanted)
+        box.addItem(f"{name or wanted} (not connected)", wanted)
         index = box.count() - 1
+        box.setProperty(NOT_CONNECTED, index)
     box.setCurrentIndex(max(index, 0))

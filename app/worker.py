@@ -84,6 +84,7 @@ class SessionSpec:
     audio_path: str | None = None
     source: str = "mic"
     output: str | None = None
+    names: dict[str, str] = field(default_factory=dict)  # what a device or output id was called (for messages)
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,7 @@ class EngineWorker(QObject):
         self._spec = spec
         if spec.input_file:
             return FileSource(spec.input_file, spec.speed)
-        return self._audio_system().make_source(spec.source, spec.device, spec.output, self.notice.emit)
+        return self._audio_system().make_source(spec.source, spec.device, spec.output, self.notice.emit, spec.names)
 
     def _fallback_source(self) -> Any:
         """The same kind of source on the default devices (after a device vanished); under "both", the side that

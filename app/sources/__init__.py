@@ -104,23 +104,30 @@ class AudioSystem:
 
     # -- sources (engine worker thread) ------------------------------------------------------------
     def make_source(
-        self, kind: str, device: str | None = None, output: str | None = None, notify: Notify | None = None
+        self,
+        kind: str,
+        device: str | None = None,
+        output: str | None = None,
+        notify: Notify | None = None,
+        names: dict[str, str] | None = None,
     ) -> Any:
         """An unopened source for ``kind`` ("mic" | "system" | "both"), microphone ``device`` and output
         ``output`` (None or "": the defaults). A chosen device that is gone falls back to the default and
-        ``notify`` says so. ``AudioError`` with one sentence when the kind cannot work here."""
+        ``notify`` says so, naming it as ``names`` (id: what it was called) does, else by its id. ``AudioError``
+        with one sentence when the kind cannot work here."""
         notify = notify or (lambda text: None)
+        names = names or {}
         if kind == MIC:
-            return self._mic(device, notify)
+            return self._mic(device, notify, names)
         if kind == SYSTEM:
-            return self._system(output, notify)
+            return self._system(output, notify, names)
         if kind == BOTH:
             from app.sources.mix import MixSource
 
-            return MixSource(self._mic(device, notify), self._system(output, notify))
+            return MixSource(self._mic(device, notify, names), self._system(output, notify, names))
         raise AudioError(f"Unknown audio source \u201c{kind}\u201d; choose mic, system or both.")
 
-    def _mic(self, device: str | None, notify: Notify) -> Any:
+    def _mic(self, device: str | None, notify: Notify, names: dict[str, str]) -> Any:
         if self.sd is None:
             raise AudioError("Audio capture is unavailable because PortAudio is not installed.")
         if device and self.backend is not None:
@@ -131,19 +138,21 @@ class AudioSystem:
                     return source
         index = resolve_device(self.sd, device) if device else None
         if device and index is None:
-            notify(f"The microphone \u201c{self._mic_name(device)}\u201d is not connected; using the default one.")
+            name = names.get(device) or self._mic_name(device)
+            notify(f"The microphone \u201c{name}\u201d is not connected; using the default one.")
         return MicSource(self.sd, index)
 
     @staticmethod
     def _mic_name(device: str) -> str:
         return device.split(":", 1)[1] if device.startswith("pulse:") else device
 
-    def _system(self, output: str | None, notify: Notify) -> Any:
+    def _system(self, output: str | None, notify: Notify, names: dict[str, str]) -> Any:
         reason = self.system_unavailable()
         if reason is not None:
             raise AudioError(reason)
         if output and output not in {o.id for o in self.outputs()}:
-            notify(f"The output \u201c{output}\u201d is not available; following the default output.")
+            name = names.get(output) or output
+            notify(f"The output \u201c{name}\u201d is not available; following the default output.")
             output = ""
         return self.backend.system_source(output or "")
 

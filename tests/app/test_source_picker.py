@@ -105,3 +105,35 @@ def test_cli_source_problems_are_one_sentence(tmp_path, args, message):
     proc = run_livecap(tmp_path, "--model", "fake", *args, timeout=60)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.count(message) == 1  # once: a failed start came as a message and as a signal, both printed
+
+
+class _Unplugged(FakeBackend):
+    """The same machine with the headphones and the USB microphone unplugged."""
+
+    def outputs(self):
+        return super().outputs()[:1]
+
+    def microphones(self):
+        return []
+
+
+def test_a_chosen_device_that_is_not_connected_is_named_as_it_was_not_by_its_id(qtbot, controller, settings, fake_sd):
+    """The picker showed 'pulse:alsa_input.usb (not connected)' and the message said 'alsa_input.usb' (found in
+    QA; on real machines ids such as alsa_output.usb-...-00.analog-stereo)."""
+    w = make_window(qtbot, controller, settings, AudioSystem(fake_sd, FakeBackend(fake_sd)))
+    for box, name in ((w.sources.output_combo, "WH-1000XM4"), (w.sources.device_combo, "Blue Yeti")):
+        box.setCurrentIndex(box.findText(name))
+        box.activated.emit(box.currentIndex())
+    unplugged = AudioSystem(fake_sd, _Unplugged(fake_sd))
+    again = make_window(qtbot, controller, settings, unplugged)
+    assert again.sources.output_combo.currentText() == "WH-1000XM4 (not connected)"
+    assert again.sources.device_combo.currentText() == "Blue Yeti (not connected)"
+    again.sources.device_combo.activated.emit(again.sources.device_combo.currentIndex())  # chosen again: kept
+    assert settings.value(Key.DEVICE_NAME) == "Blue Yeti"
+    spec = again._session_spec()
+    said: list[str] = []
+    unplugged.make_source("both", spec.device, spec.output, said.append, spec.names)
+    assert said == [
+        "The microphone \u201cBlue Yeti\u201d is not connected; using the default one.",
+        "The output \u201cWH-1000XM4\u201d is not available; following the default output.",
+    ]
