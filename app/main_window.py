@@ -55,6 +55,7 @@ from app.controller import SessionController
 from app.export_dialog import ExportDialog
 from app.history import HistoryPane
 from app.icons import media_icon
+from app.info_dialog import InfoDialog
 from app.journal import RecoveredSession
 from app.overlay_manager import OverlayManager
 from app.paths import documents_dir
@@ -586,12 +587,16 @@ class MainWindow(QMainWindow):
             rows.append((self.settings.shortcut(s), s.value[2], where))
         return rows
 
-    def show_shortcuts(self) -> None:
+    def show_shortcuts(self) -> InfoDialog:
+        """Help > Keyboard shortcuts: every key, what it does and its menu item (a dialog that fits the screen)."""
         rows = "".join(
             f"<tr><td><b>{keys}</b></td><td>{what}</td><td>{where}</td></tr>"
             for keys, what, where in self.shortcut_rows()
         )
-        QMessageBox.information(self, "Keyboard shortcuts", f"<table cellspacing=6>{rows}</table>")
+        dialog = InfoDialog(self, "Keyboard shortcuts", f"<table cellspacing=6>{rows}</table>")
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
 
     # -- handlers ------------------------------------------------------------------------------------
     def _sounddevice(self) -> Any:

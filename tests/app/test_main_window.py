@@ -438,7 +438,6 @@ def test_pause_is_shown_and_keep_up_goes_at_stop(qtbot, journal_dir, settings, s
 
 
 def test_menus_show_their_shortcuts_and_the_dialog_names_the_menu_items(qtbot, window, monkeypatch):
-    from PySide6.QtWidgets import QMessageBox
 
     from app.settings import Shortcut
 
@@ -454,10 +453,10 @@ def test_menus_show_their_shortcuts_and_the_dialog_names_the_menu_items(qtbot, w
     for s in Shortcut:
         action = window._shortcut_actions[s]
         assert action.shortcut().toString() == window.settings.shortcut(s)
-    shown = []
-    monkeypatch.setattr(QMessageBox, "information", staticmethod(lambda parent, title, text: shown.append(text)))
-    window.show_shortcuts()
+    dialog = window.show_shortcuts()
+    shown = [dialog.label.text()]
     assert "Model \u25b8 Models\u2026" in shown[0] and "model folder" not in shown[0]
+    dialog.close()
 
 
 def test_caption_text_size_keys_are_remembered(qtbot, window, settings, controller, fake_sd):

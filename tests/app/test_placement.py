@@ -116,3 +116,22 @@ def test_model_dialog_is_never_larger_than_the_screen(tmp_path: Path):
     aw, ah, min_w, min_h, w, h = map(int, on_screen(tmp_path, 800, 500, code).split())
     assert (aw, ah) == (800, 500)
     assert min_w <= aw and min_h <= ah and w <= aw and h <= ah
+
+
+def test_a_long_message_fits_a_short_screen(tmp_path: Path):
+    """Help > Keyboard shortcuts was a message box 630 px high on a 512 px screen (1024 x 768 at 150 %), its
+    button below the edge: the list now scrolls in a dialog no larger than the screen."""
+    code = (
+        "from PySide6.QtWidgets import QApplication\n"
+        "app = QApplication([])\n"
+        "from app.info_dialog import InfoDialog\n"
+        "row = '<tr><td><b>Ctrl+Shift+O</b></td><td>Show or hide the caption overlay</td><td>View</td></tr>'\n"
+        "rows = row * 30\n"
+        "d = InfoDialog(None, 'Keyboard shortcuts', f'<table cellspacing=6>{rows}</table>')\n"
+        "d.show()\n"
+        "app.processEvents()\n"
+        "a = app.primaryScreen().availableGeometry()\n"
+        "print(a.height(), d.frameGeometry().height(), d.label.text().count('<tr>'))\n"
+    )
+    screen, height, rows = map(int, on_screen(tmp_path, 683, 512, code).split())
+    assert screen == 512 and height <= screen and rows == 30  # 30 rows need some 800 px: they scroll
