@@ -346,9 +346,7 @@ class MainWindow(QMainWindow):
         self.delay_combo.activated.connect(
             lambda: self.settings.set_value(Key.DELAY_MS, int(self.delay_combo.currentData()))
         )
-        self.history.copied.connect(
-            lambda n: self.status.showMessage(f"Copied {n} line(s)." if n else "Nothing to copy yet.", 3000)
-        )
+        self.history.copied.connect(self._say_copied)
 
         c.state_changed.connect(self._on_state)
         c.model_changed.connect(self._on_model)
@@ -786,12 +784,13 @@ class MainWindow(QMainWindow):
         self.live_srt_action.setText(f"Live SRT file: {Path(path).name}")
 
     def _copy_all(self) -> None:
-        if not self.controller.lines:  # the clipboard keeps what it holds
-            self.history.copied.emit(0)
-            return
-        text = "\n".join(line.text for line in self.controller.lines)
-        QGuiApplication.clipboard().setText(text)
-        self.status.showMessage(f"Copied {len(self.controller.lines)} line(s).", 3000)
+        lines = self.controller.lines
+        if lines:  # with none the clipboard keeps what it holds
+            QGuiApplication.clipboard().setText("\n".join(line.text for line in lines))
+        self._say_copied(len(lines))
+
+    def _say_copied(self, n: int) -> None:
+        self.status.showMessage(f"Copied {n} line(s)." if n else "Nothing to copy yet.", 3000)
 
     def _recover(self, recovered: RecoveredSession) -> None:
         self.controller.recover(recovered)

@@ -170,7 +170,6 @@ class ModelDialog(QDialog):
         # at 560 the texts of the selected model overlapped its buttons; a smaller screen still gets them all
         placement.limit_minimum(self, 800, 640)
         placement.fit(self, 920, 660, share=1.0)
-        self._roomy = self.minimumHeight() >= 640  # else the list and the details get less room, not overlap
         self._settings = settings
         self._remember = remember
         self.chosen: str | None = None
@@ -226,7 +225,8 @@ class ModelDialog(QDialog):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for col in range(1, len(self.COLUMNS)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
-        self.tree.setMinimumHeight(170 if self._roomy else 96)  # a short screen: fewer rows show, the list scrolls
+        roomy = self.minimumHeight() >= 640  # a short screen: the list and the details get less room, not overlap
+        self.tree.setMinimumHeight(170 if roomy else 96)  # a short screen: fewer rows show, the list scrolls
         self.tree.currentItemChanged.connect(lambda *_: self._update_selection())
         self.tree.itemDoubleClicked.connect(lambda *_: self._use() if self.use_button.isEnabled() else None)
 
@@ -243,7 +243,7 @@ class ModelDialog(QDialog):
         self.details_area.setWidgetResizable(True)
         self.details_area.setFrameShape(QFrame.Shape.NoFrame)
         self.details_area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.details_area.setMinimumHeight(104 if self._roomy else 48)
+        self.details_area.setMinimumHeight(104 if roomy else 48)
         self.details_area.setObjectName("modelDetailsArea")
         self.details_area.setAccessibleName("Selected model details (scrolls)")
         self.details_area.viewport().setAutoFillBackground(False)

@@ -175,10 +175,9 @@ class OverlayManager(QObject):
         return menu
 
     def _place_default(self) -> None:
-        screen = self._parent.screen() or QGuiApplication.primaryScreen()
-        if screen is None:
+        area = placement.area(self._parent)
+        if area is None:
             return
-        area = screen.availableGeometry()
         width = min(1000, int(area.width() * 0.8))
         height = min(self.overlay.sizeHint().height(), area.height())  # a large font: no taller than the screen
         self.overlay.resize(width, height)

@@ -70,12 +70,10 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
         print(f"livecap: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as stop:  # Ctrl+C (or SIGTERM) during a re-transcription: nothing half-stored
-        import signal
-
-        from engine.cli import Terminated
+        from engine.cli import stop_signal
 
         print("livecap: stopped; no new version was stored.", file=sys.stderr)
-        return 128 + (signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+        return 128 + stop_signal(stop)
     except Exception as exc:  # one sentence, never a traceback
         print(f"livecap: {user_message(exc, 'the session command failed')}", file=sys.stderr)
         return 1

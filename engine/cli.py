@@ -135,6 +135,11 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a service manager), raised where Ctrl+C would raise KeyboardInterrupt."""
 
 
+def stop_signal(stop: KeyboardInterrupt) -> int:
+    """The signal behind ``stop``: SIGTERM for ``Terminated``, else SIGINT (Ctrl+C). Shared with ``livecap``."""
+    return int(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+
+
 def transcribe(session, audio, step: int, realtime: bool = False) -> tuple[list, int, int]:
     """Feed ``audio`` (an ``AudioStream``) in chunks of ``step`` samples, then finish; the committed lines, the
     number of samples fed, and the signal that stopped the feed early (Ctrl+C: SIGINT, ``Terminated``: SIGTERM;
@@ -155,14 +160,14 @@ def transcribe(session, audio, step: int, realtime: bool = False) -> tuple[list,
                 lines.extend(ev.committed)
             fed += len(chunk)
     except KeyboardInterrupt as stop:  # keep what was heard; a second Ctrl+C while finishing ends at once
-        stopped = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+        stopped = stop_signal(stop)
     try:
         for ev in session.finish():
             lines.extend(ev.committed)
     except Exception:  # noqa: BLE001 - stopped inside a step: the lines committed before it stand
         if not stopped:
             raise
-    return lines, fed, int(stopped)
+    return lines, fed, stopped
 
 
 def check_output(audio: str, output: str | None) -> None:
@@ -234,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {e}", file=sys.stderr)
         return e.exit_code
     except KeyboardInterrupt as stop:  # before the feed (loading the model) or while finishing: nothing to keep
-        return 128 + (signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+        return 128 + stop_signal(stop)
     except MemoryError:
         print(f"{PROG}: Out of memory; try a smaller model or the MLX backend.", file=sys.stderr)
         return 1

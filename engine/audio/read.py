@@ -157,9 +157,8 @@ def open_audio(path_or_dash: str | os.PathLike[str]) -> AudioStream:
     ``"-"`` reads stdin: raw float32 little-endian 16 kHz mono samples as they arrive (a trailing partial
     sample is dropped, and ``ended_early`` says so; empty input gives zero samples), or a WAV file when it
     starts with a RIFF header; other formats (FLAC, OGG, MP3, ... recognised by their first bytes) are
-    refused with one sentence. A file that
-    cannot be read raises :class:`engine.errors.AudioError` with one sentence that names it; an unknown
-    format's sentence names the formats that work.
+    refused with one sentence. A file that cannot be read raises :class:`engine.errors.AudioError` with one
+    sentence that names it; an unknown format's sentence names the formats that work.
     """
     if isinstance(path_or_dash, str) and path_or_dash == "-":
         return _open_stdin()

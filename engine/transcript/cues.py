@@ -162,19 +162,19 @@ def end_slots(lines: Sequence[Line], audio_end: float | None, span: float) -> di
     while first and lines[spoken[first - 1]].start >= end:
         first -= 1
     tail, head = spoken[first:], spoken[:first]
-    if not tail:
+    count = len(tail)
+    if not count:
         return {}
     floor = max((lines[i].end for i in head), default=0.0)
     slots: dict[int, tuple[float, float]] = {}
     if head and floor >= end:  # the Line before them runs to the end: it gives up to the second half of its time
         last = lines[head[-1]]
         before = max((lines[i].end for i in head[:-1]), default=0.0)
-        floor = max(before, last.start + (end - last.start) / 2, end - span * len(tail))
+        floor = max(before, last.start + (end - last.start) / 2, end - span * count)
         slots[head[-1]] = (last.start, floor)
-    slot = min(span, (end - floor) / len(tail))
+    slot = min(span, (end - floor) / count)
     if slot <= 0:
         return {}
-    count = len(tail)
     slots.update({i: (end - (count - k) * slot, end - (count - k - 1) * slot) for k, i in enumerate(tail)})
     return slots
 
