@@ -3,12 +3,15 @@ meters (one per input under Both). GUI thread only.
 
 The widgets live in the main window's toolbar (``install``) and the choice is mirrored in the Session menu
 (``menu``). Every choice is saved in ``Settings`` at once (``Key.SOURCE``, ``Key.OUTPUT``, ``Key.DEVICE``);
-on a first run the source is System audio where this machine can capture it, else the microphone.
+on a first run the source is System audio where this machine can capture it, else the microphone. The output
+and microphone lists are filled again (PortAudio made to look again) each time one of them opens, so a device
+plugged in since is there; they are disabled during a session, when a re-scan would stop it.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, Qt, Signal
@@ -48,6 +51,8 @@ class SourcePicker(QObject):
         self.source_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.output_combo = _combo(parent, "outputCombo", "Output whose sound is captioned")
         self.device_combo = _combo(parent, "deviceCombo", "Microphone")
+        for box in (self.output_combo, self.device_combo):
+            box.opening = lambda: self.refresh(rescan=True)
         self.refresh_button = QToolButton(parent)
         self.refresh_button.setObjectName("refreshDevices")
         self.refresh_button.setIcon(parent.style().standardIcon(QStyle.StandardPixmap.SP_BrowserReload))
@@ -231,8 +236,22 @@ class SourcePicker(QObject):
         return {key: name for key, name in pairs if key and name}
 
 
+class _DeviceCombo(QComboBox):
+    """A device picker that calls ``opening`` just before its list shows."""
+
+    opening: Callable[[], None] | None = None
+
+    def showPopup(self) -> None:  # noqa: N802 - Qt's name
+        if self.opening is not None:
+            try:
+                self.opening()
+            except Exception:  # a list not filled again still opens
+                log.warning("refreshing the device list failed", exc_info=True)
+        super().showPopup()
+
+
 def _combo(parent: QWidget, name: str, tip: str) -> QComboBox:
-    box = QComboBox(parent)
+    box = _DeviceCombo(parent)
     box.setObjectName(name)
     box.setMinimumContentsLength(DEVICE_COMBO_CHARS)
     box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)

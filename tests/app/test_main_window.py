@@ -828,3 +828,18 @@ def test_hints_and_tooltips_name_the_keys_the_user_chose(qtbot, controller, sett
     assert "Space" not in w.caption_view.hint()
     assert "(F5)" in w.start_action.toolTip() and "(F5)" in w.pause_action.toolTip()
     assert w.quit_action.shortcut() == QKeySequence("Ctrl+Q")
+
+
+def test_a_device_plugged_in_since_shows_when_a_picker_opens(qtbot, window, fake_sd):
+    """The lists were filled at start and by the Refresh button only: a microphone plugged in later was not in the
+    picker until the user found that button."""
+    from tests.app.fake_sounddevice import make_device
+
+    box = window.sources.device_combo
+    assert box.findData("USB Headset") < 0
+    fake_sd._pending = [*fake_sd.devices, make_device("USB Headset")]  # PortAudio lists it after a re-scan
+    box.showPopup()
+    try:
+        assert box.findData("USB Headset") >= 0
+    finally:
+        box.hidePopup()
