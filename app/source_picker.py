@@ -209,6 +209,7 @@ class SourcePicker(QObject):
         for out in outputs:
             box.addItem(out.name, out.id)
         _select(box, wanted, self.settings.value(Key.OUTPUT_NAME))
+        _fit_device_combo(box)  # its width was fitted while only the first entry was there
 
     def _fill_mics(self, mics: list[Any]) -> None:
         wanted = self.settings.value(Key.DEVICE)
@@ -220,6 +221,7 @@ class SourcePicker(QObject):
         _select(box, wanted, self.settings.value(Key.DEVICE_NAME))
         if not mics:
             box.setItemText(0, "No microphone found")
+        _fit_device_combo(box)  # its width was fitted while only the first entry was there
 
     def _output_chosen(self) -> None:
         _save_choice(self.settings, self.output_combo, Key.OUTPUT, Key.OUTPUT_NAME)

@@ -10,6 +10,7 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractButton, QApplication, QWidget
 
 from app.main_window import MainWindow
+from app.settings import Key
 
 LINES_TEXT = ["Good morning.", "Welcome to the talk."]
 
@@ -285,3 +286,28 @@ def test_toolbar_overflow_button_is_visible_in_dark_themes(qtbot, controller, se
         image = button.grab().toImage()
         inside = QRect(3, 3, image.width() - 6, image.height() - 6)  # within any border
         assert _bright_pixels(image, inside) >= 6, theme
+
+
+def test_the_toolbar_fits_the_first_window_size_in_every_theme(qtbot, controller, settings, themed):
+    """At the first window size every toolbar entry shows in every theme. The device pickers were fitted to their
+    first entry while their lists were filled ("System default", "Default output (follows changes)": up to 342 px
+    instead of about 10 characters), and the high-contrast toolbar then put Export and Sessions behind its overflow."""
+    from PySide6.QtWidgets import QToolButton
+
+    from app.main_window import FIRST_SIZE
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    settings.set_value(Key.SOURCE, "mic")
+    sd = FakeSoundDevice([make_device("Fake Mic"), make_device("USB Headset")])
+    for theme in ("system", "light", "dark", "high-contrast"):
+        themed(theme)
+        settings.set_value(Key.THEME, theme)
+        w = MainWindow(controller, settings, sounddevice=sd)
+        qtbot.addWidget(w)
+        w.resize(*FIRST_SIZE)
+        w.show()
+        qtbot.waitExposed(w)
+        assert w.device_combo.currentText() == "System default"
+        extension = w.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+        assert extension is None or not extension.isVisible(), (theme, w.toolbar.sizeHint().width())
+        w.close()
