@@ -237,10 +237,16 @@ class MicSource(QueuedInput):
     kind = "microphone"
 
     def __init__(
-        self, sd: Any, device: int | None = None, max_queue_seconds: float = 10.0, channels: int | None = None
+        self,
+        sd: Any,
+        device: int | None = None,
+        max_queue_seconds: float = 10.0,
+        channels: int | None = None,
+        label: str | None = None,
     ) -> None:
         self._sd = sd
         self.device = device
+        self.label = label  # what the description calls the device (default: PortAudio's name)
         self._want_channels = channels  # None: mono when the device allows it
         self.queue = AudioQueue(max_queue_seconds)
         self.rate = SAMPLE_RATE
@@ -296,7 +302,7 @@ class MicSource(QueuedInput):
             ) from exc
         self._last_callback = time.monotonic()
         self._got_block = False
-        self.description = f"{name} ({rate / 1000:g} kHz)"
+        self.description = f"{self.label or name} ({rate / 1000:g} kHz)"
 
     def close(self) -> None:
         """Stop and close the stream; the queued blocks stay readable. A stream that is lost or not delivering

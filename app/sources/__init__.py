@@ -10,7 +10,6 @@ PulseAudio by name on Linux. ``mix`` mixes the two for Both.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 from collections.abc import Callable
@@ -37,6 +36,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Notify = Callable[[str], None]
+SERVER_ALIASES = frozenset({"default", "sysdefault", "pulse", "pipewire"})  # ALSA's names for the sound server
 
 
 def make_backend(sd: Any, platform: str | None = None) -> Any:
@@ -91,16 +91,26 @@ class AudioSystem:
             return []
 
     def microphones(self) -> list[Endpoint]:
-        """Microphones by human name: the sound server's (PulseAudio descriptions) first, then PortAudio's."""
-        mics: list[Endpoint] = []
-        if self.backend is not None:
-            with contextlib.suppress(Exception):
-                mics += self.backend.microphones()
+        """Microphones by human name: the sound server's (PulseAudio descriptions) first, then PortAudio's; where
+        the server lists its own, not ALSA's names for the server itself ("default", "pulse": "System default"
+        is that already)."""
+        mics: list[Endpoint] = self._server_microphones()
+        server = bool(mics)
         if self.sd is not None:
             for dev in list_input_devices(self.sd):
+                if server and dev.hostapi == "ALSA" and dev.name in SERVER_ALIASES:
+                    continue
                 label = dev.name + (f" ({dev.hostapi})" if dev.hostapi else "")
                 mics.append(Endpoint(dev.name, label, dev.is_default and not mics))
         return mics
+
+    def _server_microphones(self) -> list[Endpoint]:
+        if self.backend is None:
+            return []
+        try:
+            return list(self.backend.microphones())
+        except Exception:  # a backend without microphones of its own, or a broken sound system
+            return []
 
     # -- sources (engine worker thread) ------------------------------------------------------------
     def make_source(
@@ -140,7 +150,9 @@ class AudioSystem:
         if device and index is None:
             name = names.get(device) or self._mic_name(device)
             notify(f"The microphone \u201c{name}\u201d is not connected; using the default one.")
-        return MicSource(self.sd, index)
+        # the default device is named as the sound server calls its default microphone (PortAudio says "default")
+        default = next((m.name for m in self._server_microphones() if m.is_default), None) if index is None else None
+        return MicSource(self.sd, index, label=default)
 
     @staticmethod
     def _mic_name(device: str) -> str:

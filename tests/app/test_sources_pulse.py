@@ -53,6 +53,19 @@ def test_outputs_and_microphones_by_their_names(pulse_server):
     assert mics[0] == Endpoint("pulse:fakemic", "Virtual Mic", True)
     assert not any("Monitor" in m.name for m in mics)  # monitors are outputs, not microphones
     assert audio.find("system", "headphones") == "virt_alt" and audio.find("mic", "Virtual Mic") == "pulse:fakemic"
+    # ALSA's names for the server itself are "System default" again ("pulse (ALSA)", "default (ALSA)" were listed)
+    assert not any(m.id in ("default", "pulse", "pipewire", "sysdefault") for m in mics), mics
+
+
+def test_the_default_microphone_is_named_as_the_server_calls_it(pulse_server):
+    """The status bar said "Input: default (16 kHz)" (PortAudio's name for the default device)."""
+    for kind in ("mic", "both"):
+        source = AudioSystem(pulse_server.sd).make_source(kind, "")
+        source.open()
+        try:
+            assert source.description.startswith("Virtual Mic ("), source.description
+        finally:
+            source.close()
 
 
 def test_system_source_captures_what_plays_and_follows_the_default_output(pulse_server):
