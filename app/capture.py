@@ -247,6 +247,7 @@ class MicSource(QueuedInput):
         self._sd = sd
         self.device = device
         self.label = label  # what the description calls the device (default: PortAudio's name)
+        self.name = ""  # the device as the user knows it, once open (the description adds the rate)
         self._want_channels = channels  # None: mono when the device allows it
         self.queue = AudioQueue(max_queue_seconds)
         self.rate = SAMPLE_RATE
@@ -302,7 +303,8 @@ class MicSource(QueuedInput):
             ) from exc
         self._last_callback = time.monotonic()
         self._got_block = False
-        self.description = f"{self.label or name} ({rate / 1000:g} kHz)"
+        self.name = self.label or name
+        self.description = f"{self.name} ({rate / 1000:g} kHz)"
 
     def close(self) -> None:
         """Stop and close the stream; the queued blocks stay readable. A stream that is lost or not delivering

@@ -401,13 +401,13 @@ class EngineWorker(QObject):
     def _handle_loss(self) -> None:
         source = self._source
         log.warning("input lost: %s", source.description)
-        what, gone = ("The microphone" if source.kind == "microphone" else "The audio input"), source.description
         sides = {"mic": getattr(source, "mic", None), "system": getattr(source, "system", None)}
         self._kept = {name for name, side in sides.items() if side is not None and not side.lost}
-        if self._kept == {"system"}:
-            what, gone = "The microphone", sides["mic"].description
-        elif self._kept == {"mic"}:
-            what, gone = "The audio input", sides["system"].description
+        lost = {frozenset({"system"}): sides["mic"], frozenset({"mic"}): sides["system"]}.get(
+            frozenset(self._kept), source
+        )
+        what = {"microphone": "The microphone", "system": "The output"}.get(lost.kind, "The audio input")
+        gone = getattr(lost, "name", "") or lost.description  # as the user knows it, without the rate
         source.close()
         self._feed(source.read())
         self._dropped_before += source.dropped_seconds

@@ -371,6 +371,11 @@ class MixSource:
         return out
 
     @property
+    def name(self) -> str:
+        """Both inputs, as the user knows them."""
+        return f"{_name(self.mic)} + {_name(self.system)}"
+
+    @property
     def gated_seconds(self) -> float:
         return self.gate.gated_samples / RATE
 
@@ -394,3 +399,7 @@ class MixSource:
     @property
     def dropped_seconds(self) -> float:
         return self.mic.dropped_seconds + self.system.dropped_seconds
+
+
+def _name(source: Any) -> str:
+    return getattr(source, "name", "") or source.description

@@ -170,7 +170,7 @@ class PulseSystemSource(SystemCapture):
         self._next_check = 0.0
         self._checked = 0.0  # when the output was last seen to exist
         self.rate = SAMPLE_RATE
-        self.description = ""
+        self.description = self.name = ""
         self.switches = 0
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -190,6 +190,7 @@ class PulseSystemSource(SystemCapture):
         self.rate = capture.rate
         follows = " \u2014 follows the default output" if self.follow else ""
         self.description = f"System audio: {capture.description}{follows}"
+        self.name = name  # the output, as the user knows it
         self._checked = time.monotonic()
         self._next_check = self._checked + CHECK_EVERY_S
 

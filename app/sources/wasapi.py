@@ -206,6 +206,11 @@ class WasapiLoopbackSource(QueuedInput):
 
     # -- state ---------------------------------------------------------------------------------------
     @property
+    def name(self) -> str:
+        """The output, as the user knows it."""
+        return self.device_name
+
+    @property
     def lost(self) -> bool:
         """True when the stream stopped by itself (the output was unplugged) or could not be reopened."""
         if self._broken:

@@ -333,9 +333,13 @@ def test_under_both_a_lost_microphone_leaves_the_chosen_output(qtbot, pulse_serv
         assert "Virtual Headphones" in c.input_description
         wait_recording(pulse_server, count=2)
         qtbot.wait(1000)
+        lost: list[str] = []
+        c.device_lost.connect(lost.append)
         with qtbot.waitSignal(c.device_recovered, timeout=20000) as recovered:
             writer.stop.set()  # the microphone stops delivering
         assert "Virtual Headphones" in recovered.args[0] and "Virtual Speakers" not in recovered.args[0]
+        # the side that went, as the user knows it ("Virtual Mic (16 kHz)" before)
+        assert lost == ["The microphone \u201cVirtual Mic\u201d stopped delivering audio."]
         with qtbot.waitSignal(c.session_finished, timeout=10000):
             c.stop()
     finally:

@@ -186,6 +186,7 @@ def test_device_unplugged_mid_session_moves_to_default(qtbot, journal_dir, speec
         with qtbot.waitSignal(c.device_lost, timeout=3000) as lost:
             sd.unplug("Headset")
         assert "Headset" in lost.args[0]
+        assert lost.args[0] == "The microphone \u201cHeadset\u201d stopped delivering audio."  # not "Headset (16 kHz)"
         with qtbot.waitSignal(c.device_recovered, timeout=5000) as found:
             pass
         assert "Laptop Mic" in found.args[0]
