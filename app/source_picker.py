@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QMenu, QStyle, QTo
 from app.capture import refresh_devices
 from app.level_meter import LevelMeter
 from app.settings import Key, Settings
-from app.sources import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SYSTEM
+from app.sources import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SERVER_ALIASES, SYSTEM
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +213,8 @@ class SourcePicker(QObject):
 
     def _fill_mics(self, mics: list[Any]) -> None:
         wanted = self.settings.value(Key.DEVICE)
+        if wanted in SERVER_ALIASES and all(m.id != wanted for m in mics):
+            wanted = ""  # ALSA's name for the sound server, chosen before it left the list: "System default" is it
         box = self.device_combo
         box.clear()
         box.addItem("System default", "")

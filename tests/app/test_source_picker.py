@@ -137,3 +137,18 @@ def test_a_chosen_device_that_is_not_connected_is_named_as_it_was_not_by_its_id(
         "The microphone \u201cBlue Yeti\u201d is not connected; using the default one.",
         "The output \u201cWH-1000XM4\u201d is not available; following the default output.",
     ]
+
+
+def test_a_saved_alsa_name_for_the_sound_server_is_system_default(qtbot, controller, settings):
+    """ALSA's names for the sound server ("default", "pulse") are no longer listed beside the server's own
+    microphones; one chosen before shows as "System default", not as a device that is not connected."""
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    sd = FakeSoundDevice([make_device("default"), make_device("pulse"), make_device("USB Mic")])
+    alsa = {"name": "ALSA", "devices": [0, 1, 2]}
+    sd.query_hostapis = lambda index=None: [alsa] if index is None else alsa
+    settings.set_value(Key.SOURCE, "mic")
+    settings.set_value(Key.DEVICE, "default")
+    w = make_window(qtbot, controller, settings, AudioSystem(sd, FakeBackend(sd)))
+    assert items(w.sources.device_combo) == ["System default", "Blue Yeti", "USB Mic (ALSA)"]
+    assert w.sources.device_combo.currentText() == "System default"
