@@ -54,19 +54,20 @@ _ort: Any = None
 def available() -> bool:
     """Whether ONNX Runtime imports here (the quantized CPU path needs it)."""
     try:
-        _runtime()
+        runtime()
     except ImportError:
         return False
     return True
 
 
-def _runtime():
-    """The ``onnxruntime`` module (imported on first use)."""
+def runtime():
+    """The ``onnxruntime`` module (imported on first use, its telemetry off: see ``engine``)."""
     global _ort
     with _lock:
         if _ort is None:
             import onnxruntime as ort
 
+            ort.disable_telemetry_events()  # Windows builds (elsewhere ORT_DISABLE_TELEMETRY did it at import)
             _ort = ort
     return _ort
 
@@ -78,7 +79,7 @@ def supports(group_size: int, bits: int, in_dim: int) -> bool:
 
 def _session(model: bytes):
     """A session that computes on the calling thread only (parallelism comes from ``cpu_pool``)."""
-    ort = _runtime()
+    ort = runtime()
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.intra_op_num_threads, so.inter_op_num_threads = SESSION_THREADS, 1

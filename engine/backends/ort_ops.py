@@ -21,7 +21,7 @@ import numpy as np
 
 from . import cpu_pool
 from . import onnx_proto as P
-from .ort_kernels import runner
+from .ort_kernels import runner, runtime
 
 PAR_ELEMS = 1 << 20  # inputs with at least this many values are cut into row ranges, one per CPU (cpu_pool)
 _lock = threading.Lock()
@@ -44,7 +44,7 @@ class RowOp:
         if x2.size < PAR_ELEMS or rows < 2 or cpu_pool.CPUS < 2:
             return self._run(["y"], {"x": x2, **feed})[0].reshape(shape)
         out = np.empty_like(x2)
-        ort = _runtime()
+        ort = runtime()
         parts = min(rows, cpu_pool.CPUS)
         edges = [rows * i // parts for i in range(parts + 1)]
 
@@ -61,12 +61,6 @@ class RowOp:
 
         cpu_pool.run([job(a, b) for a, b in zip(edges[:-1], edges[1:])])
         return out.reshape(shape)
-
-
-def _runtime():
-    import onnxruntime as ort
-
-    return ort
 
 
 def _build(key: tuple) -> RowOp | None:
@@ -93,7 +87,7 @@ def _build(key: tuple) -> RowOp | None:
     else:
         raise ValueError(op)
     try:
-        ort = _runtime()
+        ort = runtime()
         so = ort.SessionOptions()
         so.log_severity_level = 3
         so.intra_op_num_threads, so.inter_op_num_threads = 1, 1  # parallelism comes from cpu_pool
