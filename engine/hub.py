@@ -765,7 +765,8 @@ def scan_models(cache: Path | None = None) -> dict[str, RepoScan]:
 
 
 def delete_model(repo_ids: str | Sequence[str], scans: dict[str, RepoScan] | None = None) -> int:
-    """Delete every cached revision and unfinished download of a model (all its ids); returns the bytes freed.
+    """Delete every cached revision and unfinished download of a model (all its ids), and the 8/4-bit copies made
+    from them; returns the bytes freed.
 
     Revisions go through ``scan_cache_dir``'s delete strategy; what no revision owns (kept partial bytes,
     temporary files of a transfer that was ended) goes with the repo's folder."""
@@ -794,7 +795,9 @@ def delete_model(repo_ids: str | Sequence[str], scans: dict[str, RepoScan] | Non
             strategy.execute()
         shutil.rmtree(s.path, ignore_errors=True)
         shutil.rmtree(s.path.parent / ".locks" / s.path.name, ignore_errors=True)
-    return freed
+    from .models.quantize import sweep
+
+    return freed + sweep()  # the quantized copies of what went
 
 
 def remove_revision(repo_id: str, commit: str) -> None:

@@ -118,6 +118,10 @@ class TensorStore:
     def keys(self) -> Iterable[str]:
         return self.infos.keys()
 
+    def files(self) -> list[Path]:
+        """The safetensors files the tensors come from (every shard), in path order."""
+        return sorted({info.path for info in self.infos.values()})
+
     def info(self, name: str, shape: tuple[int, ...] | None = None) -> TensorInfo:
         """Metadata of ``name``; checks the shape when given (ModelError on a mismatch or a missing tensor)."""
         if name not in self.infos:

@@ -1,7 +1,11 @@
 """Quantization on load, for every family: affine 4/6/8-bit matrices (``Backend.quantize``, MLX layout),
-cached as a safetensors file next to nothing the user owns (platformdirs user cache, keyed by the
-checkpoint file's path, size and mtime, the bit width, the group size, the layout version and the family's
-list of matrices), so the next start loads the converted matrices directly instead of converting again.
+cached as a safetensors file next to nothing the user owns (platformdirs user cache, keyed by every
+checkpoint file's path, size and mtime (all shards of a sharded checkpoint), the bit width, the group size, the
+layout version and the family's list of matrices), so the next start loads the converted matrices directly
+instead of converting again. A copy is written under a temporary name, flushed to disk and renamed; beside it a
+small JSON file lists its checkpoint files, so that ``sweep`` can delete the copies whose checkpoint changed or
+went (a model updated or deleted: a copy of Voxtral is gigabytes). No cache (a read-only or full disk) is only
+slower.
 
 A family names its matrices as ``(canonical name, owner object, attribute)`` targets; each target's float
 matrix is replaced by ``Backend.prepare_linear`` of its quantized form, in groups of 64 columns. Where 64 does
@@ -17,8 +21,12 @@ copy as it is.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import os
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -36,16 +44,74 @@ GROUPS = (GROUP, 32, 16)
 LAYOUT = 3
 
 
-def cache_path(weights_file: Path, bits: int, tag: str = "", layout: int = LAYOUT) -> Path:
-    """Where the quantized copy of ``weights_file`` at ``bits`` lives (``tag`` tells target lists apart)."""
+Weights = Path | Sequence[Path]  # a checkpoint's file, or all its shards
+
+
+def cache_dir() -> Path:
+    """The folder of the quantized copies."""
     from platformdirs import user_cache_dir
 
-    st = weights_file.stat()
-    key = f"{weights_file.resolve()}|{st.st_size}|{st.st_mtime_ns}|{bits}|{GROUP}|{tag}"
+    return Path(user_cache_dir("livecap")) / "quantized"
+
+
+def _sources(weights: Weights) -> list[tuple[str, int, int]]:
+    """``(resolved path, size, mtime in ns)`` of each checkpoint file, in path order."""
+    files = [weights] if isinstance(weights, (str, Path)) else list(weights)
+    out = []
+    for f in sorted({Path(f).resolve() for f in files}):
+        st = f.stat()
+        out.append((str(f), st.st_size, st.st_mtime_ns))
+    return out
+
+
+def cache_path(weights: Weights, bits: int, tag: str = "", layout: int = LAYOUT) -> Path:
+    """Where the quantized copy of the checkpoint ``weights`` (its file, or all its shards) at ``bits`` lives
+    (``tag`` tells target lists apart)."""
+    key = "+".join(f"{p}|{size}|{mtime}" for p, size, mtime in _sources(weights)) + f"|{bits}|{GROUP}|{tag}"
     if layout > 1:
         key += f"|{layout}"
     digest = hashlib.sha1(key.encode()).hexdigest()
-    return Path(user_cache_dir("livecap")) / "quantized" / f"{digest[:20]}.safetensors"
+    return cache_dir() / f"{digest[:20]}.safetensors"
+
+
+STALE_TEMP_S = 24 * 3600  # a temporary copy this old belongs to a process that died while writing it
+
+
+def sweep(folder: Path | None = None) -> int:
+    """Delete the quantized copies whose checkpoint files changed or are gone (they can never be used again),
+    and temporary copies older than ``STALE_TEMP_S``; returns the bytes freed. Copies without their list of
+    files (written before it existed) are kept. Never raises."""
+    folder = cache_dir() if folder is None else folder
+    freed = 0
+    with contextlib.suppress(OSError):
+        for f in folder.iterdir():
+            try:
+                if f.name.endswith(".tmp.safetensors"):
+                    stale = time.time() - f.stat().st_mtime > STALE_TEMP_S
+                    doomed = [f] if stale else []
+                elif f.suffix == ".json":
+                    doomed = [f.with_suffix(".safetensors"), f] if not _current(f) else []
+                else:
+                    continue
+                for d in doomed:
+                    size = d.stat().st_size if d.exists() else 0
+                    d.unlink(missing_ok=True)
+                    freed += size
+            except OSError:
+                continue
+    return freed
+
+
+def _current(sidecar: Path) -> bool:
+    """Whether the checkpoint files a copy's JSON lists are all there as they were."""
+    try:
+        listed = [tuple(s) for s in json.loads(sidecar.read_text(encoding="utf-8"))["sources"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # unreadable: the copy cannot be checked, and is rebuilt when it is wanted again
+    try:
+        return listed == [(p, size, mtime) for p, size, mtime in _sources([Path(s[0]) for s in listed])]
+    except OSError:  # a file is gone
+        return False
 
 
 def _group(bits: int, w, scales) -> int:
@@ -73,13 +139,14 @@ def quantize_targets(
     B,
     targets: list[tuple[str, object, str]],
     bits: int,
-    weights_file: Path | None = None,
+    weights_file: Weights | None = None,
     tag: str = "",
     groups: dict[str, tuple[int, ...]] | None = None,
 ) -> bool:
     """Quantize the float matrices ``targets`` in place on backend ``B``; True when a cached copy was used.
-    ``groups``: the group sizes to try for some targets (by name) instead of ``GROUPS``; a family that gives them
-    must tell the cached copies apart by ``tag``."""
+    ``weights_file``: the checkpoint's file or all its shards (None: no cache). ``groups``: the group sizes to try
+    for some targets (by name) instead of ``GROUPS``; a family that gives them must tell the cached copies apart
+    by ``tag``."""
     targets = [t for t in targets if not B.quantized(getattr(t[1], t[2]))]  # stored quantized: kept as they are
     path = cache_path(weights_file, bits, tag) if weights_file is not None else None
     if path is not None and path.is_file():
@@ -116,13 +183,25 @@ def quantize_targets(
             if q.padded:
                 saved[f"{n}.cols"] = B.asarray(np.array([q.cols], np.int64))  # integers stay integers
     if path is not None and saved:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp.safetensors")  # per process: two may convert the same model
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            B.save_tensors(tmp, saved)
-            os.replace(tmp, path)
-            for old in range(1, LAYOUT):  # the copies this one replaces
+        _save(B, path, saved, weights_file)
+        for old in range(1, LAYOUT):  # the copies this one replaces
+            with contextlib.suppress(OSError):
                 cache_path(weights_file, bits, tag, layout=old).unlink(missing_ok=True)
-        except (OSError, RuntimeError, LivecapError):
-            tmp.unlink(missing_ok=True)  # no cache is only slower; a part-written copy must not stay (a full disk)
+        sweep(path.parent)  # the copies of this checkpoint before it changed, of models deleted since
     return False
+
+
+def _save(B, path: Path, saved: dict, weights: Weights) -> None:
+    """Write the copy (temporary name, flushed, renamed) and its list of checkpoint files; nothing when that
+    fails (no cache is only slower; a part-written copy must not stay: a full disk, a read-only folder)."""
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.safetensors")  # per process: two may convert the same model
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        B.save_tensors(tmp, saved)
+        with open(tmp, "rb") as f:  # on disk before the rename: a power cut must not leave a zero-filled copy
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        path.with_suffix(".json").write_text(json.dumps({"sources": _sources(weights)}), encoding="utf-8")
+    except (OSError, RuntimeError, LivecapError):
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)

@@ -487,6 +487,23 @@ def test_delete(fake: FakeHub) -> None:
     size = I.local_state(REPO).size_on_disk
     assert H.delete_model(REPO) == size
     assert not path.exists() and I.local_state(REPO) is None
+
+
+def test_deleting_a_model_deletes_its_8_bit_copy(
+    fake: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The 8/4-bit copy made from a model stayed in the cache after the model was deleted (a Voxtral copy is
+    gigabytes): it goes with the model, and counts in the space freed."""
+    pytest.importorskip("onnxruntime")
+    from engine import load_model
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = I.install_model(REPO)
+    load_model(path, backend="numpy", quantize=8)
+    (copy,) = list((tmp_path / "cache").rglob("*.safetensors"))
+    size = I.local_state(REPO).size_on_disk + copy.stat().st_size
+    assert H.delete_model(REPO) >= size
+    assert not copy.exists()
     # A partial download is deleted too.
     fake.drop_at[BIG] = STEP + 800_000
     fake.down_after_drop = True

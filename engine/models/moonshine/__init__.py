@@ -46,6 +46,6 @@ def load(
     if quantize:
         from .quantize import quantize_model
 
-        model.cache_hit = quantize_model(model, quantize, next(iter(store.infos.values())).path)
+        model.cache_hit = quantize_model(model, quantize, store.files())
     model.prepare_blocks()
     return model

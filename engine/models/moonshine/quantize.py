@@ -4,9 +4,9 @@ stay float32: they are small, or read one row at a time)."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import contextlib
 
-from ..quantize import GROUPS, cache_path, quantize_targets
+from ..quantize import GROUPS, Weights, cache_path, quantize_targets
 
 _ENC = ("qkv", "o", "fc1", "fc2")
 _DEC = ("qkv", "o", "xq", "xkv", "xo", "fc1", "fc2")
@@ -39,12 +39,13 @@ def half_head_groups(model) -> dict[str, tuple[int, ...]]:
     return {f"dec.{i}.{a}": fits for i in range(len(model.dec_layers)) for a in ("o", "xo")}
 
 
-def quantize_model(model, bits: int, weights_file: Path | None = None) -> bool:
+def quantize_model(model, bits: int, weights_file: Weights | None = None) -> bool:
     """Quantize ``model``'s matrices in place (before ``MoonshineModel.prepare_blocks``); True when a cached
-    copy was used."""
+    copy was used. ``weights_file``: the checkpoint's file or all its shards (the cache's key)."""
     groups = half_head_groups(model)
     tag = "moonshine" if not groups else f"moonshine|half-heads-{next(iter(groups.values()))[0]}"
     hit = quantize_targets(model.B, targets(model), bits, weights_file, tag=tag, groups=groups)
     if not hit and groups and weights_file is not None:
-        cache_path(weights_file, bits, "moonshine").unlink(missing_ok=True)  # the copy in groups of 64 it replaces
+        with contextlib.suppress(OSError):  # the copy in groups of 64 it replaces
+            cache_path(weights_file, bits, "moonshine").unlink(missing_ok=True)
     return hit

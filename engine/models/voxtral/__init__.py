@@ -51,6 +51,5 @@ def load(
     if quantize:
         from .quantize import quantize_model
 
-        weights = next(iter(store.infos.values())).path
-        model.cache_hit = quantize_model(model, quantize, weights)
+        model.cache_hit = quantize_model(model, quantize, store.files())
     return model

@@ -4,9 +4,7 @@ the ada MLP stay in float."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..quantize import quantize_targets
+from ..quantize import Weights, quantize_targets
 
 _MATS = ("wq", "wk", "wv", "wo", "w1", "w2", "w3")
 
@@ -21,6 +19,7 @@ def _targets(model):
     return out
 
 
-def quantize_model(model, bits: int, weights_file: Path | None = None) -> bool:
-    """Quantize ``model``'s matrices in place; returns True when a cached copy was used."""
+def quantize_model(model, bits: int, weights_file: Weights | None = None) -> bool:
+    """Quantize ``model``'s matrices in place; returns True when a cached copy was used. ``weights_file``: the
+    checkpoint's file or all its shards (the cache's key)."""
     return quantize_targets(model.B, _targets(model), bits, weights_file, tag="voxtral")
