@@ -748,7 +748,10 @@ class MainWindow(QMainWindow):
         self._reload_model()
 
     def _on_model_failed(self, _text: str, _code: int) -> None:
-        """Keep the last model that loaded as the remembered one (the model dialog saved its choice already)."""
+        """Keep the last model that loaded as the remembered one (the model dialog saved its choice already); the
+        banner says why, the status bar no longer says it is loading."""
+        if self.status.currentMessage().startswith("Loading the model"):
+            self.status.clearMessage()
         if self._working:
             self.settings.set_value(Key.MODEL_SOURCE, self._working)
 

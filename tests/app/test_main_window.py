@@ -150,6 +150,7 @@ def test_weights_that_cannot_load_say_why_and_as_stored_loads_again(qtbot, windo
         window.load_model("fake-unquantizable")
     assert window.banner.level == "error" and "needs onnxruntime" in window.banner.label.text()
     assert window.weights_group.isEnabled() and window.controller.state == "no-model"
+    assert window.status.currentMessage() == ""  # it kept saying "Loading the model ..." beside the error (QA)
     with qtbot.waitSignal(window.controller.model_changed, timeout=5000) as loaded:
         weights_action(window, "stored").trigger()
     assert loaded.args[0] is not None and fake_engine.LAST_MODEL.quantize is None
