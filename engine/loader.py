@@ -14,14 +14,15 @@ FULL_LOAD_LIMIT = 2_000_000_000  # check_folder(full=True) loads weights up to t
 
 
 def resolve_source(source: str | os.PathLike) -> Path:
-    """A local folder for ``source``: the folder itself, or a hub repo id fetched into the HF cache."""
+    """A local folder for ``source``: the folder itself, or a hub repo id fetched into the HF cache (``owner/name``
+    where no folder ``owner`` is here: ``models/voxtral`` beside a folder ``models`` is a mistyped path)."""
     p = Path(source).expanduser()
     if p.is_dir():
         return p
     if p.exists():
         raise ModelError(f"The model source {source} is a file; give the folder that holds the model.")
     s = str(source)
-    if s.count("/") == 1 and not s.startswith((".", "/", "~")):
+    if s.count("/") == 1 and not s.startswith((".", "/", "~")) and not p.parent.is_dir():
         return fetch_model(s)
     raise ModelError(f"The model folder {source} does not exist.")
 

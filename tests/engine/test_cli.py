@@ -166,6 +166,17 @@ def test_model_problems_exit_3(capsys, tmp_path):
     check_error(capsys, 3, SPEECH, "--model", tmp_path / "nope", match="does not exist")
 
 
+def test_a_mistyped_relative_folder_is_not_taken_for_a_hub_model(capsys, tmp_path, monkeypatch):
+    """``--model models/voxtal`` beside a folder ``models`` said the hub could not be reached (and online it would
+    have looked for a hub model of that name): it is a folder that does not exist."""
+    from tests.fakehub import block_network
+
+    block_network(monkeypatch)
+    (tmp_path / "models").mkdir()
+    monkeypatch.chdir(tmp_path)
+    check_error(capsys, 3, SPEECH, "--model", "models/voxtal", match="The model folder models/voxtal does not exist")
+
+
 def test_audio_problems_exit_4(capsys, tmp_path):
     txt = tmp_path / "notes.txt"
     txt.write_text("this is not audio\n")
