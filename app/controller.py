@@ -438,6 +438,9 @@ class SessionController(QObject):
         info: dict[str, Any] = {"source": "file" if spec.input_file else kinds.get(spec.source, spec.source)}
         if self.model is not None:
             info |= {"model": self.model.source, "family": self.model.family, "backend": self.model.backend}
+            info |= {"bits": self.model.bits} if self.model.bits else {}  # how it ran: 8/4-bit weights, a delay
+        if isinstance(spec.options.get("delay_ms"), int):
+            info["delay_ms"] = spec.options["delay_ms"]
         if spec.input_file:
             info["input"] = Path(spec.input_file).name
         info["audio"] = self.keep_audio

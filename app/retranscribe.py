@@ -82,4 +82,8 @@ def retranscribe(
             "backend": str(getattr(model, "backend_name", backend)),
             "from": "audio",
         }
+        bits = int(getattr(model, "weight_bits", None) or 0)  # stored so or converted on load (0: float)
+        info |= {"bits": bits} if bits else {}
+        delay = (options or {}).get("delay_ms")
+        info |= {"delay_ms": delay} if isinstance(delay, int) else {}
         return store.add_version(session_id, lines, info)

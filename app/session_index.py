@@ -30,13 +30,18 @@ from app.journal import JournalData, finite_seconds
 log = logging.getLogger(__name__)
 
 NAME = "index.json"
-FORMAT = 1
+FORMAT = 1  # entries of an older Brief (without bits and delay_ms) fail _brief and are read again
 FIRST_WORDS = 80  # characters of a session's first words in the list
 
 
 def _text(info: dict[str, Any], key: str) -> str:
     value = info.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _count(info: dict[str, Any], key: str) -> int:
+    value = info.get(key)
+    return value if type(value) is int and value > 0 else 0
 
 
 def source_of(info: dict[str, Any]) -> str:
@@ -54,6 +59,8 @@ class Brief:
     """What the sessions list takes from one journal file (the live journal or a version)."""
 
     model: str  # the start record's model ("" when unknown)
+    bits: int  # the bits of its 8/4-bit weights (0: as stored in float, or unknown)
+    delay_ms: int  # Voxtral's delay (0: none, or unknown)
     time: str  # the start record's time ("" when unknown)
     source: str
     input: str  # the latest input description
@@ -76,6 +83,8 @@ class Brief:
         info = data.info
         return cls(
             _text(info, "model"),
+            _count(info, "bits"),
+            _count(info, "delay_ms"),
             _text(info, "time"),
             source_of(info),
             _text(info, "input"),

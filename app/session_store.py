@@ -72,6 +72,14 @@ class Version:
     created: str  # ISO 8601 local time
     lines: int
     unreadable: int = 0
+    bits: int = 0  # its 8/4-bit weights (0: as stored in float, or unknown)
+    delay_ms: int = 0  # Voxtral's delay (0: none, or unknown)
+
+    @property
+    def how(self) -> str:
+        """How the model ran, for people: "8-bit weights, 480 ms delay" ("" when as stored, without a delay)."""
+        parts = [f"{self.bits}-bit weights"] if self.bits else []
+        return ", ".join(parts + ([f"{self.delay_ms} ms delay"] if self.delay_ms else []))
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,10 @@ class SessionSummary:
             "finished": self.finished,
             "unreadable": self.unreadable,
             "audio": self.audio is not None,
-            "versions": [{"version": v.number, "model": v.model, "lines": v.lines} for v in self.versions],
+            "versions": [
+                {"version": v.number, "model": v.model, "bits": v.bits, "delay_ms": v.delay_ms, "lines": v.lines}
+                for v in self.versions
+            ],
         }
 
 
@@ -224,11 +235,11 @@ class SessionStore:
         path = self.journal_path(session_id)
         live = self._index.brief(path, self._read)
         started = _started(live.time, session_id)
-        versions = [Version(1, path, live.model, started, live.lines, live.unreadable)]
+        versions = [Version(1, path, live.model, started, live.lines, live.unreadable, live.bits, live.delay_ms)]
         latest = live
         for number, vpath in self._version_paths(session_id):
-            latest = self._index.brief(vpath, self._read)
-            versions.append(Version(number, vpath, latest.model, latest.time, latest.lines, latest.unreadable))
+            b = latest = self._index.brief(vpath, self._read)
+            versions.append(Version(number, vpath, b.model, b.time, b.lines, b.unreadable, b.bits, b.delay_ms))
         title = self._meta(session_id).get("title")
         return SessionSummary(
             id=session_id,

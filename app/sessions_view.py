@@ -567,7 +567,10 @@ class SessionsWindow(QWidget):
         self.details_label.setText(" \u00b7 ".join(p for p in parts if p))
         for v in s.versions:
             label = f"{v.number}: {'live' if v.number == 1 else 're-transcribed'}"
-            label += f" \u2014 {model_name(v.model) or 'unknown model'}, {v.lines} line{'s' if v.lines != 1 else ''}"
+            how = f", {v.how}" if v.how else ""
+            label += (
+                f" \u2014 {model_name(v.model) or 'unknown model'}{how}, {v.lines} line{'s' if v.lines != 1 else ''}"
+            )
             self.version_combo.addItem(label, v.number)
         self.version_combo.setCurrentIndex(self.version_combo.count() - 1)
         self.version_combo.setEnabled(len(s.versions) > 1)
@@ -661,13 +664,16 @@ class SessionsWindow(QWidget):
         menu = self.retranscribe_menu
         menu.clear()
         current = self.settings.value(Key.MODEL_SOURCE)
+        weights = self.settings.value(Key.WEIGHTS)  # Model > Weights applies here too: say so where it is not float
+        how = f", {weights} weights" if weights != "stored" else ""
         if current:
-            menu.addAction(f"{model_name(current)} (the current model)").triggered.connect(
+            menu.addAction(f"{model_name(current)} (the current model{how})").triggered.connect(
                 lambda: self.retranscribe(current)
             )
             menu.addSeparator()
-        menu.addAction("Another model\u2026").triggered.connect(self._choose_model)
-        menu.addAction("A model folder\u2026").triggered.connect(self._choose_folder)
+        suffix = f" ({weights} weights)" if how else ""
+        menu.addAction(f"Another model\u2026{suffix}").triggered.connect(self._choose_model)
+        menu.addAction(f"A model folder\u2026{suffix}").triggered.connect(self._choose_folder)
 
     def _choose_model(self) -> None:
         from app.model_dialog import choose_model

@@ -274,6 +274,23 @@ def test_retranscribe_takes_the_weights(tmp_path, capsys):
     assert fake_engine.LAST_MODEL.quantize == 8
 
 
+def test_each_version_says_its_weights_and_delay(tmp_path, capsys):
+    """Versions made with 8-bit weights, with float weights and with a Voxtral delay were listed alike (the same
+    model, no word of how it ran), so nothing showed which was the exact float32 one (found in QA)."""
+    from app.retranscribe import retranscribe
+    from tests.app.kept_sessions import dead_pid, unfinished_with_audio
+
+    store, sid, _ = unfinished_with_audio(tmp_path, pid=dead_pid())
+    load = fake_engine.load_model
+    assert retranscribe(store, sid, "fake-voxtral", quantize=8, options={"delay_ms": 480}, loader=load) == 2
+    assert retranscribe(store, sid, "fake-voxtral", loader=load) == 3
+    v2, v3 = store.summary(sid).versions[1:]
+    assert (v2.bits, v2.delay_ms, v2.how) == (8, 480, "8-bit weights, 480 ms delay")
+    assert (v3.bits, v3.delay_ms, v3.how) == (0, 0, "")
+    listed = json.loads(json.dumps(store.summary(sid).to_json()))["versions"]
+    assert [(v["version"], v["bits"], v["delay_ms"]) for v in listed] == [(1, 0, 0), (2, 8, 480), (3, 0, 0)]
+
+
 def test_ctrl_c_during_a_retranscription_is_one_sentence_and_stores_nothing(tmp_path, capsys):
     """Ctrl+C during ``--retranscribe`` printed a traceback (from the VAD or an attention op)."""
     from app import sessions_cli

@@ -460,3 +460,18 @@ def test_retranscription_runs_with_the_weights_the_app_uses(qtbot, window, tmp_p
         args = view.process.arguments()
         assert args[args.index("--weights") + 1] == "8-bit"
         view.cancel_retranscribe()
+
+
+def test_a_live_session_with_8_bit_weights_says_so(qtbot, controller, settings, fake_sd, tmp_path):
+    """The live version said only which model made it: one made with 8-bit weights looked like the exact one."""
+    settings.set_value(Key.WEIGHTS, "8-bit")
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(controller.model_changed, timeout=5000):
+        w.load_model("fake-moonshine")
+    replay(qtbot, w, fake_engine.write_wav(tmp_path / "a.wav", fake_engine.speechlike([(0.8, 0.5)])))
+    view = w.show_sessions()
+    assert view.version_combo.itemText(0) == "1: live \u2014 fake-moonshine, 8-bit weights, 1 line"
+    view.retranscribe_menu.aboutToShow.emit()
+    texts = [a.text() for a in view.retranscribe_menu.actions() if a.text()]
+    assert texts[0] == "fake-moonshine (the current model, 8-bit weights)", texts
