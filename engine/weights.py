@@ -118,6 +118,10 @@ class TensorStore:
     def keys(self) -> Iterable[str]:
         return self.infos.keys()
 
+    def read(self) -> set[str]:
+        """The names of the tensors read so far."""
+        return set(self._checked)
+
     def files(self) -> list[Path]:
         """The safetensors files the tensors come from (every shard), in path order."""
         return sorted({info.path for info in self.infos.values()})

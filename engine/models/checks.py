@@ -11,6 +11,7 @@ classes then check what relates entries to each other (:func:`require`).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from ..errors import ModelError
@@ -108,3 +109,24 @@ def _windows(value: Any, where: str) -> None:
 def _show(value: Any) -> str:
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+_INDEXED = re.compile(r"^(.*?\.)(\d+)\.")  # a layer's tensors: "model.decoder.layers." + "3" + "."
+
+
+def check_layers_used(store: Any, where: str) -> None:
+    """After a model was built from ``store`` (a ``TensorStore``): refuse a checkpoint with layers past those it
+    read (a config.json whose layer count is smaller than the weights' loaded a shallower model, silently),
+    naming the first such tensor. Tensors of other kinds that nothing reads are not judged here."""
+    read = store.read()
+    last: dict[str, int] = {}  # prefix -> the highest layer index read under it
+    for name in read:
+        m = _INDEXED.match(name)
+        if m:
+            last[m.group(1)] = max(last.get(m.group(1), -1), int(m.group(2)))
+    for name in sorted(set(store.keys()) - read):
+        m = _INDEXED.match(name)
+        if m and m.group(1) in last and int(m.group(2)) > last[m.group(1)]:
+            raise ModelError(
+                f"The checkpoint in {where} has more layers than its configuration says ('{name}' is not used)."
+            )

@@ -8,6 +8,7 @@ from pathlib import Path
 from ...backends import Backend
 from ...errors import ModelError
 from ...weights import open_checkpoint
+from ..checks import check_layers_used
 from .config import MoonshineConfig
 from .model import MoonshineModel
 from .tokenizer import MoonshineTokenizer
@@ -43,6 +44,7 @@ def load(
         model = MoonshineModel(cfg, store, backend, dtype, window_semantics, tokenizer, str(folder))
     except (ValueError, TypeError) as e:
         raise ModelError(f"The Moonshine checkpoint in {folder} does not fit its config.json ({e}).") from e
+    check_layers_used(store, str(folder))
     if quantize:
         from .quantize import quantize_model
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from ...backends import Backend
 from ...errors import ModelError
 from ...weights import open_checkpoint
+from ..checks import check_layers_used
 from .checkpoint import names
 from .config import VoxtralConfig
 from .model import VoxtralModel
@@ -48,6 +49,7 @@ def load(
         )
     except (ValueError, TypeError) as e:
         raise ModelError(f"The Voxtral checkpoint in {folder} does not fit its configuration ({e}).") from e
+    check_layers_used(store, str(folder))
     if quantize:
         from .quantize import quantize_model
 

@@ -129,3 +129,29 @@ def test_non_finite_weights_are_a_model_error(capsys, tmp_path, name, weights, b
     code, out, err = run_cli(capsys, d, *(["--no-vad"] if name.startswith("moon") else []))
     assert code == 3, err
     assert f"tensor '{tensor}' holds NaN or infinite values" in err and out == ""
+
+
+FEWER_LAYERS = [
+    ("moon_tiny_like", "config.json", lambda d: d.update(num_hidden_layers=1)),
+    ("moon_tiny_like", "config.json", lambda d: d["encoder_config"].update(num_hidden_layers=3)),
+    ("vox_tiny_hf", "config.json", lambda d: d["text_config"].update(num_hidden_layers=1)),
+    ("vox_tiny_native", "params.json", lambda d: d.update(n_layers=1)),
+    ("vox_tiny_mlx4", "config.json", lambda d: d["decoder"].update(n_layers=1)),
+]
+
+
+@pytest.mark.parametrize("name,file,edit", FEWER_LAYERS)
+def test_a_config_with_fewer_layers_than_the_weights_is_refused(capsys, tmp_path, name, file, edit):
+    """``n_layers: 1`` over two layers of weights loaded a one-layer model and transcribed with it, exit 0 (QA)."""
+    d = copy_model(tmp_path, name)
+    edit_json(d / file, edit)
+    if "sliding_windows" in json.dumps(json.loads((d / file).read_text())):  # Moonshine's encoder: one per layer
+        edit_json(
+            d / file,
+            lambda c: c["encoder_config"].update(
+                sliding_windows=c["encoder_config"]["sliding_windows"][: c["encoder_config"]["num_hidden_layers"]]
+            ),
+        )
+    code, out, err = run_cli(capsys, d, "--no-vad") if name.startswith("moon") else run_cli(capsys, d)
+    assert code == 3, err
+    assert "has more layers than its configuration says" in err and out == "" and err.count("\n") == 1
