@@ -15,6 +15,7 @@ from functools import partial
 import numpy as np
 
 from ...backends import Backend, LayerPiece, load_affine
+from ...errors import ModelError
 from ..rope import RopeRows, inv_freq
 from .config import VoxtralConfig
 from .ring import KVRing
@@ -100,6 +101,10 @@ class VoxtralModel:
             base = name[: -len("weight")]
             if base + "scales" in store:
                 return B.prepare_linear(load_affine(B, store, base, shape))
+            if store.info(name).dtype == "uint32":  # packed 4/8-bit values: read as floats they "had a wrong shape"
+                raise ModelError(
+                    f"The checkpoint in {store.where} has the quantized '{name}' without its '{base}scales'."
+                )
             return B.prepare_linear(B.load(store, name, shape, self.dtype))
 
         def vec(canon, n, dt=None):

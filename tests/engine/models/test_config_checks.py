@@ -155,3 +155,18 @@ def test_a_config_with_fewer_layers_than_the_weights_is_refused(capsys, tmp_path
     code, out, err = run_cli(capsys, d, "--no-vad") if name.startswith("moon") else run_cli(capsys, d)
     assert code == 3, err
     assert "has more layers than its configuration says" in err and out == "" and err.count("\n") == 1
+
+
+def test_a_quantized_matrix_without_its_scales_says_so(capsys, tmp_path):
+    """An mlx-community checkpoint missing one ``.scales`` said its ``.weight`` had shape [128, 8], expected [128,
+    64] (read as a float matrix), which does not tell what is wrong (QA)."""
+    from safetensors.numpy import load_file, save_file
+
+    d = copy_model(tmp_path, "vox_tiny_mlx4")
+    (f,) = d.glob("*.safetensors")
+    tensors = load_file(str(f))
+    gone = next(n for n in sorted(tensors) if n.endswith("wq.scales"))
+    del tensors[gone]
+    save_file(tensors, str(f))
+    code, out, err = run_cli(capsys, d)
+    assert code == 3 and f"without its '{gone}'" in err and out == "" and err.count("\n") == 1, err
