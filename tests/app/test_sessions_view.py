@@ -14,6 +14,7 @@ from app.journal import read_journal_data
 from app.main_window import MainWindow
 from app.session_audio import iter_audio
 from app.settings import Key
+from engine.events import Line
 from tests.app import fake_engine
 
 FACTORY = ["--engine-factory", "tests.app.fake_engine:load_model"]
@@ -475,3 +476,24 @@ def test_a_live_session_with_8_bit_weights_says_so(qtbot, controller, settings, 
     view.retranscribe_menu.aboutToShow.emit()
     texts = [a.text() for a in view.retranscribe_menu.actions() if a.text()]
     assert texts[0] == "fake-moonshine (the current model, 8-bit weights)", texts
+
+
+def test_refreshing_a_long_list_does_not_walk_the_selection_through_it(qtbot, tmp_path, settings):
+    """With the oldest of 1200 sessions open, each refresh (every session end, delete, rename, search keystroke)
+    froze the app for 9 s: clearing the list moved the current row once per row removed (found in QA)."""
+    from app.journal import Journal
+    from app.session_store import SessionStore
+    from app.sessions_view import SessionsWindow
+
+    for i in range(300):
+        j = Journal(tmp_path, {"source": "microphone"})
+        j.add(Line(f"line {i}", 0.0, 1.0))
+        j.close(audio_s=1.0)
+    view = SessionsWindow(SessionStore(tmp_path), settings)
+    qtbot.addWidget(view)
+    view.select(view.ids()[-1])
+    moves = []
+    view.table.selectionModel().currentChanged.connect(lambda *_: moves.append(1))
+    view.refresh()
+    assert view.current_id() == view.ids()[-1]
+    assert len(moves) <= 2, len(moves)
