@@ -86,6 +86,7 @@ class SessionController(QObject):
         self.session_id: str | None = None  # the session in progress (its id in the store)
         self.last_session_id: str | None = None
         self._journal: journal_mod.Journal | None = None
+        self.session_kept = False  # the current (or last) session's journal is whole on disk (or is being written)
         self._session_started = False
         self._before: tuple[list[Line], Stats | None, str | None] | None = None
         self._live_srt_path: str | None = None
@@ -432,6 +433,7 @@ class SessionController(QObject):
     def _open_session(self, spec: SessionSpec) -> SessionSpec:
         """Create the session's journal (and recording path); returns ``spec`` with the audio path."""
         self._session_started = False
+        self.session_kept = False
         if self.store is None:
             return spec
         kinds = {"mic": "microphone", "system": "system audio", "both": "microphone + system audio"}
@@ -449,6 +451,7 @@ class SessionController(QObject):
             self.message.emit("warning", journal.failed)
             return spec
         self._journal = journal
+        self.session_kept = True
         self.session_id = journal.session_id
         if self.keep_audio:
             try:
@@ -470,10 +473,15 @@ class SessionController(QObject):
     def _commit(self, line: Line) -> None:
         self.lines.append(line)
         if self._journal is not None:
+            restored = self._journal.restored
             self._journal.add(line)
             if self._journal.failed:
                 self.message.emit("warning", self._journal.failed)
-                self._journal = None
+                self._journal, self.session_kept = None, False
+            elif self._journal.restored > restored:
+                self.message.emit(
+                    "warning", "The session\u2019s file was deleted while it was recorded; livecap wrote it again."
+                )
         if self._live_srt is not None:
             try:
                 self._live_srt.add(line)
@@ -518,6 +526,9 @@ class SessionController(QObject):
         audio_s = self.audio_seconds
         if self._journal is not None:
             self._journal.close(**({"audio_s": round(audio_s, 3)} if audio_s is not None else {}))
+            if self._journal.failed:  # its end (or the file, written again) could not be written
+                self.message.emit("warning", self._journal.failed)
+                self.session_kept = False
             self._journal = None
         self._close_live_srt(audio_s)
         finished, self.session_id = self.session_id, None

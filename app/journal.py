@@ -6,7 +6,9 @@ line (each flushed and fsync'd; with the Line's ``tokens``, ``words`` as ``[[tex
 ``span`` when it has them: a cue is timed by its words, so an export made later must see them too),
 ``{"type": "input", "input": ...}`` when the audio input is known or changes, and ``{"type": "end"}`` when
 the session ends cleanly. A journal without the end record is an unfinished session: ``find_unfinished``
-offers it for recovery on the next start.
+offers it for recovery on the next start. A journal whose file was deleted or moved while it was open (a
+cleaner, the sessions folder on a drive unmounted and mounted again) writes what it held again at its place
+before the next record, from the open file (``restored`` counts it); where that fails, ``failed`` says so.
 
 Reading never trusts the file: a torn last line, binary garbage, JSON that is not an object, fields of
 the wrong type, non-finite times, an over-long line, an unreadable file or a folder in its place are
@@ -68,6 +70,7 @@ class Journal:
 
     def __init__(self, folder: str | Path, info: dict[str, Any] | None = None) -> None:
         folder = Path(folder)
+        self.restored = 0  # times the file was written again after it went
         stamp = time.strftime("%Y%m%d-%H%M%S")
         n = _next_number(folder, stamp)  # ids only grow, so they sort in start order
         named = lambda n: folder / (f"{stamp}-{n}.jsonl" if n > 1 else f"{stamp}.jsonl")  # noqa: E731
@@ -80,7 +83,7 @@ class Journal:
                 self.path = path = named(n)
                 if not (path.exists() or path.with_suffix("").exists()):
                     try:
-                        self._file = open(path, "x", encoding="utf-8")  # kept open for the whole session
+                        self._file = open(path, "x+", encoding="utf-8")  # open all session (read: ``_restore``)
                         break
                     except FileExistsError:
                         pass
@@ -142,11 +145,33 @@ class Journal:
             except UnicodeEncodeError:
                 text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
         try:
+            if not _still_at(self._file, self.path):
+                self._restore()
             self._file.write(text + "\n")
             self._file.flush()
             os.fsync(self._file.fileno())
         except (OSError, ValueError) as exc:
             self._fail(exc)
+
+    def _restore(self) -> None:
+        """Write what the open file holds again at ``path`` (its folder made again) and go on in the new file."""
+        assert self._file is not None
+        log.warning("the journal %s went while open; writing it again", self.path)
+        self._file.seek(0)
+        held = self._file.read()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        new = open(self.path, "x+", encoding="utf-8")
+        try:
+            new.write(held)
+            new.flush()
+            os.fsync(new.fileno())
+        except OSError:
+            new.close()
+            raise
+        old, self._file = self._file, new
+        with contextlib.suppress(OSError):
+            old.close()
+        self.restored += 1
 
     def _fail(self, exc: Exception) -> None:
         log.error("journal write failed: %s", exc)
@@ -163,6 +188,14 @@ class Journal:
                 file.close()
             except OSError:
                 pass
+
+
+def _still_at(file: TextIO, path: Path) -> bool:
+    """Whether the open ``file`` is still the one at ``path``."""
+    try:
+        return os.path.samestat(os.fstat(file.fileno()), os.stat(path))
+    except OSError:
+        return False
 
 
 def next_seq(folder: Path, skip: Path | None = None) -> int:

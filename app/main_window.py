@@ -733,7 +733,13 @@ class MainWindow(QMainWindow):
         self.status.end_session()
         self.banner.dismiss("silence")
         n = len(self.controller.lines)
-        kept = " Kept in Sessions." if self.controller.store is not None else ""
+        if self.controller.store is None:
+            kept = ""
+        elif self.controller.session_kept:
+            kept = " Kept in Sessions."
+        else:  # the journal failed (the banner said why): the lines are only in this window
+            kept = " Not kept in Sessions: export it (File \u25b8 Export transcript)."
+
         if reason == "input ended":
             self.status.showMessage(f"The file ended; {n} line(s) transcribed.{kept}", 8000)
         elif reason == "stopped":

@@ -231,7 +231,7 @@ def test_another_livecap_taking_the_same_id_at_the_same_moment_moves_this_one_to
     taken = []
 
     def other_livecap_first(path, mode="r", *args, **kwargs):
-        if mode == "x" and not taken:  # the other process creates the file between the check and this open
+        if mode.startswith("x") and not taken:  # the other process creates the file between the check and this open
             taken.append(path)
             real_open(path, "w").close()
         return real_open(path, mode, *args, **kwargs)
@@ -284,3 +284,28 @@ def test_a_journal_that_cannot_hold_even_its_start_leaves_no_empty_session(tmp_p
     monkeypatch.setattr(journal.os, "fsync", real_fsync)
     assert j.failed == "The session backup could not be written (No space left on device)."
     assert list((tmp_path / "sessions").iterdir()) == []
+
+
+def test_a_journal_whose_folder_went_writes_itself_again(tmp_path):
+    """The sessions folder removed mid-session (a cleaner; a drive unmounted and mounted again): every later line
+    was written into the deleted file and the whole transcript was gone from disk, while the app said "Kept in
+    Sessions" (found in QA). The journal writes what it held again at its place, then goes on."""
+    import shutil
+
+    folder = tmp_path / "sessions"
+    j = journal.Journal(folder, {"source": "microphone"})
+    j.add(Line("before", 0.0, 1.0))
+    shutil.rmtree(folder)
+    j.add(Line("after", 1.0, 2.0))
+    j.close(audio_s=2.0)
+    assert j.restored == 1 and j.failed is None
+    data = journal.read_journal_data(j.path)
+    assert (
+        [ln.text for ln in data.lines] == ["before", "after"] and data.finished and data.info["source"] == "microphone"
+    )
+    moved = journal.Journal(folder)
+    moved.add(Line("one", 0.0, 1.0))
+    os.replace(moved.path, tmp_path / "elsewhere.jsonl")  # moved away: written again where it belongs
+    moved.add(Line("two", 1.0, 2.0))
+    moved.close()
+    assert [ln.text for ln in journal.read_journal_data(moved.path).lines] == ["one", "two"]

@@ -844,3 +844,23 @@ def test_a_device_plugged_in_since_shows_when_a_picker_opens(qtbot, window, fake
         assert box.findData("USB Headset") >= 0
     finally:
         box.hidePopup()
+
+
+def test_a_session_whose_file_went_for_good_is_not_said_to_be_kept(qtbot, window, journal_dir):
+    """The sessions folder removed mid-session with its place taken (the journal cannot be written again): the
+    banner says the backup failed, and the end of the session said "Kept in Sessions" all the same (QA)."""
+    import shutil
+
+    load(qtbot, window)
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        window.start_action.trigger()
+    qtbot.waitUntil(lambda: len(window.controller.lines) >= 1, timeout=8000)
+    shutil.rmtree(journal_dir)
+    journal_dir.write_bytes(b"a file where the folder was")
+    n = len(window.controller.lines)
+    qtbot.waitUntil(lambda: len(window.controller.lines) > n, timeout=8000)
+    assert window.banner.level == "warning" and "could not be written" in window.banner.label.text()
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
+    assert "Not kept in Sessions" in window.status.currentMessage()
+    assert "Kept in Sessions" not in window.status.currentMessage()
