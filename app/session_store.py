@@ -58,6 +58,8 @@ BUSY_NAME = "retranscribing.json"
 BUSY = "That session is being re-transcribed: cancel the re-transcription first."
 
 
+PARSED_KEPT = 8  # parsed journals kept (all their lines): 300 hour-long sessions held 150 MB for good (QA)
+
 class SessionNotFound(UsageError):
     """No session with that id (one sentence)."""
 
@@ -204,7 +206,7 @@ class SessionStore:
 
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder)
-        self._cache: dict[Path, tuple[tuple[int, int], JournalData]] = {}
+        self._cache: dict[Path, tuple[tuple[int, int], JournalData]] = {}  # the last PARSED_KEPT read, oldest first
         self._index = SummaryIndex(self.folder)
         self._folds: dict[Path, tuple[tuple[int, int] | None, tuple[str, ...]]] = {}
 
@@ -483,11 +485,11 @@ class SessionStore:
         key = _stamp(path)
         if key is None:
             return read_journal_data(path)
-        cached = self._cache.get(path)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        data = read_journal_data(path)
-        self._cache[path] = (key, data)
+        cached = self._cache.pop(path, None)
+        data = cached[1] if cached is not None and cached[0] == key else read_journal_data(path)
+        self._cache[path] = (key, data)  # most recent last
+        while len(self._cache) > PARSED_KEPT:  # listing reads every journal not in the index: keep only a few
+            del self._cache[next(iter(self._cache))]
         return data
 
     def _latest_path(self, session_id: str) -> Path:
