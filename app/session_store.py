@@ -60,6 +60,7 @@ BUSY = "That session is being re-transcribed: cancel the re-transcription first.
 
 PARSED_KEPT = 8  # parsed journals kept (all their lines): 300 hour-long sessions held 150 MB for good (QA)
 
+
 class SessionNotFound(UsageError):
     """No session with that id (one sentence)."""
 
