@@ -586,9 +586,12 @@ class SessionsWindow(QWidget):
         if session_id is None:
             return
         try:
-            self.history.set_lines(list(self.store.lines(session_id, self.selected_version())))
+            lines = list(self.store.lines(session_id, self.selected_version()))
         except SessionNotFound:
             self.history.clear()
+            return
+        if lines != self.history.lines():  # the same text shown again keeps where the reader is (another
+            self.history.set_lines(lines)  # session ending, a rename, a delete refresh the whole window)
 
     def _update_actions(self) -> None:
         session_id = self.current_id()

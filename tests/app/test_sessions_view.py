@@ -497,3 +497,29 @@ def test_refreshing_a_long_list_does_not_walk_the_selection_through_it(qtbot, tm
     view.refresh()
     assert view.current_id() == view.ids()[-1]
     assert len(moves) <= 2, len(moves)
+
+
+def test_the_open_session_keeps_where_the_reader_is_when_the_window_refreshes(qtbot, tmp_path, settings):
+    """Reading an old session at 00:14, any session ending (or a rename, a delete) jumped its transcript to the
+    end (found in QA): the same text shown again stays where it was."""
+    from app.journal import Journal
+    from app.session_store import SessionStore
+    from app.sessions_view import SessionsWindow
+
+    for k in range(2):
+        j = Journal(tmp_path, {"source": "microphone"})
+        for i in range(200):
+            j.add(Line(f"session {k} line {i}", i, i + 1))
+        j.close(audio_s=200.0)
+    view = SessionsWindow(SessionStore(tmp_path), settings)
+    qtbot.addWidget(view)
+    view.resize(900, 500)
+    view.show()
+    qtbot.waitExposed(view)
+    view.select(view.ids()[-1])
+    bar = view.history.list.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=2000)
+    bar.setValue(bar.maximum() // 3)
+    reading = bar.value()
+    view.refresh()
+    assert bar.value() == reading and view.current_id() == view.ids()[-1]
