@@ -13,7 +13,8 @@ without a word. Then the blocks since the last check are dropped (they may be th
 is lost for a chosen output (the worker falls back to the default output, and says so). Following the default
 output, each check also asks which sink is the default and, when that changed (headphones plugged in), moves
 the capture to the new sink's monitor without ending the session: the blocks keep flowing into the same queue.
-The ``pulsectl`` and ``sounddevice`` modules are injected, so tests can use fakes or a private server.
+``PulseMicSource`` does the same for a microphone chosen by name (PulseAudio moves its recording to the default
+source when it is unplugged). The ``pulsectl`` and ``sounddevice`` modules are injected, so tests can use fakes or a private server.
 """
 
 from __future__ import annotations
@@ -112,6 +113,10 @@ class PulseServer:
         default = self.default_sink()
         return {str(s.name) for s in self._call("sink_list")}, default
 
+    def sources(self) -> set[str]:
+        """The names of the capture sources (microphones and monitors)."""
+        return {str(s.name) for s in self._call("source_list")}
+
     def monitor_of(self, sink: str) -> tuple[str, str]:
         """``(monitor source name, description)`` of the sink called ``sink``; ``AudioError`` when gone."""
         for s in self._call("sink_list"):
@@ -152,6 +157,50 @@ class PulseCapture(MicSource):
             except AudioError as exc:
                 raise AudioError(f"\u201c{self.label}\u201d could not be opened through PulseAudio.") from exc
         self.description = f"{self.label} ({self.rate / 1000:g} kHz)"
+
+
+class PulseMicSource(PulseCapture):
+    """A microphone by its PulseAudio name that is lost when that source goes: PulseAudio moves such a recording
+    to the default source instead of ending it (an unplugged USB microphone went on as the speakers' monitor, still
+    shown as the chosen microphone). Every ``CHECK_EVERY_S`` it asks the server whether the source is there; when
+    not, what was captured since it was last seen is dropped and ``lost`` turns true (the worker then falls back
+    to the default microphone and says so)."""
+
+    def __init__(self, sd: Any, server: PulseServer, pulse_source: str, label: str, **kw: Any) -> None:
+        super().__init__(sd, pulse_source, label, **kw)
+        self._server = server
+        self._next_check = self._seen = 0.0
+        self._gone = False
+
+    def open(self) -> None:
+        super().open()
+        self._gone = False
+        self._seen = time.monotonic()
+        self._next_check = self._seen + CHECK_EVERY_S
+
+    def close(self) -> None:
+        super().close()
+        self._server.close()
+
+    def read(self, max_seconds: float | None = None) -> list[Block]:
+        now = time.monotonic()
+        if self.is_open and not self._gone and now >= self._next_check:
+            self._next_check = now + CHECK_EVERY_S
+            try:
+                there = self.pulse_source in self._server.sources()
+            except AudioError:
+                there = True  # the server did not answer: judged by the stream, as any microphone
+            if there:
+                self._seen = now
+            else:
+                dropped = self.queue.drop_since(self._seen)
+                log.info("microphone %s is gone; %.2f s captured since it was last seen dropped", self.label, dropped)
+                self._gone = True
+        return super().read(max_seconds)
+
+    @property
+    def lost(self) -> bool:
+        return self._gone or super().lost
 
 
 class PulseSystemSource(SystemCapture):
@@ -297,4 +346,4 @@ class PulseBackend:
         label = name
         with contextlib.suppress(AudioError):
             label = next((m.name for m in self.microphones() if m.id == device), name)
-        return PulseCapture(self._sd, name, label)
+        return PulseMicSource(self._sd, self.server(), name, label)

@@ -346,3 +346,39 @@ def test_under_both_a_lost_microphone_leaves_the_chosen_output(qtbot, pulse_serv
         writer.stop.set()
         writer.join(2)
         c.shutdown(5000)
+
+
+def test_a_chosen_microphone_that_goes_is_lost_not_replaced_by_another_source(pulse_server):
+    """A USB microphone unplugged: PulseAudio moved the recording to the default source (here the room's tone;
+    in QA the speakers' monitor) and livecap went on as if it were the chosen microphone, still naming it. Now
+    the microphone is lost (the worker falls back to the default one and says so) and nothing else comes out."""
+    from app.sources.pulse import PulseMicSource
+
+    env = pulse_server.env
+    load = ["pactl", "load-module"]
+    sink = subprocess.run([*load, "module-null-sink", "sink_name=usb_feed"], env=env, capture_output=True, text=True)
+    remap = subprocess.run(
+        [*load, "module-remap-source", "source_name=usb_mic", "master=usb_feed.monitor"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    pulse_server.pactl("set-default-source", "fakemic")
+    writer = FifoWriter(pulse_server.fifo, tone(440, 20.0), lead=0.0)  # the default microphone: a 440 Hz tone
+    writer.start()
+    source = AudioSystem(pulse_server.sd).make_source("mic", "pulse:usb_mic")
+    assert isinstance(source, PulseMicSource)
+    source.open()
+    try:
+        wait_recording(pulse_server)
+        collect(source, 1.0)
+        assert not source.lost
+        pulse_server.pactl("unload-module", remap.stdout.strip())  # unplugged
+        after = collect(source, 3.0, until=lambda: source.lost)
+        assert source.lost
+        assert len(after) == 0 or band_power(after, 440) < 0.05  # at most a sliver, not the default mic's tone
+    finally:
+        source.close()
+        writer.stop.set()
+        writer.join(2)
+        pulse_server.pactl("unload-module", sink.stdout.strip())
