@@ -3,7 +3,9 @@
 Each committed line is a paragraph; the last paragraph holds the partial (its stable head in the normal
 style, the still-changing tail grey + italic). Partial updates are coalesced to the screen rate
 (``COALESCE_MS``): only the latest state is drawn. The view follows new text unless the user has
-scrolled up; scrolling back to the bottom re-engages following.
+scrolled up; scrolling back to the bottom re-engages following. It holds the last ``MAX_PARAGRAPHS`` lines (the
+whole transcript is in the history and in Sessions); a user scrolled up keeps the line they read while the
+oldest go from the top.
 
 While it is empty it shows a hint for the session state (``show_state``), wrapped to the width it has. It
 shows no text cursor (it is read-only), yet keyboard users can still select and copy text.
@@ -11,7 +13,7 @@ shows no text cursor (it is read-only), yet keyboard users can still select and 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtCore import QEvent, QPoint, Qt, QTimer
 from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import QTextEdit, QWidget
 
@@ -137,10 +139,15 @@ class CaptionView(QTextEdit):
     def commit(self, line: Line) -> None:
         """Add a committed line (replaces the partial paragraph, then opens a new empty one)."""
         follow = self._at_bottom()
+        layout, bar = self.document().documentLayout(), self.verticalScrollBar()
+        reading = None if follow else self.cursorForPosition(QPoint(0, 0)).block()  # the top line on screen
+        above = 0.0 if reading is None else bar.value() - layout.blockBoundingRect(reading).top()
         cursor = self._partial_cursor()
         cursor.insertText(line.text, self.committed_format())
-        cursor.insertBlock(self._block_format, self.committed_format())
+        cursor.insertBlock(self._block_format, self.committed_format())  # at MAX_PARAGRAPHS: the first goes
         self._drawn = None
+        if reading is not None and reading.isValid():  # stays where it was on screen
+            bar.setValue(round(layout.blockBoundingRect(reading).top() + above))
         self._follow(follow)
 
     def set_partial(self, event: CaptionEvent | None) -> None:
@@ -170,9 +177,9 @@ class CaptionView(QTextEdit):
         return self.document().lastBlock().text()
 
     def set_lines(self, lines: list[Line]) -> None:
-        """Replace everything with ``lines`` (committed)."""
+        """Replace everything with ``lines`` (committed; the last ``MAX_PARAGRAPHS - 1`` of them are kept)."""
         self.clear_captions()
-        for line in lines:
+        for line in lines[-(MAX_PARAGRAPHS - 1) :]:  # the rest would go again at once (a recovered 6000 took 5 s)
             self.commit(line)
 
     # -- internals -------------------------------------------------------------------------------

@@ -133,3 +133,35 @@ def test_read_only_view_shows_no_caret_but_keyboard_selects(qtbot):
     assert view.isReadOnly() and view.cursorWidth() == 0
     QTest.keyClick(view, Qt.Key.Key_A, Qt.KeyboardModifier.ControlModifier)
     assert view.textCursor().selectedText().startswith("Select me")
+
+
+def test_a_reader_scrolled_up_keeps_the_line_while_the_oldest_go(qtbot):
+    """The view keeps the last 2000 paragraphs; past them, a user scrolled up to line 492 saw the text slide away
+    under them (line 999 at 2500 lines, line 2497 at 4000; found in QA). The line read stays on screen."""
+    from PySide6.QtCore import QPoint
+
+    v = CaptionView()
+    qtbot.addWidget(v)
+    v.resize(600, 400)
+    v.show()
+    qtbot.waitExposed(v)
+    for i in range(1000):
+        v.commit(Line(f"L{i:05d} some words here", i, i + 1))
+    bar = v.verticalScrollBar()
+    bar.setValue(bar.maximum() // 2)
+    top = lambda: v.cursorForPosition(QPoint(0, 0)).block().text()  # noqa: E731
+    reading = top()
+    for i in range(1000, 2400):
+        v.commit(Line(f"L{i:05d} some words here", i, i + 1))
+    assert top() == reading
+    bar.setValue(bar.maximum())
+    v.commit(Line("new", 0, 1))
+    assert bar.value() == bar.maximum()  # at the bottom it follows again
+
+
+def test_many_lines_set_at_once_keep_the_last_ones(qtbot):
+    v = CaptionView()
+    qtbot.addWidget(v)
+    v.set_lines([Line(f"L{i}", i, i + 1) for i in range(3000)])
+    doc = v.document()
+    assert doc.blockCount() == 2000 and doc.firstBlock().text() == "L1001" and doc.lastBlock().text() == ""
