@@ -14,7 +14,8 @@ is lost for a chosen output (the worker falls back to the default output, and sa
 output, each check also asks which sink is the default and, when that changed (headphones plugged in), moves
 the capture to the new sink's monitor without ending the session: the blocks keep flowing into the same queue.
 ``PulseMicSource`` does the same for a microphone chosen by name (PulseAudio moves its recording to the default
-source when it is unplugged). The ``pulsectl`` and ``sounddevice`` modules are injected, so tests can use fakes or a private server.
+source when it is unplugged). The ``pulsectl`` and ``sounddevice`` modules are injected, so tests can use fakes
+or a private server.
 """
 
 from __future__ import annotations
