@@ -176,10 +176,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     route_qt_messages()
     try:
         settings_path = args.settings or paths.settings_file()
-        journal_dir = args.sessions_dir or paths.journal_dir()
     except OSError as exc:
         print(f"livecap: cannot make the folders for settings and sessions ({exc.strerror or exc}).", file=sys.stderr)
         return 1
+    no_sessions = None  # captions need no sessions folder: without one, say so and caption
+    try:
+        journal_dir = args.sessions_dir or paths.journal_dir()
+    except OSError as exc:
+        journal_dir, where = None, f" {exc.filename}" if exc.filename else ""
+        no_sessions = (
+            f"Sessions are off: their folder{where} could not be made ({exc.strerror or exc}); export the "
+            "transcript to keep it."
+        )
     settings = Settings(settings_path)
     try:
         loader = load_factory(args.engine_factory) if args.engine_factory else default_loader
@@ -206,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     install_excepthook(window.notify_error)
     window.show()
+    if no_sessions:
+        window.show_message("warning", no_sessions)
+        print(f"livecap: warning: {no_sessions}", file=sys.stderr)
     unsaved = settings.problem()
     if unsaved:  # a read-only settings file: every choice (Keep audio, the model) would be lost without a word
         window.show_message("warning", unsaved)

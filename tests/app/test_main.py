@@ -473,3 +473,24 @@ def _parent(proc_dir: Path) -> int | None:
         return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def test_a_sessions_folder_that_cannot_be_made_leaves_captioning_on(tmp_path, wav):
+    """The sessions folder's place taken by a file: livecap printed "cannot make the folders ..." on stderr and did
+    not start at all (launched from a menu: nothing appeared; found in QA). It captions, and says sessions are off."""
+    import subprocess
+    import sys
+
+    from tests.helpers import livecap_env
+
+    env = livecap_env(tmp_path)
+    data = tmp_path / "data-is-a-file"
+    data.write_bytes(b"not a folder")
+    env["XDG_DATA_HOME"] = str(data)
+    out = tmp_path / "out.txt"
+    args = ["--input", str(wav), "--model", "fake", "--speed", "6", "--quit-at-end", "--save-transcript", str(out)]
+    cmd = [sys.executable, "-m", "app.main", *args, "--engine-factory", FAKE_ENGINE]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr and proc.returncode == 0, proc.stderr
+    assert out.read_text() == format_txt(expected_lines(wav))
+    assert proc.stderr.startswith("livecap: warning: Sessions are off: their folder") and proc.stderr.count("\n") == 1
