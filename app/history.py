@@ -75,7 +75,12 @@ class MatchDelegate(QStyledItemDelegate):
         super().__init__(parent)
         self.needle = ""
         self._heights: dict[tuple[str, int], int] = {}
+        self._rows: list[QSize | None] = []  # each row's size at ``_rows_width`` (rows only ever get appended)
+        self._rows_width = -1
+        self._width: float | None = None  # the text width, kept while the view's width is unchanged
         parent.installEventFilter(self)  # its font changes (eventFilter)
+        if isinstance(parent, QAbstractItemView):
+            parent.viewport().installEventFilter(self)  # its width changes
 
     def document(self, text: str, width: float, option: QStyleOptionViewItem, skip: int = 0) -> QTextDocument:
         """``text`` laid out at ``width`` with the matches of ``needle`` after its first ``skip`` characters
@@ -130,11 +135,32 @@ class MatchDelegate(QStyledItemDelegate):
         doc.documentLayout().draw(painter, context)
         painter.restore()
 
+    def forget_rows(self) -> None:
+        """The view's rows were removed (its next rows are other lines)."""
+        self._rows = []
+
     def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
-        # The list sizes every row again for each new line (rows of different heights), so a known row costs a
-        # lookup only: heights are cached per text and width (highlighting never changes the layout), and the
-        # cache is emptied when the view's font changes (``eventFilter``).
-        width = self._text_width(option)
+        # The list sizes every row again for each new line (rows of different heights: 6000 rows each time, 34 ms
+        # a line, after five hours), so a known row costs a list look-up only, by row at the width it was sized
+        # for; heights are also cached per text and width (highlighting never changes the layout). Both go when
+        # the view's font changes, the rows' when its width does (``eventFilter``).
+        width = self._width
+        if width is None:
+            width = self._width = self._text_width(option)
+        row = index.row()
+        if self._rows_width == int(width) and row < len(self._rows):
+            known = self._rows[row]
+            if known is not None:
+                return known
+        size = self._size(option, index, width)
+        if self._rows_width != int(width):
+            self._rows, self._rows_width = [], int(width)
+        if row >= len(self._rows):
+            self._rows.extend([None] * (row + 1 - len(self._rows)))
+        self._rows[row] = size
+        return size
+
+    def _size(self, option: QStyleOptionViewItem, index: QModelIndex, width: float) -> QSize:
         key = (index.data(), int(width))
         height = self._heights.get(key)
         if height is None:
@@ -148,6 +174,9 @@ class MatchDelegate(QStyledItemDelegate):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
             self._heights.clear()
+            self._rows = []
+        elif event.type() == QEvent.Type.Resize:
+            self._width = None  # read again from the view at the next row sized
         return False
 
 
@@ -236,6 +265,7 @@ class HistoryPane(QWidget):
 
     def clear(self) -> None:
         self.list.clear()
+        self.delegate.forget_rows()
         self.copy_button.setEnabled(False)  # nothing to copy (it would empty the clipboard)
         self._update_matches()
 
