@@ -114,6 +114,16 @@ class PulseServer:
         default = self.default_sink()
         return {str(s.name) for s in self._call("sink_list")}, default
 
+    def default_source_is_a_monitor(self) -> bool:
+        """Whether the default source is an output's monitor (what the server falls back to when no microphone is
+        left, or a setting): "the default microphone" would then be the speakers."""
+        default = str(self._call("server_info").default_source_name or "")
+        for s in self._call("source_list"):
+            if str(s.name) == default:
+                monitor_of = getattr(s, "monitor_of_sink", NOT_A_MONITOR)
+                return monitor_of is not None and int(monitor_of) != NOT_A_MONITOR
+        return default.endswith(".monitor")
+
     def sources(self) -> set[str]:
         """The names of the capture sources (microphones and monitors)."""
         return {str(s.name) for s in self._call("source_list")}
@@ -333,6 +343,16 @@ class PulseBackend:
             return server.microphones()
         except AudioError:
             return []
+        finally:
+            server.close()
+
+    def default_mic_is_a_monitor(self) -> bool:
+        """Whether the server's default source is an output's monitor (False when the server cannot tell)."""
+        server = self.server()
+        try:
+            return server.default_source_is_a_monitor()
+        except AudioError:
+            return False
         finally:
             server.close()
 

@@ -382,3 +382,25 @@ def test_a_chosen_microphone_that_goes_is_lost_not_replaced_by_another_source(pu
         writer.stop.set()
         writer.join(2)
         pulse_server.pactl("unload-module", sink.stdout.strip())
+
+
+def test_a_monitor_as_the_default_source_is_not_taken_for_the_microphone(pulse_server):
+    """When the last microphone goes, the server makes an output's monitor its default source; "the default
+    microphone" then captioned the speakers as the user's voice (found in QA). A microphone it lists is taken
+    instead, and with none "No microphone was found" (the worker then waits for one)."""
+    from app.sources.pulse import PulseMicSource
+    from engine.errors import AudioError
+
+    pulse_server.pactl("set-default-source", "virt_out.monitor")
+    try:
+        source = AudioSystem(pulse_server.sd).make_source("mic", "")
+        assert isinstance(source, PulseMicSource) and source.pulse_source == "fakemic"
+
+        class NoMicrophone(type(AudioSystem(pulse_server.sd).backend)):
+            def microphones(self):
+                return []
+
+        with pytest.raises(AudioError, match="No microphone was found"):
+            AudioSystem(pulse_server.sd, NoMicrophone(pulse_server.sd)).make_source("mic", "")
+    finally:
+        pulse_server.pactl("set-default-source", "fakemic")
