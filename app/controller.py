@@ -61,6 +61,7 @@ class SessionController(QObject):
     live_srt_stopped = Signal()  # the live SRT file could not be written and is off now (message says why)
     device_lost = Signal(str)
     device_recovered = Signal(str)
+    device_returned = Signal(str)  # back on the chosen devices after a fallback: the input's description
     input_waiting = Signal()  # after a loss nothing can be captured until an input comes back (see ``waiting``)
     session_saved = Signal(str)  # a session ended and is in the store: its id
 
@@ -123,6 +124,7 @@ class SessionController(QObject):
         w.stats.connect(self._on_stats)
         w.device_lost.connect(self._on_device_lost)
         w.device_recovered.connect(self._on_device_recovered)
+        w.device_returned.connect(self._on_device_returned)
         w.input_moved.connect(self._on_input_moved)
         w.input_waiting.connect(self._on_input_waiting)
         w.notice.connect(lambda text: self.message.emit("warning", text))
@@ -392,6 +394,15 @@ class SessionController(QObject):
         lost = self._lost_text
         self.message.emit("warning", f"{lost} Now capturing from {description}; the transcript continues.".strip())
         self.device_recovered.emit(description)
+
+    @Slot(str)
+    def _on_device_returned(self, description: str) -> None:
+        self.input_description = description
+        self.input_changed.emit(description)
+        if self._journal is not None:
+            self._journal.set_input(description)
+        self.message.emit("warning", f"Back on {description}; the transcript continues.")  # in the loss's place
+        self.device_returned.emit(description)
 
     @Slot(str)
     def _on_input_moved(self, description: str) -> None:

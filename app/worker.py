@@ -126,6 +126,7 @@ class EngineWorker(QObject):
     stats = Signal(object)  # Stats
     device_lost = Signal(str)
     device_recovered = Signal(str)
+    device_returned = Signal(str)  # back on the chosen devices after a fallback: the input's description
     input_waiting = Signal()  # after a loss no input can be opened now: captioning goes on when one comes back
     notice = Signal(str)
     silence_hint = Signal()
@@ -206,7 +207,7 @@ class EngineWorker(QObject):
         if self._recovering:  # resume on the default device rather than the one that vanished
             self._source = self._fallback_source()
             self._recovering = False
-            self._resume_reports = True
+            self._resume_reports = self._fell_back = True
         if self._session is not None:
             self._set_state("paused")
 
@@ -305,6 +306,8 @@ class EngineWorker(QObject):
         self._kept: set[str] = set()  # under "both", the sides that still delivered when the input was lost
         self._resume_reports = False  # paused while lost: resume says what it captures (device_recovered)
         self._next_recover = 0.0
+        self._fell_back = False  # capturing on the default devices after a loss (``_try_return``)
+        self._next_return = 0.0
 
     def _tick(self) -> None:
         if self._session is None or self._state != "running":
@@ -326,6 +329,9 @@ class EngineWorker(QObject):
             if source.ended and not blocks:
                 self._stop("input ended")
                 return
+            if self._fell_back and time.monotonic() >= self._next_return:
+                self._next_return = time.monotonic() + RECOVER_EVERY_S
+                self._try_return()
         now = time.monotonic()
         if now - self._last_stats >= STATS_EVERY_S:
             self._last_stats = now
@@ -435,8 +441,36 @@ class EngineWorker(QObject):
             return
         self._source = source
         self._recovering = False
+        self._fell_back = True
         self._zero_run = 0
         self.device_recovered.emit(source.description)
+
+    def _try_return(self) -> None:
+        """Back on the chosen microphone and output once the sound server lists them again (after a fallback to
+        the defaults: a USB headset plugged back in). Only devices the server lists: telling whether a device only
+        PortAudio knows is back needs a re-scan, which would stop the stream capturing now. The fallback is closed
+        before the chosen one opens (two microphones at once would feed the same words twice); when the chosen
+        one does not open after all, it is a loss as any (the defaults again)."""
+        spec = self._spec
+        audio = self._audio_system()
+        try:
+            if not audio.listed(spec.source, spec.device, spec.output):
+                return
+            source = audio.make_source(spec.source, spec.device, spec.output, names=spec.names)
+        except AudioError:
+            return
+        old = self._source
+        old.close()
+        self._feed(old.read())
+        self._dropped_before += old.dropped_seconds
+        try:
+            source.open()
+        except AudioError:
+            log.info("the chosen input was listed but did not open; on the defaults again", exc_info=True)
+            self._recovering, self._next_recover = True, 0.0
+            return
+        self._source, self._fell_back, self._kept, self._zero_run = source, False, set(), 0
+        self.device_returned.emit(source.description)
 
     def _stop(self, reason: str) -> None:
         source, session = self._source, self._session

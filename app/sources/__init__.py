@@ -104,6 +104,17 @@ class AudioSystem:
                 mics.append(Endpoint(dev.name, label, dev.is_default and not mics))
         return mics
 
+    def listed(self, kind: str, device: str | None, output: str | None) -> bool:
+        """Whether the sound server lists the chosen microphone and output of a ``kind`` session now (False when
+        neither is chosen, or for a microphone only PortAudio knows: telling needs a re-scan, which stops every
+        stream)."""
+        wants_mic, wants_output = kind in (MIC, BOTH) and bool(device), kind in (SYSTEM, BOTH) and bool(output)
+        if not (wants_mic or wants_output):
+            return False
+        if wants_mic and device not in {m.id for m in self._server_microphones()}:
+            return False
+        return not wants_output or output in {o.id for o in self.outputs()}
+
     def _server_microphones(self) -> list[Endpoint]:
         if self.backend is None:
             return []

@@ -404,3 +404,40 @@ def test_a_monitor_as_the_default_source_is_not_taken_for_the_microphone(pulse_s
             AudioSystem(pulse_server.sd, NoMicrophone(pulse_server.sd)).make_source("mic", "")
     finally:
         pulse_server.pactl("set-default-source", "fakemic")
+
+
+def test_a_chosen_microphone_plugged_back_in_is_captioned_again(qtbot, pulse_server, journal_dir, settings):
+    """A USB microphone unplugged mid-session: captioning went on from the default microphone, and stayed there
+    after it was plugged back in (found in QA). Back on it once the server lists it again."""
+    from app.settings import Key
+
+    env = pulse_server.env
+    load = ["pactl", "load-module"]
+    remap_args = ["module-remap-source", "source_name=usb_mic", "master=usb_feed.monitor"]
+    remap_args.append("source_properties=device.description=USB-Mic")
+    sink = subprocess.run([*load, "module-null-sink", "sink_name=usb_feed"], env=env, capture_output=True, text=True)
+    remap = subprocess.run([*load, *remap_args], env=env, capture_output=True, text=True)
+    pulse_server.pactl("set-default-source", "fakemic")
+    writer = FifoWriter(pulse_server.fifo, np.zeros(RATE * 60, np.float32), lead=0.0)
+    writer.start()
+    settings.set_value(Key.SOURCE, "mic")
+    settings.set_value(Key.DEVICE, "pulse:usb_mic")
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings)
+    try:
+        assert "USB-Mic" in c.input_description
+        wait_recording(pulse_server)
+        with qtbot.waitSignal(c.device_recovered, timeout=20000) as fallback:
+            pulse_server.pactl("unload-module", remap.stdout.strip())  # unplugged
+        assert "Virtual Mic" in fallback.args[0]
+        with qtbot.waitSignal(c.device_returned, timeout=20000) as back:
+            remap = subprocess.run([*load, *remap_args], env=env, capture_output=True, text=True)  # plugged in
+        assert "USB-Mic" in back.args[0] and "USB-Mic" in c.input_description
+        assert c.state == "running" and "Back on" in w.banner.label.text()
+        with qtbot.waitSignal(c.session_finished, timeout=10000):
+            c.stop()
+    finally:
+        writer.stop.set()
+        writer.join(2)
+        c.shutdown(5000)
+        for module in (remap.stdout.strip(), sink.stdout.strip()):
+            subprocess.run(["pactl", "unload-module", module], env=env, capture_output=True)
