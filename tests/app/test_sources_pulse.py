@@ -165,11 +165,7 @@ def test_a_chosen_output_that_vanishes_mid_session_falls_back_instead_of_hanging
     """The headphones' sink removed while System audio captured it: the worker stopped the dead stream and
     PortAudio's stop never returned, so the session froze on "Captioning" with nothing captured, and Stop and
     quitting waited for good (found in QA). A lost stream is aborted; the session moves to the default output."""
-    from app.settings import Key
-
-    settings.set_value(Key.SOURCE, "system")
-    settings.set_value(Key.OUTPUT, "virt_alt")
-    c, w = started_window(qtbot, pulse_server, journal_dir, settings)
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings, SOURCE="system", OUTPUT="virt_alt")
     try:
         assert "Virtual Headphones" in c.input_description
         wait_recording(pulse_server)
@@ -187,11 +183,15 @@ def test_a_chosen_output_that_vanishes_mid_session_falls_back_instead_of_hanging
         c.shutdown(5000)
 
 
-def started_window(qtbot, pulse_server, journal_dir, settings):
+def started_window(qtbot, pulse_server, journal_dir, settings, **choices: str):
     """``(controller, main window)`` on the private server with the fake model loaded and a session started
-    from ``settings``' source choices."""
+    from ``settings``' source choices (``choices``: ``Key`` names and values set first, e.g. ``SOURCE="mic"``)."""
     from app.controller import SessionController
     from app.main_window import MainWindow
+    from app.settings import Key
+
+    for key, value in choices.items():
+        settings.set_value(Key[key], value)
 
     c = SessionController(loader=fake_engine.load_model, sounddevice=pulse_server.sd, journal_dir=journal_dir)
     w = MainWindow(c, settings, sounddevice=pulse_server.sd)
@@ -343,9 +343,45 @@ def test_under_both_a_lost_microphone_leaves_the_chosen_output(qtbot, pulse_serv
         with qtbot.waitSignal(c.session_finished, timeout=10000):
             c.stop()
     finally:
-        writer.stop.set()
-        writer.join(2)
-        c.shutdown(5000)
+        end_session(c, writer)
+
+
+class UsbMic:
+    """A microphone that can be unplugged and plugged in again on the private server: a null sink's monitor
+    remapped as the source ``usb_mic`` ("USB-Mic"); the default source stays the virtual microphone."""
+
+    ARGS = ["module-remap-source", "source_name=usb_mic", "master=usb_feed.monitor"]
+    ARGS.append("source_properties=device.description=USB-Mic")
+
+    def __init__(self, server) -> None:
+        self.server = server
+        self.sink = self._load("module-null-sink", "sink_name=usb_feed")
+        self.remap = ""
+        self.plug_in()
+        server.pactl("set-default-source", "fakemic")
+
+    def _load(self, *args: str) -> str:
+        cmd = ["pactl", "load-module", *args]
+        return subprocess.run(cmd, env=self.server.env, capture_output=True, text=True, timeout=10).stdout.strip()
+
+    def plug_in(self) -> None:
+        self.remap = self._load(*self.ARGS)
+
+    def unplug(self) -> None:
+        self.server.pactl("unload-module", self.remap)
+        self.remap = ""
+
+    def remove(self) -> None:
+        for module in (self.remap, self.sink):
+            if module:
+                subprocess.run(["pactl", "unload-module", module], env=self.server.env, capture_output=True)
+
+
+def end_session(c, writer) -> None:
+    """The ``finally`` of a session test: the virtual microphone's writer stopped, the controller shut down."""
+    writer.stop.set()
+    writer.join(2)
+    c.shutdown(5000)
 
 
 def test_a_chosen_microphone_that_goes_is_lost_not_replaced_by_another_source(pulse_server):
@@ -354,16 +390,7 @@ def test_a_chosen_microphone_that_goes_is_lost_not_replaced_by_another_source(pu
     the microphone is lost (the worker falls back to the default one and says so) and nothing else comes out."""
     from app.sources.pulse import PulseMicSource
 
-    env = pulse_server.env
-    load = ["pactl", "load-module"]
-    sink = subprocess.run([*load, "module-null-sink", "sink_name=usb_feed"], env=env, capture_output=True, text=True)
-    remap = subprocess.run(
-        [*load, "module-remap-source", "source_name=usb_mic", "master=usb_feed.monitor"],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    pulse_server.pactl("set-default-source", "fakemic")
+    usb = UsbMic(pulse_server)
     writer = FifoWriter(pulse_server.fifo, tone(440, 20.0), lead=0.0)  # the default microphone: a 440 Hz tone
     writer.start()
     source = AudioSystem(pulse_server.sd).make_source("mic", "pulse:usb_mic")
@@ -373,7 +400,7 @@ def test_a_chosen_microphone_that_goes_is_lost_not_replaced_by_another_source(pu
         wait_recording(pulse_server)
         collect(source, 1.0)
         assert not source.lost
-        pulse_server.pactl("unload-module", remap.stdout.strip())  # unplugged
+        usb.unplug()
         after = collect(source, 3.0, until=lambda: source.lost)
         assert source.lost
         assert len(after) == 0 or band_power(after, 440) < 0.05  # at most a sliver, not the default mic's tone
@@ -381,7 +408,7 @@ def test_a_chosen_microphone_that_goes_is_lost_not_replaced_by_another_source(pu
         source.close()
         writer.stop.set()
         writer.join(2)
-        pulse_server.pactl("unload-module", sink.stdout.strip())
+        usb.remove()
 
 
 def test_a_monitor_as_the_default_source_is_not_taken_for_the_microphone(pulse_server):
@@ -409,35 +436,22 @@ def test_a_monitor_as_the_default_source_is_not_taken_for_the_microphone(pulse_s
 def test_a_chosen_microphone_plugged_back_in_is_captioned_again(qtbot, pulse_server, journal_dir, settings):
     """A USB microphone unplugged mid-session: captioning went on from the default microphone, and stayed there
     after it was plugged back in (found in QA). Back on it once the server lists it again."""
-    from app.settings import Key
-
-    env = pulse_server.env
-    load = ["pactl", "load-module"]
-    remap_args = ["module-remap-source", "source_name=usb_mic", "master=usb_feed.monitor"]
-    remap_args.append("source_properties=device.description=USB-Mic")
-    sink = subprocess.run([*load, "module-null-sink", "sink_name=usb_feed"], env=env, capture_output=True, text=True)
-    remap = subprocess.run([*load, *remap_args], env=env, capture_output=True, text=True)
-    pulse_server.pactl("set-default-source", "fakemic")
+    usb = UsbMic(pulse_server)
     writer = FifoWriter(pulse_server.fifo, np.zeros(RATE * 60, np.float32), lead=0.0)
     writer.start()
-    settings.set_value(Key.SOURCE, "mic")
-    settings.set_value(Key.DEVICE, "pulse:usb_mic")
-    c, w = started_window(qtbot, pulse_server, journal_dir, settings)
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings, SOURCE="mic", DEVICE="pulse:usb_mic")
     try:
         assert "USB-Mic" in c.input_description
         wait_recording(pulse_server)
         with qtbot.waitSignal(c.device_recovered, timeout=20000) as fallback:
-            pulse_server.pactl("unload-module", remap.stdout.strip())  # unplugged
+            usb.unplug()
         assert "Virtual Mic" in fallback.args[0]
         with qtbot.waitSignal(c.device_returned, timeout=20000) as back:
-            remap = subprocess.run([*load, *remap_args], env=env, capture_output=True, text=True)  # plugged in
+            usb.plug_in()
         assert "USB-Mic" in back.args[0] and "USB-Mic" in c.input_description
         assert c.state == "running" and "Back on" in w.banner.label.text()
         with qtbot.waitSignal(c.session_finished, timeout=10000):
             c.stop()
     finally:
-        writer.stop.set()
-        writer.join(2)
-        c.shutdown(5000)
-        for module in (remap.stdout.strip(), sink.stdout.strip()):
-            subprocess.run(["pactl", "unload-module", module], env=env, capture_output=True)
+        end_session(c, writer)
+        usb.remove()
