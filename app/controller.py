@@ -22,13 +22,14 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QEventLoop, QObject, QThread, QTimer, Signal, Slot
 
 from app import journal as journal_mod
-from app.session_store import Retention, SessionStore
+from app.session_store import Retention, SessionStore, made_with
 from app.worker import EngineWorker, ModelInfo, ModelLoader, SessionSpec, Stats, default_loader
 from engine.events import CaptionEvent, Line
 
 log = logging.getLogger(__name__)
 
 LOAD_WAIT_MS = 1000  # on quit, how long a model load (which cannot be interrupted) is given to end by itself
+LOADING = "Loading the model"  # the status bar's words while a model loads (taken back when it fails)
 
 
 class SessionController(QObject):
@@ -150,7 +151,7 @@ class SessionController(QObject):
         self.model = None
         self._set_state("loading")
         self._loading += 1
-        self.message.emit("info", f"Loading the model {Path(source).name or source}\u2026")
+        self.message.emit("info", f"{LOADING} {Path(source).name or source}\u2026")
         self.request_load.emit(source, backend, bits)
 
     def start(self, spec: SessionSpec) -> None:
@@ -331,11 +332,8 @@ class SessionController(QObject):
 
     @Slot(str)
     def _on_session_started(self, description: str) -> None:
-        self.input_description = description
-        self.input_changed.emit(description)
+        self._set_input(description)
         self._session_started, self._before = True, None
-        if self._journal is not None:
-            self._journal.set_input(description)
         if self._live_srt_path:
             self._open_live_srt([])
 
@@ -387,20 +385,14 @@ class SessionController(QObject):
         if self.waiting and self.state == "running":
             self._resumed_at = time.monotonic()
         self.waiting = False
-        self.input_description = description
-        self.input_changed.emit(description)
-        if self._journal is not None:
-            self._journal.set_input(description)
+        self._set_input(description)
         lost = self._lost_text
         self.message.emit("warning", f"{lost} Now capturing from {description}; the transcript continues.".strip())
         self.device_recovered.emit(description)
 
     @Slot(str)
     def _on_device_returned(self, description: str) -> None:
-        self.input_description = description
-        self.input_changed.emit(description)
-        if self._journal is not None:
-            self._journal.set_input(description)
+        self._set_input(description)
         self.message.emit("warning", f"Back on {description}; the transcript continues.")  # in the loss's place
         self.device_returned.emit(description)
 
@@ -409,10 +401,14 @@ class SessionController(QObject):
         """The input followed a change by itself (a new default output): the status bar and the journal name the
         new one (they kept the first)."""
         if description and description != self.input_description:
-            self.input_description = description
-            self.input_changed.emit(description)
-            if self._journal is not None:
-                self._journal.set_input(description)
+            self._set_input(description)
+
+    def _set_input(self, description: str) -> None:
+        """The input is ``description`` now: for the status bar (``input_changed``) and the journal."""
+        self.input_description = description
+        self.input_changed.emit(description)
+        if self._journal is not None:
+            self._journal.set_input(description)
 
     @Slot()
     def _on_silence_hint(self) -> None:
@@ -451,9 +447,7 @@ class SessionController(QObject):
         info: dict[str, Any] = {"source": "file" if spec.input_file else kinds.get(spec.source, spec.source)}
         if self.model is not None:
             info |= {"model": self.model.source, "family": self.model.family, "backend": self.model.backend}
-            info |= {"bits": self.model.bits} if self.model.bits else {}  # how it ran: 8/4-bit weights, a delay
-        if isinstance(spec.options.get("delay_ms"), int):
-            info["delay_ms"] = spec.options["delay_ms"]
+            info |= made_with(self.model.bits, spec.options)
         if spec.input_file:
             info["input"] = Path(spec.input_file).name
         info["audio"] = self.keep_audio

@@ -51,7 +51,7 @@ from PySide6.QtWidgets import (
 from app import placement
 from app.banner import Banner
 from app.caption_view import CaptionView
-from app.controller import SessionController
+from app.controller import LOADING, SessionController
 from app.export_dialog import ExportDialog
 from app.history import HistoryPane
 from app.icons import media_icon
@@ -756,7 +756,7 @@ class MainWindow(QMainWindow):
     def _on_model_failed(self, _text: str, _code: int) -> None:
         """Keep the last model that loaded as the remembered one (the model dialog saved its choice already); the
         banner says why, the status bar no longer says it is loading."""
-        if self.status.currentMessage().startswith("Loading the model"):
+        if self.status.currentMessage().startswith(LOADING):
             self.status.clearMessage()
         if self._working:
             self.settings.set_value(Key.MODEL_SOURCE, self._working)

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.journal import read_start, recorder_alive
 from app.session_audio import RATE, audio_seconds, iter_audio
-from app.session_store import SessionStore
+from app.session_store import SessionStore, made_with
 from engine.cli import check_delay_ms
 from engine.errors import UsageError
 from engine.events import Line
@@ -62,10 +62,11 @@ def retranscribe(
                 f"The kept audio holds {total:.1f} s of the session's {summary.duration:.1f} s (the disk may have "
                 "filled while it was recorded); the new version covers only that part."
             )
+        options = options or {}
         weights = {"quantize": quantize} if quantize else {}
         model = (loader or _default_loader)(source, backend=backend, **weights)
-        check_delay_ms((options or {}).get("delay_ms"), getattr(model, "family", None))  # Voxtral's only
-        session = model.start_session(**(options or {}))
+        check_delay_ms(options.get("delay_ms"), getattr(model, "family", None))  # Voxtral's only
+        session = model.start_session(**options)
         lines: list[Line] = []
         done = 0
         for block in iter_audio(summary.audio, block=RATE * FEED_SECONDS):
@@ -82,8 +83,5 @@ def retranscribe(
             "backend": str(getattr(model, "backend_name", backend)),
             "from": "audio",
         }
-        bits = int(getattr(model, "weight_bits", None) or 0)  # stored so or converted on load (0: float)
-        info |= {"bits": bits} if bits else {}
-        delay = (options or {}).get("delay_ms")
-        info |= {"delay_ms": delay} if isinstance(delay, int) else {}
+        info |= made_with(int(getattr(model, "weight_bits", None) or 0), options)  # bits: stored so or converted
         return store.add_version(session_id, lines, info)

@@ -65,6 +65,13 @@ class SessionNotFound(UsageError):
     """No session with that id (one sentence)."""
 
 
+def made_with(bits: int, options: dict[str, Any]) -> dict[str, int]:
+    """The start record's fields that say how a version was made (``Version.bits``, ``Version.delay_ms``): the
+    model's 8/4-bit weights (none for float) and, from the session ``options``, Voxtral's delay."""
+    delay = options.get("delay_ms")
+    return ({"bits": bits} if bits else {}) | ({"delay_ms": delay} if isinstance(delay, int) else {})
+
+
 @dataclass(frozen=True)
 class Version:
     """One transcript of a session: 1 is the live one, 2.. re-transcriptions of its audio."""

@@ -414,9 +414,7 @@ class EngineWorker(QObject):
         )
         what = {"microphone": "The microphone", "system": "The output"}.get(lost.kind, "The audio input")
         gone = getattr(lost, "name", "") or lost.description  # as the user knows it, without the rate
-        source.close()
-        self._feed(source.read())
-        self._dropped_before += source.dropped_seconds
+        self._retire(source)
         self.device_lost.emit(f"{what} \u201c{gone}\u201d stopped delivering audio.")
         self._recovering = True
         self._next_recover = 0.0
@@ -445,6 +443,12 @@ class EngineWorker(QObject):
         self._zero_run = 0
         self.device_recovered.emit(source.description)
 
+    def _retire(self, source: Any) -> None:
+        """Close a source the session leaves (lost, or a fallback given up) and feed what it still held."""
+        source.close()
+        self._feed(source.read())
+        self._dropped_before += source.dropped_seconds
+
     def _try_return(self) -> None:
         """Back on the chosen microphone and output once the sound server lists them again (after a fallback to
         the defaults: a USB headset plugged back in). Only devices the server lists: telling whether a device only
@@ -459,10 +463,7 @@ class EngineWorker(QObject):
             source = audio.make_source(spec.source, spec.device, spec.output, names=spec.names)
         except AudioError:
             return
-        old = self._source
-        old.close()
-        self._feed(old.read())
-        self._dropped_before += old.dropped_seconds
+        self._retire(self._source)
         try:
             source.open()
         except AudioError:

@@ -161,17 +161,18 @@ class AudioSystem:
         if device and index is None:
             name = names.get(device) or self._mic_name(device)
             notify(f"The microphone \u201c{name}\u201d is not connected; using the default one.")
-        if index is None and getattr(self.backend, "default_mic_is_a_monitor", lambda: False)():
+        if index is not None:
+            return MicSource(self.sd, index)
+        mics = self._server_microphones()
+        if getattr(self.backend, "default_mic_is_a_monitor", lambda: False)():
             # no microphone is the default: "the default microphone" would be the speakers (the server falls back
             # to an output's monitor when the last microphone goes): the first microphone it lists, else none
-            first = next(iter(self._server_microphones()), None)
-            source = self.backend.mic_source(first.id) if first is not None else None
+            source = self.backend.mic_source(mics[0].id) if mics else None
             if source is None:
                 raise AudioError("No microphone was found; connect one and press Refresh.")
             return source
         # the default device is named as the sound server calls its default microphone (PortAudio says "default")
-        default = next((m.name for m in self._server_microphones() if m.is_default), None) if index is None else None
-        return MicSource(self.sd, index, label=default)
+        return MicSource(self.sd, None, label=next((m.name for m in mics if m.is_default), None))
 
     @staticmethod
     def _mic_name(device: str) -> str:

@@ -166,6 +166,10 @@ class EchoAligner:
         self._lags: list[int] = []  # agreeing delays of the last correlated frames
         self._age = 0  # samples judged since the last correlated frame
 
+    def played(self, n: int) -> np.ndarray:
+        """The last ``n`` system samples emitted (fewer at the start; ``n`` is at most ``keep``)."""
+        return self._sys[-n:] if n else self._sys[:0]
+
     def feed(self, mic: np.ndarray, kept: np.ndarray, system: np.ndarray) -> int:
         """Take the next emitted samples (the mic before and after the gate, the system track); returns the delay
         the mic track needs, or 0."""
@@ -290,7 +294,6 @@ class MixSource:
         self.description = ""
         self._t0 = 0.0
         self._out = 0
-        self._hist = np.zeros(0, dtype=np.float32)
         self._tracks = {"mic": _Track("mic"), "system": _Track("system")}
         self._open = False
         self._hinted = False
@@ -306,7 +309,6 @@ class MixSource:
             raise
         self._t0 = self._clock()
         self._out = 0
-        self._hist = np.zeros(0, dtype=np.float32)
         self._tracks = {"mic": _Track("mic"), "system": _Track("system")}
         self.aligner = EchoAligner(self.gate)
         self._open = True
@@ -346,8 +348,7 @@ class MixSource:
         sys_pcm = system.take(a, b)
         heard = mic_pcm = mic.take(a, b)
         tail = system.buf[: self.gate.lead] if system.start == b else np.zeros(0, dtype=np.float32)
-        mic_pcm = self.gate.apply(mic_pcm, sys_pcm, self._hist, tail)
-        self._hist = np.concatenate([self._hist, sys_pcm])[-self.gate.max_lag :]
+        mic_pcm = self.gate.apply(mic_pcm, sys_pcm, self.aligner.played(self.gate.max_lag), tail)
         self._out = b
         delay = self.aligner.feed(heard, mic_pcm, sys_pcm)
         if delay and mic.delayed + delay <= self.aligner.reach + self.gate.max_lag:  # bounded, whatever happens
