@@ -671,6 +671,7 @@ def test_a_live_srt_file_that_cannot_be_written_is_turned_off_in_the_menu(
     assert not w.live_srt_action.isChecked() and w.live_srt_action.text() == "Live SRT file\u2026"
     assert settings.value(Key.LIVE_SRT_PATH) == "" and controller.live_srt_path is None
     assert "live SRT file is off" in w.banner.label.text()
+    qtbot.waitUntil(lambda: controller.state == "running", timeout=5000)  # the worker says so just after the start
     with qtbot.waitSignal(controller.session_finished, timeout=5000):
         w.stop_action.trigger()
 
