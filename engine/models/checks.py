@@ -3,9 +3,9 @@
 A config.json (or params.json) with ``num_hidden_layers: -1`` used to load and produce garbage with exit
 code 0, and ``vocab_size: "lots"`` failed with a Python message. :func:`check_config` walks the parsed
 file (nested sections included, whatever the dialect) and refuses, with one sentence naming the entry,
-any known size that is not a whole number >= 1, any token id that is not a whole number >= 0, and any
-known scale (RoPE theta, norm epsilon, ...) that is not a finite positive number. The families' config
-classes then check what relates entries to each other (:func:`require`).
+any known size that is not a whole number >= 1 (null only where it means "derive it"), any token id that
+is not a whole number >= 0, and any known scale (RoPE theta, norm epsilon, ...) that is not a finite
+positive number. The families' config classes then check what relates entries to each other (:func:`require`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ SIZES = frozenset(
         "bits",
     }
 )
-#: Token ids: whole numbers >= 0 (or a list of them).
+#: Sizes a config may give as null, meaning "derive it" (HF's convention): the rest of SIZES may not be null.
+NULLABLE = frozenset({"head_dim", "num_key_value_heads", "sliding_window"})
+#: Token ids: whole numbers >= 0 (or a list of them); null allowed (e.g. no pad token).
 IDS = frozenset({"bos_token_id", "eos_token_id", "decoder_start_token_id", "pad_token_id"})
 #: Scales: finite numbers > 0.
 SCALES = frozenset({"rope_theta", "rms_norm_eps", "norm_eps", "frame_ms", "partial_rotary_factor"})
@@ -71,6 +73,9 @@ def _walk(node: Any, where: str) -> None:
         return
     for key, value in node.items():
         if value is None:
+            if (key in SIZES and key not in NULLABLE) or key in SCALES:
+                what = "a positive whole number" if key in SIZES else "a positive number"
+                raise ModelError(f"{where} gives {key} = null; it must be {what}.")
             continue
         if key in SIZES:
             _whole(value, key, where, 1)
@@ -107,6 +112,8 @@ def _windows(value: Any, where: str) -> None:
 
 
 def _show(value: Any) -> str:
+    if value is None:
+        return "null"  # as the JSON file writes it
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= 40 else text[:37] + "..."
 

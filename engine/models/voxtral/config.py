@@ -59,6 +59,11 @@ class VoxtralConfig:
     @classmethod
     def from_hf(cls, d: dict) -> VoxtralConfig:
         """From an HF ``config.json`` (model_type voxtral_realtime)."""
+        for section in ("audio_config", "text_config"):
+            if not isinstance(d.get(section), dict):
+                raise ModelError(
+                    f"The Voxtral config.json has no {section} section: not a Voxtral Realtime checkpoint."
+                )
         try:
             a, t = d["audio_config"], d["text_config"]
             ar, tr = a.get("rope_parameters") or {}, t.get("rope_parameters") or {}
@@ -94,6 +99,8 @@ class VoxtralConfig:
         """From a Mistral ``params.json`` (its ``multimodal.whisper_model_args`` block holds the encoder)."""
         try:
             mm = p["multimodal"]["whisper_model_args"]
+            if not isinstance(mm, dict) or not isinstance(mm["encoder_args"], dict):
+                raise TypeError
         except (KeyError, TypeError) as e:
             raise ModelError(
                 "The params.json has no multimodal.whisper_model_args block: not a Voxtral Realtime checkpoint."
@@ -104,7 +111,7 @@ class VoxtralConfig:
                 dim=e["dim"],
                 n_layers=e["n_layers"],
                 n_heads=e["n_heads"],
-                head_dim=e["head_dim"],
+                head_dim=e.get("head_dim") or e["dim"] // e["n_heads"],
                 hidden_dim=e["hidden_dim"],
                 rope_theta=float(e.get("rope_theta", 1e6)),
                 window=e.get("sliding_window") or 750,

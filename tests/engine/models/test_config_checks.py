@@ -16,6 +16,7 @@ from engine.weights import read_header
 from tests.conftest import FIXTURES
 
 SPEECH = FIXTURES / "audio" / "speech.wav"
+SECTIONS = ("text_config", "audio_config")  # Voxtral's HF config.json
 
 
 def copy_model(tmp_path, name):
@@ -51,6 +52,9 @@ MOONSHINE_CASES = [
         "sliding_windows",
     ),
     (lambda d: d.update(max_position_embeddings=1 << 40), "max_position_embeddings = 1099511627776"),
+    # null where a value is needed: "Unexpected error (TypeError ...)" (QA)
+    (lambda d: d.update(vocab_size=None), "vocab_size = null; it must be a positive whole number"),
+    (lambda d: d.setdefault("rope_parameters", {}).update(rope_theta=None), "rope_theta = null; it must be a positive"),
 ]
 
 
@@ -76,7 +80,35 @@ VOXTRAL_CASES = [
     ("vox_tiny_native", "params.json", lambda d: d.update(norm_eps=float("nan")), "norm_eps = nan"),
     ("vox_tiny_native", "params.json", lambda d: d.update(n_kv_heads=3), "cannot share 3 key/value heads"),
     ("vox_tiny_mlx4", "config.json", lambda d: d["decoder"].update(n_layers=-1), "n_layers = -1"),
+    # null or missing sections: "Unexpected error (AttributeError ...)", or a shape "expected [None, 256]" (QA)
+    ("vox_tiny_hf", "config.json", lambda d: d.update(text_config=None), "has no text_config section"),
+    ("vox_tiny_hf", "config.json", lambda d: d.pop("audio_config"), "has no audio_config section"),
+    ("vox_tiny_hf", "config.json", lambda d: d["text_config"].update(rms_norm_eps=None), "rms_norm_eps = null"),
+    ("vox_tiny_native", "params.json", lambda d: d.update(dim=None), "gives dim = null"),
+    (
+        "vox_tiny_native",
+        "params.json",
+        lambda d: d["multimodal"]["whisper_model_args"].update(encoder_args=None),
+        "not a Voxtral Realtime checkpoint",
+    ),
 ]
+
+
+@pytest.mark.parametrize(
+    "name,file,edit",
+    [
+        ("moon_tiny_like", "config.json", lambda d: d.update(head_dim=None)),
+        ("moon_tiny_like", "config.json", lambda d: d.update(num_key_value_heads=None)),
+        ("vox_tiny_hf", "config.json", lambda d: [d[k].update(sliding_window=None) for k in SECTIONS]),
+    ],
+)
+def test_a_null_that_means_derive_it_still_loads(capsys, tmp_path, name, file, edit):
+    """HF writes ``head_dim: null`` (heads split the width), ``num_key_value_heads: null`` (one per head) and
+    ``sliding_window: null`` (the default window): such configs load and transcribe as before."""
+    d = copy_model(tmp_path, name)
+    edit_json(d / file, edit)
+    code, out, err = run_cli(capsys, d, *(["--no-vad"] if name.startswith("moon") else []))
+    assert code == 0 and out.strip(), err
 
 
 @pytest.mark.parametrize("name,file,edit,message", VOXTRAL_CASES)
