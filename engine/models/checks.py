@@ -80,11 +80,15 @@ def _walk(node: Any, where: str) -> None:
         if key in SIZES:
             _whole(value, key, where, 1)
         elif key in IDS:
+            if value == []:
+                raise ModelError(
+                    f"{where} gives {key} = []; it must be a whole number of at least 0 or a list of them."
+                )
             for v in value if isinstance(value, list) else [value]:
                 _whole(v, key, where, 0)
         elif key in SCALES:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise ModelError(f"{where} gives {key} = {_show(value)}; it must be a positive number.")
+                raise ModelError(f"{where} gives {key} = {show(value)}; it must be a positive number.")
         elif key == "sliding_windows":
             _windows(value, where)
         else:
@@ -94,7 +98,7 @@ def _walk(node: Any, where: str) -> None:
 def _whole(value: Any, key: str, where: str, minimum: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value < LIMIT:
         what = "a positive whole number" if minimum == 1 else "a whole number of at least 0"
-        raise ModelError(f"{where} gives {key} = {_show(value)}; it must be {what}.")
+        raise ModelError(f"{where} gives {key} = {show(value)}; it must be {what}.")
 
 
 def _windows(value: Any, where: str) -> None:
@@ -106,12 +110,13 @@ def _windows(value: Any, where: str) -> None:
     )
     if not ok:
         raise ModelError(
-            f"{where} gives sliding_windows = {_show(value)}; it must be a list of [left, right] "
+            f"{where} gives sliding_windows = {show(value)}; it must be a list of [left, right] "
             "pairs of whole numbers of at least 0."
         )
 
 
-def _show(value: Any) -> str:
+def show(value: Any) -> str:
+    """``value`` as a config error's sentence quotes it: JSON's null, strings quoted, at most 40 characters."""
     if value is None:
         return "null"  # as the JSON file writes it
     text = repr(value) if isinstance(value, str) else str(value)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ...audio import SAMPLE_RATE
 from ...errors import ModelError
-from ..checks import require
+from ..checks import require, show
 
 
 def _from_dict(cls, d: dict):
@@ -80,6 +80,9 @@ class MoonshineConfig:
     @classmethod
     def from_dict(cls, d: dict) -> MoonshineConfig:
         """Build from a parsed config.json; raises ModelError when required parts are missing or odd."""
+        for key in ("encoder_config", "rope_parameters"):
+            if d.get(key) is not None and not isinstance(d[key], dict):
+                raise ModelError(f"The Moonshine config.json gives {key} as {show(d[key])}; it must be an object.")
         try:
             enc = _from_dict(EncoderConfig, d.get("encoder_config") or {})
             cfg = _from_dict(cls, {**d, "encoder": enc})

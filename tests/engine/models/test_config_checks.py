@@ -55,6 +55,8 @@ MOONSHINE_CASES = [
     # null where a value is needed: "Unexpected error (TypeError ...)" (QA)
     (lambda d: d.update(vocab_size=None), "vocab_size = null; it must be a positive whole number"),
     (lambda d: d.setdefault("rope_parameters", {}).update(rope_theta=None), "rope_theta = null; it must be a positive"),
+    (lambda d: d.update(eos_token_id=[]), "eos_token_id = []"),  # "Unexpected error (IndexError ...)" (QA)
+    (lambda d: d.update(encoder_config=[1]), "encoder_config as [1]; it must be an object"),  # AttributeError (QA)
 ]
 
 
