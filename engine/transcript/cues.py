@@ -147,6 +147,64 @@ def limit_lines(lines: Sequence[Line], audio_end: float | None) -> list[Line]:
     return out
 
 
+def settle_end(lines: Sequence[Line], audio_end: float | None, span: float = 0.83) -> list[Line]:
+    """``limit_lines(lines, audio_end)`` with the last Lines that :func:`end_slots` gives a slot moved into it:
+    the Line's start and end become the slot's and its words (and ``span``) are mapped into it, linearly from
+    the Line's own times, or spread by characters where those have no length. So a Line or word decoded after
+    the audio ended is not written with a time of no length (TXT and JSON; cues retime their own pieces)."""
+    limited = limit_lines(lines, audio_end)
+    slots = end_slots(limited, audio_end, span)
+    end = check_audio_end(audio_end)
+    return [
+        _moved(line, *slots[i]) if i in slots else _last_words(line, end, span) if end is not None else line
+        for i, line in enumerate(limited)
+    ]
+
+
+def _last_words(line: Line, end: float, span: float) -> Line:
+    """``line`` with its last words that lie at ``end`` itself with no length (decoded after the audio) spread by
+    characters over the time before ``end`` after the word before them (at most ``span``); where that word runs to
+    ``end`` too, it gives up to its second half."""
+    words = list(line.words)
+    k = len(words)
+    while k and words[k - 1].start >= end:
+        k -= 1
+    if k == len(words):
+        return line
+    floor = max(words[k - 1].end if k else line.start, end - span)
+    if k and words[k - 1].end >= end:
+        prev = words[k - 1]
+        floor = max(prev.start + (end - prev.start) / 2, end - span)
+        words[k - 1] = Word(prev.text, prev.start, floor)
+    if floor >= end:
+        return line
+    tail = _spread(words[k:], floor, end)
+    return replace(line, start=min(line.start, floor), words=tuple(words[:k]) + tail)
+
+
+def _spread(words: Sequence[Word], start: float, end: float) -> tuple[Word, ...]:
+    """``words`` one after another over ``start .. end``, each taking a share by its characters."""
+    total, done, out = sum(len(w.text) or 1 for w in words), 0, []
+    for w in words:
+        a = start + (end - start) * done / total
+        done += len(w.text) or 1
+        out.append(Word(w.text, a, start + (end - start) * done / total))
+    return tuple(out)
+
+
+def _moved(line: Line, start: float, end: float) -> Line:
+    lo, hi = line.start, line.end
+    if hi > lo:
+
+        def at(t: float) -> float:
+            return start + (min(max(t, lo), hi) - lo) * (end - start) / (hi - lo)
+
+        words = tuple(Word(w.text, at(w.start), at(w.end)) for w in line.words)
+    else:
+        words = _spread(line.words, start, end)
+    return replace(line, start=start, end=end, words=words, span=None if line.span is None else (start, end))
+
+
 def end_slots(lines: Sequence[Line], audio_end: float | None, span: float) -> dict[int, tuple[float, float]]:
     """New times ``{index: (start, end)}`` for the last Lines of ``lines`` (within the audio: ``limit_lines``) with
     text that start at ``audio_end`` itself: text decoded after the audio ended, such as Voxtral's last words

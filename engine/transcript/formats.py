@@ -4,7 +4,8 @@ All functions are pure (lines in, text out). SRT and WebVTT go through :func:`ma
 options are passed on as keywords); TXT and JSON keep one entry per Line. Times are rounded to the
 millisecond; negative times are written as zero. Every format takes ``audio_end``, the length in seconds of
 the audio the lines come from (``None``: unknown): no time written passes it (times past it are written as
-it, and the last subtitle cue is not extended past it). Output uses ``\\n`` line ends and, unless empty,
+it, and the last subtitle cue is not extended past it); text decoded after the audio (at its end itself) is
+given time before the end (``cues.settle_end``), never written with no length. Output uses ``\\n`` line ends and, unless empty,
 ends with one newline.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 
 from engine.errors import UsageError
 from engine.events import Line
-from engine.transcript.cues import Cue, limit_lines, make_cues
+from engine.transcript.cues import Cue, make_cues, settle_end
 
 FORMATS = ("txt", "srt", "vtt", "json")
 
@@ -76,7 +77,7 @@ def format_txt(lines: Sequence[Line], *, timestamps: bool = False, audio_end: fl
     """Plain text: one output line per Line (its text with whitespace runs made single spaces; blank
     Lines left out); with ``timestamps`` each is prefixed ``[hh:mm:ss.mmm --> hh:mm:ss.mmm] ``."""
     out = []
-    for line in limit_lines(lines, audio_end):
+    for line in settle_end(lines, audio_end):
         text = _one_line(line.text)
         if not text:
             continue
@@ -90,7 +91,7 @@ def format_json(lines: Sequence[Line], *, audio_end: float | None = None) -> str
     """A JSON list with one object per Line: ``start``, ``end`` (seconds, ms precision), ``text`` (as
     committed), plus ``tokens`` and ``words`` (``[{text, start, end}]``) when the Line has them."""
     items = []
-    for line in limit_lines(lines, audio_end):
+    for line in settle_end(lines, audio_end):
         item: dict = {"start": _ms(line.start) / 1000, "end": _ms(line.end) / 1000, "text": line.text}
         if line.tokens:
             item["tokens"] = [int(t) for t in line.tokens]

@@ -223,6 +223,40 @@ def test_no_format_writes_a_time_past_the_audio():
     assert format_txt(lines, audio_end=end) == format_txt(lines)
 
 
+def test_text_decoded_after_the_audio_gets_time_before_its_end():
+    """Voxtral's last words, decoded after the audio ended (its delay), are timed at the end itself: JSON wrote
+    them as words of no length (``["da", 13.952, 13.952]``, found in QA) and TXT as ``[end --> end]``. They take
+    the time before the end as the SRT/VTT cues do, and the words keep their order."""
+    end = 14.0
+    before = Line(
+        "It is all", 10.0, 12.0, words=(Word("It", 10.0, 10.5), Word("is", 10.6, 11.0), Word("all", 11.2, 12.0))
+    )
+    late = Line("over now", end, end, words=(Word("over", end, end), Word("now", end, end)))
+    data = json.loads(format_json([before, late], audio_end=end))
+    assert data[0] == json.loads(format_json([before]))[0]  # a Line that ends in time is as it was
+    assert 12.0 <= data[1]["start"] < data[1]["end"] == end
+    words = data[1]["words"]
+    assert [w["text"] for w in words] == ["over", "now"]
+    assert all(w["start"] < w["end"] for w in words) and words[0]["end"] <= words[1]["start"]
+    assert words[0]["start"] == data[1]["start"] and words[-1]["end"] == end
+    txt = format_txt([before, late], timestamps=True, audio_end=end)
+    assert "[00:00:14.000 --> 00:00:14.000]" not in txt and txt.endswith(" --> 00:00:14.000] over now\n")
+
+
+def test_last_words_of_a_line_at_the_audio_end_get_time_before_it():
+    """A Line that began in time but whose last word was decoded after the audio: that word had no length."""
+    end = 13.952
+    words = (Word("Good", 12.0, 12.4), Word("night", 12.5, 13.0), Word("all", end, end))
+    data = json.loads(format_json([Line("Good night all", 12.0, end, words=words)], audio_end=end))
+    w = data[0]["words"]
+    assert w[:2] == [{"text": "Good", "start": 12.0, "end": 12.4}, {"text": "night", "start": 12.5, "end": 13.0}]
+    assert w[2]["text"] == "all" and 13.0 <= w[2]["start"] < w[2]["end"] == end
+    # the word before runs to the end too: it gives up its second half at most
+    words = (Word("Good", 12.0, 12.4), Word("night", 13.5, end), Word("all", end, end))
+    w = json.loads(format_json([Line("Good night all", 12.0, end, words=words)], audio_end=end))[0]["words"]
+    assert 13.5 < w[1]["end"] == w[2]["start"] < w[2]["end"] == end and w[1]["end"] >= 13.5 + (end - 13.5) / 2 - 1e-3
+
+
 # ---------------------------------------------------------------- dispatch
 
 
