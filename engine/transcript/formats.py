@@ -5,8 +5,8 @@ options are passed on as keywords); TXT and JSON keep one entry per Line. Times 
 millisecond; negative times are written as zero. Every format takes ``audio_end``, the length in seconds of
 the audio the lines come from (``None``: unknown): no time written passes it (times past it are written as
 it, and the last subtitle cue is not extended past it); text decoded after the audio (at its end itself) is
-given time before the end (``cues.settle_end``), never written with no length. Output uses ``\\n`` line ends and, unless empty,
-ends with one newline.
+given time before the end (``cues.settle_end``), never written with no length. Output uses ``\\n`` line
+ends and, unless empty, ends with one newline.
 """
 
 from __future__ import annotations
