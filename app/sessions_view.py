@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import QEvent, QObject, QProcess, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QCloseEvent, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -167,7 +167,8 @@ class SessionsWindow(QWidget):
         self.table.setRootIsDecorated(False)
         self.table.setUniformRowHeights(True)
         self.table.setAlternatingRowColors(True)
-        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        # Shift/Ctrl+click select several sessions for Delete; the current row is the one shown
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.table.setTextElideMode(Qt.TextElideMode.ElideRight)
         header = self.table.header()
@@ -178,6 +179,7 @@ class SessionsWindow(QWidget):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
             header.resizeSection(col, width)
         self.table.currentItemChanged.connect(lambda *_: self._open_current())
+        self.table.itemSelectionChanged.connect(self._update_actions)
 
         self.retention_combo = QComboBox(self)
         self.retention_combo.setObjectName("sessionsRetention")
@@ -300,6 +302,7 @@ class SessionsWindow(QWidget):
         find.setShortcut(QKeySequence.StandardKey.Find)
         find.triggered.connect(lambda: (self.search.setFocus(), self.search.selectAll()))
         self.addAction(find)
+        self.table.installEventFilter(self)  # the list's Delete key deletes the selected sessions (after a question)
 
     # -- public ------------------------------------------------------------------------------------
     def refresh(self, reopen: bool = True) -> None:
@@ -339,6 +342,14 @@ class SessionsWindow(QWidget):
     def current_id(self) -> str | None:
         item = self.table.currentItem()
         return item.data(0, ID_ROLE) if item is not None else None
+
+    def selected_ids(self) -> list[str]:
+        """The selected sessions' ids in list order; the open one alone when no row is selected."""
+        picked = {id(item) for item in self.table.selectedItems()}
+        rows = [self.table.topLevelItem(i) for i in range(self.table.topLevelItemCount())]
+        ids = [item.data(0, ID_ROLE) for item in rows if id(item) in picked]
+        current = self.current_id()
+        return ids or ([current] if current is not None else [])
 
     def ids(self) -> list[str]:
         """The listed session ids, in order."""
@@ -415,6 +426,24 @@ class SessionsWindow(QWidget):
             return
         self._guard(lambda: self.store.delete(session_id))
         self.refresh()
+
+    def delete_sessions(self, session_ids: Sequence[str]) -> int:
+        """Delete each of ``session_ids`` but the one being recorded and one being re-transcribed; returns how many
+        went. A session already gone counts as gone; another failure is said and the rest are still deleted."""
+        done = 0
+        for session_id in session_ids:
+            if session_id in (self._recording_id(), self._process_session):
+                continue
+            try:
+                self.store.delete(session_id)
+            except SessionNotFound:
+                pass
+            except LivecapError as exc:
+                self._show_error(str(exc))
+                continue
+            done += 1
+        self.refresh()
+        return done
 
     def retention_deletes(self, text: str) -> list[SessionSummary]:
         """The sessions the policy ``text`` would delete now, newest first (nothing is deleted)."""
@@ -599,7 +628,8 @@ class SessionsWindow(QWidget):
         recording = has and session_id == self._recording_id()
         self.export_button.setEnabled(has)
         self.rename_button.setEnabled(has)
-        self.delete_button.setEnabled(has and not recording and session_id != self._process_session)
+        busy = (self._recording_id(), self._process_session)
+        self.delete_button.setEnabled(any(i not in busy for i in self.selected_ids()))
         has_audio = False
         if has and not recording:
             try:
@@ -653,6 +683,10 @@ class SessionsWindow(QWidget):
             self.rename(title)
 
     def _delete_clicked(self) -> None:
+        ids = self.selected_ids()
+        if len(ids) > 1:
+            self._delete_several(ids)
+            return
         summary = self._open_summary()
         if summary is None:
             return
@@ -663,6 +697,18 @@ class SessionsWindow(QWidget):
             "Delete session", f"<p>Delete \u201c{html.escape(summary.name)}\u201d with all its versions and audio?</p>"
         ):
             self.delete_current()
+
+    def _delete_several(self, ids: list[str]) -> None:
+        """Delete the selected sessions after one question that says how many (and which stay, if any)."""
+        busy = (self._recording_id(), self._process_session)
+        doomed = [i for i in ids if i not in busy]
+        if not doomed:
+            return
+        text = f"<p>Delete {len(doomed)} sessions with all their versions and audio?</p>"
+        if len(doomed) < len(ids):
+            text += "<p>The session being recorded or re-transcribed stays.</p>"
+        if self._ask("Delete sessions", text):
+            self.delete_sessions(doomed)
 
     def _fill_retranscribe_menu(self) -> None:
         menu = self.retranscribe_menu
@@ -747,6 +793,14 @@ class SessionsWindow(QWidget):
         if watched is self.search and event.type() == QEvent.Type.FocusIn and not self._warm_timer.isActive():
             self._to_warm = list(reversed(self.store.ids()))
             self._warm_timer.start()
+        if (
+            watched is self.table
+            and event.type() == QEvent.Type.KeyPress
+            and isinstance(event, QKeyEvent)
+            and event.matches(QKeySequence.StandardKey.Delete)
+        ):
+            self._delete_clicked()
+            return True
         return super().eventFilter(watched, event)
 
     def _warm_one(self) -> None:

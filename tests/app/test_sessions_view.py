@@ -409,6 +409,67 @@ def test_rename_or_delete_of_a_session_gone_from_disk_says_so_in_one_sentence(li
     assert view.error_label.text() == "That session is no longer there." and view.ids() == []
 
 
+def click_row(qtbot, view, row, modifier=None):
+    from PySide6.QtCore import Qt
+
+    item = view.table.topLevelItem(row)
+    rect = view.table.visualItemRect(item)
+    qtbot.mouseClick(
+        view.table.viewport(), Qt.MouseButton.LeftButton, modifier or Qt.KeyboardModifier.NoModifier, rect.center()
+    )
+
+
+def test_several_sessions_are_deleted_at_once_after_one_question(qtbot, library, monkeypatch):
+    """With hundreds of sessions kept, deleting them meant one click and one question per session: Shift/Ctrl+click
+    select several, Delete (the button or the key) asks once, saying how many."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QMessageBox
+
+    view, ids = library([1, 2, 3, 4, 5, 6])
+    view.show()
+    qtbot.waitExposed(view)
+    ids = view.ids()
+    answer = {"value": QMessageBox.StandardButton.No}
+    asked = answer_questions(monkeypatch, answer)
+    click_row(qtbot, view, 1)
+    click_row(qtbot, view, 3, Qt.KeyboardModifier.ShiftModifier)
+    click_row(qtbot, view, 5, Qt.KeyboardModifier.ControlModifier)
+    assert view.selected_ids() == [ids[1], ids[2], ids[3], ids[5]] and view.delete_button.isEnabled()
+    view.delete_button.click()  # declined: nothing goes
+    assert asked == ["<p>Delete 4 sessions with all their versions and audio?</p>"]
+    assert view.ids() == ids and view.store.ids() == ids
+    answer["value"] = QMessageBox.StandardButton.Yes
+    view.table.setFocus()
+    qtbot.keyClick(view.table, Qt.Key.Key_Delete)  # the Delete key does the same
+    assert len(asked) == 2 and view.ids() == [ids[0], ids[4]] and view.store.ids() == [ids[0], ids[4]]
+    assert view.count_label.text() == "2 sessions" and view.current_id() in (ids[0], ids[4])
+    click_row(qtbot, view, 0)  # one row: the question names it, as before
+    view.delete_button.click()
+    assert len(asked) == 3 and "Delete \u201c" in asked[2] and view.ids() == [ids[4]]
+
+
+def test_the_session_being_recorded_stays_when_several_are_deleted(qtbot, library, monkeypatch):
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QMessageBox
+
+    view, ids = library([1, 2, 3])
+    view.show()
+    qtbot.waitExposed(view)
+    ids = view.ids()
+    monkeypatch.setattr(view, "_recording_id", lambda: ids[0])  # the controller's session in progress
+    asked = answer_questions(monkeypatch, {"value": QMessageBox.StandardButton.Yes})
+    click_row(qtbot, view, 0)
+    assert not view.delete_button.isEnabled()
+    click_row(qtbot, view, 2, Qt.KeyboardModifier.ShiftModifier)
+    assert view.delete_button.isEnabled()
+    view.delete_button.click()
+    assert asked == [
+        "<p>Delete 2 sessions with all their versions and audio?</p>"
+        "<p>The session being recorded or re-transcribed stays.</p>"
+    ]
+    assert view.ids() == [ids[0]] and view.store.ids() == [ids[0]]
+
+
 def test_a_search_with_no_hits_says_so(library):
     view, _ids = library([1, 2])
     view.search.setText("nowhere")
