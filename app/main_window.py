@@ -545,10 +545,12 @@ class MainWindow(QMainWindow):
         self.caption_view.set_tail_color(tail_color(name))
         self._refresh_icons()
 
-    def offer_recovery(self) -> RecoveredSession | None:
-        """If the last session did not end cleanly, offer its lines in the banner."""
+    def offer_recovery(self, handled: Path | None = None) -> RecoveredSession | None:
+        """If the last session did not end cleanly, offer its lines in the banner; once it is recovered or
+        discarded, the one before it, if any (``handled``: the journal just handled, not offered again where it
+        could not be marked so)."""
         recovered = self.controller.pending_recovery()
-        if recovered is None:
+        if recovered is None or recovered.path == handled:
             return None
         n = len(recovered.lines)
         when = recovered.started.replace("T", " ") or "an earlier session"
@@ -559,8 +561,8 @@ class MainWindow(QMainWindow):
             f"A session was not closed (livecap stopped during it, or its disk filled up); "
             f"{n} line{'s' if n != 1 else ''} from {when} {'were' if n != 1 else 'was'} saved{note}.",
             [
-                ("Recover", lambda: self._recover(recovered)),
-                ("Discard", lambda: self.controller.discard_recovery(recovered)),
+                ("Recover", lambda: (self._recover(recovered), self.offer_recovery(recovered.path))),
+                ("Discard", lambda: (self.controller.discard_recovery(recovered), self.offer_recovery(recovered.path))),
             ],
         )
         return recovered

@@ -230,6 +230,30 @@ def test_recovery_offer_in_banner(qtbot, controller, settings, journal_dir, fake
     assert controller.pending_recovery() is None
 
 
+def test_every_unclosed_session_is_offered_in_turn(qtbot, controller, settings, journal_dir, fake_sd):
+    """Two sessions left unclosed (two crashes before a start) were offered one per start: the older one only
+    at the next start, after the newer was handled."""
+    import os
+
+    from app.journal import Journal
+    from engine.events import Line
+
+    for k, words in enumerate(("the older crash", "the newer crash")):
+        j = Journal(journal_dir)
+        j.add(Line(words, 0.0, 2.0))
+        j._file.close()  # no end record
+        os.utime(j.path, (1_000_000 + k, 1_000_000 + k))
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    first = w.offer_recovery()
+    assert first is not None and [line.text for line in first.lines] == ["the newer crash"]
+    [b for b in w.banner.buttons() if b.text() == "Discard"][0].click()
+    assert w.banner.isVisibleTo(w) and "was not closed" in w.banner.label.text()  # the older one now
+    [b for b in w.banner.buttons() if b.text() == "Recover"][0].click()
+    assert [line.text for line in controller.lines] == ["the older crash"]
+    assert controller.pending_recovery() is None and not w.banner.isVisibleTo(w)
+
+
 def test_excepthook_shows_a_sentence_instead_of_aborting(qtbot, window, monkeypatch):
     from app.excepthook import install_excepthook
 
