@@ -90,6 +90,7 @@ class SessionController(QObject):
         self._journal: journal_mod.Journal | None = None
         self.session_kept = False  # the current (or last) session's journal is whole on disk (or is being written)
         self._session_started = False
+        self.starting = False  # a start was asked for and the worker has not answered yet (start or fail)
         self._before: tuple[list[Line], Stats | None, str | None] | None = None
         self._live_srt_path: str | None = None
         self._live_srt: Any = None
@@ -147,7 +148,11 @@ class SessionController(QObject):
 
     def load_model(self, source: str, backend: str = "auto", bits: int = 0) -> None:
         """Load a model on the worker thread (float weights converted to ``bits``, 0: as stored);
-        ``model_changed`` or ``model_failed`` follows."""
+        ``model_changed`` or ``model_failed`` follows. Not during a session (nor while one starts): ignored then,
+        a model changes only between sessions."""
+        if self.state in ("running", "paused") or self.starting:
+            log.warning("model load asked during a session, ignored: %s", source)
+            return
         self.model = None
         self._set_state("loading")
         self._loading += 1
@@ -156,7 +161,7 @@ class SessionController(QObject):
 
     def start(self, spec: SessionSpec) -> None:
         """Start a new session. The previous one stays in the store; the views start empty."""
-        if self.state not in ("idle",):
+        if self.state != "idle" or self.starting:  # a second Start before the worker answered the first
             return
         self._before = (self.lines, self.last_stats, self.session_id)  # shown again if this start fails
         spec = self._open_session(spec)
@@ -168,6 +173,7 @@ class SessionController(QObject):
         self.last_stats = None
         self.lines_reset.emit()
         self.partial_changed.emit(None)
+        self.starting = True
         self.request_start.emit(spec)
 
     def pause(self) -> None:
@@ -333,12 +339,13 @@ class SessionController(QObject):
     @Slot(str)
     def _on_session_started(self, description: str) -> None:
         self._set_input(description)
-        self._session_started, self._before = True, None
+        self._session_started, self._before, self.starting = True, None, False
         if self._live_srt_path:
             self._open_live_srt([])
 
     @Slot(str, int)
     def _on_session_failed(self, text: str, code: int) -> None:
+        self.starting = False
         if not self._session_started and self._journal is not None and self.store is not None:
             self.store.discard(self._journal)  # nothing was captured: nothing to keep
             self._journal = None

@@ -29,6 +29,14 @@ class _MessageOnly(logging.Formatter):
         return f"livecap: {record.getMessage()}"
 
 
+def log_file() -> Path | None:
+    """The log file ``setup_logging`` made (None when the app logs to no file)."""
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler):
+            return Path(handler.baseFilename)
+    return None
+
+
 def setup_logging(folder: Path | None, level: int = logging.INFO) -> Path | None:
     """Log to ``folder/livecap.log`` (rotated, 1 MB x 3, with tracebacks) and errors to stderr (one line,
     no traceback); returns the log file path."""

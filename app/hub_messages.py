@@ -51,9 +51,13 @@ def download_problem(exc: object, name: str) -> str:
         isinstance(exc, OSError) and not isinstance(exc, LivecapError)
     ):
         return unreachable_text()
-    specific = (hub.DiskSpaceError, hub.GatedModelError, hub.ModelNotFoundError)
+    specific = (hub.DiskSpaceError, hub.GatedModelError, hub.ModelNotFoundError, hub.CacheFolderError)
     if isinstance(exc, specific) or (isinstance(exc, LivecapError) and not isinstance(exc, hub.HubError)):
         text = str(exc).strip()
         if text and not _TECHNICAL.search(text):
             return text  # already one sentence written for the user (sizes, token, name, loader's check)
-    return f"The download of {name} did not finish. Try again; if it keeps failing, the details are in livecap's log."
+    from app.excepthook import log_file
+
+    log = log_file()
+    where = f"livecap's log, {log}" if log is not None else "livecap's log"
+    return f"The download of {name} did not finish. Try again; if it keeps failing, the details are in {where}."

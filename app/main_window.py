@@ -213,6 +213,8 @@ class MainWindow(QMainWindow):
         self.start_action.setToolTip(f"Start captioning ({start_key})")
         self.pause_action = self._action("Pause", Shortcut.START_PAUSE)
         self.pause_action.setToolTip(f"Pause captioning ({start_key})")
+        for action in (self.start_action, self.pause_action):  # a held Space toggled Pause/Resume ~15 times a second
+            action.setAutoRepeat(False)
         self.stop_action = self._action("Stop", Shortcut.STOP)
         self._refresh_icons()
         self.open_model_action = self._action("Models\u2026", Shortcut.OPEN_MODEL, sp.SP_DirOpenIcon)
@@ -364,6 +366,7 @@ class MainWindow(QMainWindow):
         c.message.connect(self.show_message)
         c.silence_hint.connect(self._on_silence_hint)
         c.session_finished.connect(self._on_session_finished)
+        c.session_failed.connect(lambda *_: self._on_state(self.controller.state))  # Start again after a failed one
 
     def _restore(self) -> None:
         s = self.settings
@@ -446,7 +449,10 @@ class MainWindow(QMainWindow):
 
     def choose_model_folder(self) -> None:
         """Ask for a model folder directly and load it (not during a session or a load)."""
-        if self.controller.state in ("running", "paused", "loading"):
+        if self.controller.state in ("running", "paused", "loading") or self.controller.starting:
+            return
+        if self.welcome.busy:  # the download would load its model over the folder's when it ends, mid-session too
+            self.show_message("warning", "A model is downloading on the welcome page; cancel it or let it finish.")
             return
         start = self.settings.value(Key.MODEL_SOURCE) or str(Path.home())
         folder = QFileDialog.getExistingDirectory(self, "Choose a model folder", start)
@@ -468,6 +474,7 @@ class MainWindow(QMainWindow):
         self.banner.dismiss()
         self.status.reset_session()
         self.controller.start(spec)
+        self._on_state(self.controller.state)  # starting: Start, Stop and model changes wait for the worker
 
     def choose_replay_file(self) -> None:
         if self.controller.state != "idle":
@@ -647,12 +654,13 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_state(self, state: str) -> None:
-        idle = state == "idle"
-        active = state in ("running", "paused")
+        starting = self.controller.starting  # a start the worker has not answered yet counts as a session
+        idle = state == "idle" and not starting
+        active = state in ("running", "paused") or starting
         self.start_action.setEnabled(idle or state == "paused")
         self.start_action.setText("Resume" if state == "paused" else "Start")
         self.pause_action.setEnabled(state == "running")
-        self.stop_action.setEnabled(active)
+        self.stop_action.setEnabled(active and not starting)
         # A model can change only between sessions, and not while one loads: a choice made during a load
         # would be saved and checked while the model loaded as it was asked for.
         can_change_model = not active and state != "loading"
@@ -864,6 +872,9 @@ class MainWindow(QMainWindow):
     def _welcome_model_ready(self, source: str) -> None:
         backend, bits = self._after_download
         self._after_download = (None, None)
+        if self.controller.state in ("running", "paused") or self.controller.starting:  # never mid-session
+            self.show_message("info", f"{Path(source).name} is downloaded; choose it in Model ▸ Models….")
+            return
         self.load_model(source, backend, bits)
         self.caption_view.setFocus(Qt.FocusReason.OtherFocusReason)
 

@@ -75,6 +75,7 @@ class WelcomePanel(QWidget):
         self.state: install.LocalModel | None = None
         self.job: DownloadJob | None = None
         self._last: hub.Progress | None = None
+        self._cancel_had_focus = False  # Cancel had the keyboard focus when it was pressed (see cancel)
         self._ready: str | None = None  # the downloaded model, announced once its job has finished
         self._offered: CatalogEntry | None = None  # a model asked for by name (``offer``), not the recommendation
         self._no_catalog = ""  # why the app's list of models cannot be read, when it cannot
@@ -328,6 +329,8 @@ class WelcomePanel(QWidget):
         """Stop the download; what was downloaded is kept for the next try."""
         if self.busy and self.job is not None:
             self.job.cancel()
+            # disabling the focused button moves the focus on (to "Add a model folder..."): remember it was here
+            self._cancel_had_focus = self.cancel_button.hasFocus()
             self.cancel_button.setEnabled(False)
             self.progress_label.setText("Stopping\u2026")
 
@@ -361,7 +364,8 @@ class WelcomePanel(QWidget):
 
     def _on_finished(self) -> None:
         ready, self._ready = self._ready, None
-        had_focus = self.cancel_button.hasFocus()
+        had_focus = self.cancel_button.hasFocus() or self._cancel_had_focus
+        self._cancel_had_focus = False
         self.cancel_button.hide()
         self.refresh()
         if had_focus and self.download_button.isEnabled():  # keyboard users stay on the button they used

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from . import children
-from .errors import ModelError
+from .errors import ModelError, os_reason
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +178,10 @@ class DiskSpaceError(HubError):
     """Not enough free disk space for the download."""
 
 
+class CacheFolderError(HubError):
+    """The model cache folder cannot be written (read-only, not a folder, no permission)."""
+
+
 class DownloadCancelled(HubError):
     """The download was cancelled; what was downloaded is kept and a later download resumes."""
 
@@ -192,9 +196,13 @@ _ERRORS = {
         OfflineError,
         HubUnreachableError,
         DiskSpaceError,
+        CacheFolderError,
         DownloadCancelled,
     )
 }
+
+
+_UNWRITABLE = {errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR}  # the cache cannot be written
 
 
 def offline_message(repo_id: str) -> str:
@@ -273,6 +281,11 @@ def translate(
         return _unreachable(exc)
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return DiskSpaceError(f"The disk filled up while downloading {repo_id}; free some space and try again.")
+    if isinstance(exc, OSError) and exc.errno in _UNWRITABLE:
+        return CacheFolderError(
+            f"livecap cannot store models in {cache_dir()}: {os_reason(exc)}. Set HF_HOME to a folder it can write, "
+            "or make this one writable."
+        )
     if isinstance(exc, OSError):
         return HubError(f"Downloading {repo_id} failed: {exc.strerror or _short(exc)}.")
     return HubError(f"Downloading {repo_id} failed ({type(exc).__name__}: {_short(exc)}).")

@@ -680,6 +680,62 @@ def test_stop_says_it_is_stopping_while_the_backlog_is_transcribed(qtbot, journa
         c.shutdown(5000)
 
 
+def test_two_starts_before_the_worker_answers_make_one_session(qtbot, window, speech):
+    """Start pressed twice before the worker had answered the first: the worker restarted the session, the first
+    journal kept 2 of 6 lines and an empty one stayed unfinished, while the window said "Kept in Sessions" (QA)."""
+    c = window.controller
+    load(qtbot, window)
+    window.start_action.trigger()
+    assert c.starting and not window.start_action.isEnabled() and not window.stop_action.isEnabled()
+    assert not window.model_button.isEnabled() and not window.device_combo.isEnabled()
+    window.start_action.trigger()  # the second press, queued before the worker's answer
+    window.start_or_resume()  # Space, as the shortcut would
+    c.start(window._session_spec())
+    qtbot.waitUntil(lambda: c.state == "running", timeout=5000)
+    assert not c.starting and window.stop_action.isEnabled()
+    qtbot.waitUntil(lambda: len(c.lines) >= 3, timeout=8000)
+    with qtbot.waitSignal(c.session_finished, timeout=5000):
+        window.stop_action.trigger()
+    (kept,) = c.store.list()
+    assert kept.finished and kept.lines == len(c.lines) >= 3
+
+
+def test_a_start_that_fails_enables_start_again(qtbot, window, fake_sd):
+    load(qtbot, window)
+    fake_sd.unplug("Fake Mic", new_devices=[])
+    window.refresh_devices()
+    with qtbot.waitSignal(window.controller.session_failed, timeout=5000):
+        window.start_action.trigger()
+        assert not window.start_action.isEnabled()
+    assert not window.controller.starting and window.start_action.isEnabled() and window.model_button.isEnabled()
+
+
+def test_holding_space_starts_once(qtbot, window):
+    """Space held down (a tremor, a resting hand) started captioning, then toggled Pause/Resume ~15 times a second
+    with the key's auto-repeat, and ended wherever the key was let go (QA, real key presses under Xvfb). Qt's
+    shortcut map skips auto-repeated presses for an action that does not repeat; offscreen tests cannot send such
+    presses through it, so this checks the actions Space drives (the welcome's buttons do not repeat either)."""
+    for action in (window.start_action, window.pause_action):
+        assert action.shortcut().toString() == "Space" and not action.autoRepeat()
+
+
+def test_no_model_loads_during_a_session(qtbot, window):
+    """A welcome download that ended mid-session loaded its model over the one captioning: the session stopped with
+    no word but "Model ... is ready" (QA). A load asked for during a session is ignored; the session goes on."""
+    c = window.controller
+    load(qtbot, window)
+    with qtbot.waitSignal(c.state_changed, timeout=3000):
+        window.start_action.trigger()
+    qtbot.waitUntil(lambda: c.state == "running", timeout=3000)
+    c.load_model("fake-voxtral")
+    window._welcome_model_ready("fake-voxtral")
+    qtbot.wait(300)
+    assert c.state == "running" and c.model.source == "fake-moonshine"
+    assert "is downloaded; choose it in Model" in window.status.currentMessage()
+    with qtbot.waitSignal(c.session_finished, timeout=5000):
+        window.stop_action.trigger()
+
+
 def test_a_live_srt_file_that_cannot_be_written_is_turned_off_in_the_menu(
     qtbot, controller, settings, fake_sd, tmp_path
 ):

@@ -215,6 +215,56 @@ def test_the_model_dialog_waits_for_a_welcome_download(qtbot, window, fake, monk
     _wait_job(qtbot, window.welcome)
 
 
+def test_a_model_folder_waits_for_a_welcome_download(qtbot, window, fake, monkeypatch):
+    """ "Add a model folder..." during the welcome's download loaded the folder, and when the download ended unseen
+    it loaded its own model over it, in the middle of the session the user had started (QA)."""
+    from PySide6.QtWidgets import QFileDialog
+
+    asked = []
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: asked.append(a) or ""))
+    fake.rate = 1_000_000
+    window.welcome.download_button.click()
+    window.welcome.folder_button.click()
+    assert not asked and window.banner.label.text() == (
+        "A model is downloading on the welcome page; cancel it or let it finish."
+    )
+    window.welcome.cancel()
+    _wait_job(qtbot, window.welcome)
+    window.welcome.folder_button.click()
+    assert len(asked) == 1
+
+
+def test_cancel_by_keyboard_leaves_the_focus_on_resume(qtbot, window, fake):
+    """Space on Download, Space on Cancel: the focus went on to "Add a model folder...", so the next Space opened a
+    file dialog instead of resuming the download (QA, real key presses)."""
+    w = window.welcome
+    fake.rate = 4_000_000
+    assert window.focusWidget() is w.download_button
+    QTest.keyClick(w.download_button, Qt.Key.Key_Space)
+    assert window.focusWidget() is w.cancel_button
+    qtbot.waitUntil(lambda: w._last is not None and w._last.done > 12_000_000, timeout=20000)
+    QTest.keyClick(w.cancel_button, Qt.Key.Key_Space)
+    _wait_job(qtbot, w)
+    assert w.download_button.text().startswith("Resume download") and window.focusWidget() is w.download_button
+
+
+def test_a_cache_folder_that_cannot_be_written_is_named(qtbot, window, fake, monkeypatch, tmp_path):
+    """A read-only (or impossible) model cache was "The download ... did not finish. Try again", which failed the
+    same way every time; the cause was only in the log (QA)."""
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("HF_HOME", str(blocker / "hf"))
+    w = window.welcome
+    w.download_button.click()
+    _wait_job(qtbot, w)
+    text = w.message()
+    assert text == (
+        f"livecap cannot store models in {blocker / 'hf' / 'hub'}: not a directory. Set HF_HOME to a folder it can "
+        "write, or make this one writable."
+    )
+    assert "Error" not in text and "errno" not in text.lower()
+
+
 def test_a_failed_load_brings_the_welcome_back(qtbot, window):
     with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
         window.load_model("fake-moonshine")
