@@ -9,12 +9,14 @@ resumes.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from engine import hub, install
 from engine.errors import LivecapError, user_message
@@ -22,10 +24,14 @@ from engine.loader import check_folder
 
 log = logging.getLogger(__name__)
 
+STALL_S = 3.0  # a download that reported nothing for this long shows "waiting for the server..."
+
 
 def progress_text(p: hub.Progress) -> str:
     """``"1.2 GB of 8.9 GB · 35 MB/s · about 3 min left"`` (the speed and time once they are known)."""
     parts = [f"{hub.format_bytes(p.done)} of {hub.format_bytes(p.total)}"]
+    if p.stalled:  # the last speed and time left no longer hold
+        return " \u00b7 ".join([*parts, "waiting for the server\u2026"])
     if p.speed > 0:
         parts.append(f"{hub.format_bytes(p.speed)}/s")
     if p.eta is not None and p.speed > 0 and not p.finished:
@@ -107,6 +113,31 @@ class DownloadJob(Job):
             token=token,
         )
         self._full_check = full_check
+        self._last: hub.Progress | None = None
+        self._last_at = 0.0
+        self._watch = QTimer(self)  # GUI thread: the progress reports arrive queued here
+        self._watch.setInterval(500)
+        self._watch.timeout.connect(self._check_stall)
+        self.progress.connect(self._seen)
+        self.finished.connect(self._watch.stop)
+
+    def start(self) -> None:
+        self._last_at = time.monotonic()
+        self._watch.start()
+        super().start()
+
+    def _seen(self, p: hub.Progress) -> None:
+        if not p.stalled:
+            self._last, self._last_at = p, time.monotonic()
+
+    def _check_stall(self) -> None:
+        """Report the download stalled (once per stall) when nothing arrived for ``STALL_S``: the speed and time left
+        it showed were those of the last bytes, a dead connection looked like "about 2 s left" for minutes."""
+        last = self._last
+        if last is None or last.finished or last.stalled or time.monotonic() - self._last_at < STALL_S:
+            return
+        self._last = dataclasses.replace(last, speed=0.0, eta=None, stalled=True)
+        self.progress.emit(self._last)
 
     def _download(self):
         path = install.install_model(self.repo_id, progress=self.progress.emit, cancel=self.token, **self._options)

@@ -355,6 +355,7 @@ class Progress:
     speed: float = 0.0
     eta: float | None = None
     finished: bool = False
+    stalled: bool = False  # nothing arrived for a while (said by the app's job, which watches the time)
 
     @property
     def fraction(self) -> float:

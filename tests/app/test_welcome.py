@@ -265,6 +265,23 @@ def test_a_cache_folder_that_cannot_be_written_is_named(qtbot, window, fake, mon
     assert "Error" not in text and "errno" not in text.lower()
 
 
+def test_a_stalled_download_says_it_waits_instead_of_an_old_time_left(qtbot, window, fake, monkeypatch):
+    """The server stopped sending mid-file: "15.0 MB of 22.2 MB · 2.9 MB/s · about 2 s left" stayed for 12 s while
+    no byte arrived (QA)."""
+    from app import downloads
+
+    monkeypatch.setattr(downloads, "STALL_S", 0.5)
+    w = window.welcome
+    fake.rate = 4_000_000
+    fake.stall_at["model.safetensors"] = 6_000_000
+    w.download_button.click()
+    qtbot.waitUntil(lambda: "waiting for the server" in w.progress_label.text(), timeout=15000)
+    assert "left" not in w.progress_label.text() and "/s" not in w.progress_label.text()
+    with qtbot.waitSignal(window.controller.model_changed, timeout=30000):
+        fake.release.set()
+        qtbot.waitUntil(lambda: "waiting for the server" not in w.progress_label.text(), timeout=15000)
+
+
 def test_a_failed_load_brings_the_welcome_back(qtbot, window):
     with qtbot.waitSignal(window.controller.model_changed, timeout=5000):
         window.load_model("fake-moonshine")
