@@ -750,6 +750,12 @@ class ModelDialog(QDialog):
             self.progress_label.setText("Stopping\u2026")
             self._update_selection()
 
+    def _job_name(self) -> str:
+        """The name the list shows for the model being downloaded (its repo id when not listed)."""
+        repo_id = self._job.repo_id.lower() if self._job is not None else ""
+        row = next((r for r in self.rows if r.kind != "folder" and repo_id in {x.lower() for x in r.repo_ids}), None)
+        return row.name.replace(" (recommended)", "").strip() if row is not None else repo_id
+
     def _confirm(self, title: str, text: str) -> bool:
         return questions.ask(self, title, text)
 
@@ -879,9 +885,16 @@ class ModelDialog(QDialog):
         self.accept()
 
     def done(self, result: int) -> None:
-        """Closing the dialog cancels a running download (the part downloaded so far is kept)."""
+        """Closing the dialog cancels a running download (the part downloaded so far is kept); while it shows, it
+        asks first (closed with Esc, the download stopped without a word and seemed to go on unseen)."""
         job = self._job
         if job is not None and job.running:
+            name = html.escape(self._job_name())
+            question = (
+                f"<p>Stop downloading {name}?</p><p>What was downloaded is kept; the next download continues there.</p>"
+            )
+            if self.isVisible() and not job.token.cancelled and not self._confirm("Stop the download", question):
+                return
             job.cancel()
             job.wait(2.0)
         super().done(result)

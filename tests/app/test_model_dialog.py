@@ -335,6 +335,29 @@ def test_closing_cancels_a_running_download(fake, make_dialog, qtbot) -> None:
     assert job.token.cancelled and job.wait(5)
 
 
+def test_closing_during_a_download_asks_first(fake, make_dialog, qtbot, monkeypatch) -> None:
+    """Esc or Close during a download stopped it in 0.1 s without a word: it seemed to go on unseen (QA)."""
+    fake.rate = 500_000
+    d = make_dialog()
+    d.show()
+    qtbot.waitExposed(d)
+    d.select_source(catalog_entry("moonshine-streaming-small").repo_id)
+    d.download_button.click()
+    job = d._job
+    qtbot.waitUntil(lambda: d._last_progress is not None and d._last_progress.done > 0, timeout=10000)
+    asked = []
+    monkeypatch.setattr(d, "_confirm", lambda title, text: asked.append(text) or False)
+    d.reject()  # Esc: "No" keeps downloading, and the dialog open
+    assert d.isVisible() and not job.token.cancelled and job.running
+    assert asked == [
+        "<p>Stop downloading Moonshine Streaming small?</p>"
+        "<p>What was downloaded is kept; the next download continues there.</p>"
+    ]
+    monkeypatch.setattr(d, "_confirm", lambda title, text: asked.append(text) or True)
+    d.reject()
+    assert len(asked) == 2 and not d.isVisible() and job.token.cancelled and job.wait(5)
+
+
 def test_choose_model_returns_and_remembers_the_choice(fake, qtbot, qsettings, monkeypatch) -> None:
     from app import model_dialog
     from engine.catalog import Machine
