@@ -102,6 +102,11 @@ def check_replay_args(audio: str | None, save_to: str | None) -> int:
     except LivecapError as exc:
         print(f"livecap: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - one sentence, never a traceback (the audio library's own errors)
+        from engine.errors import user_message
+
+        print(f"livecap: {user_message(exc, f'Cannot read audio from {audio!r}')}", file=sys.stderr)
+        return 4
     return 0
 
 

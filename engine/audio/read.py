@@ -172,6 +172,8 @@ def open_audio(path_or_dash: str | os.PathLike[str]) -> AudioStream:
         raise AudioError(f"Cannot read audio from {name}: no such file.") from None
     except OSError as err:
         raise AudioError(f"Cannot read audio from {name}: {os_reason(err)}.") from None
+    if not f.seekable():  # a named pipe, <(...), /dev/stdin on a pipe: read as standard input is
+        return _open_pipe(f, name, owned=True)
     try:
         head = f.read(12)
         f.seek(0)
@@ -241,8 +243,8 @@ class _RawDecoder:
 
     rate, channels, frames, promised, broken = SAMPLE_RATE, 1, None, None, False
 
-    def __init__(self, stream: BinaryIO, name: str) -> None:
-        self._stream, self._name = stream, name
+    def __init__(self, stream: BinaryIO, name: str, owned: BinaryIO | None = None) -> None:
+        self._stream, self._name, self._owned = stream, name, owned
         self._rest = b""  # the start of a sample whose other bytes have not arrived
 
     def read(self, frames: int) -> np.ndarray:
@@ -262,7 +264,8 @@ class _RawDecoder:
         return np.frombuffer(data[:usable], dtype="<f4").astype(np.float32).reshape(-1, 1)
 
     def close(self) -> None:
-        pass
+        if self._owned is not None:
+            self._owned.close()
 
 
 class _SoundFileDecoder:
@@ -408,9 +411,9 @@ def _open_other(path: str, name: str, head: bytes, cut: bool = False) -> AudioSt
 
     if _mpeg_audio(head):  # FFmpeg decodes MP3 (below); libsndfile's look at it lets mpg123 write to stderr
         return _open_av(path, name, head)
-    try:
-        f = soundfile.SoundFile(path)
-    except (soundfile.SoundFileError, RuntimeError, OSError):
+    try:  # the name as bytes: soundfile encodes a str strictly, and a Linux name need not be UTF-8
+        f = soundfile.SoundFile(os.fsencode(path) if os.name == "posix" else path)
+    except (soundfile.SoundFileError, RuntimeError, OSError, UnicodeError):
         pass
     else:
         if f.format != "MP3":
@@ -472,27 +475,41 @@ def _open_av(path: str, name: str, head: bytes) -> AudioStream:
 
 
 def _open_stdin() -> AudioStream:
-    name = "standard input"
     stdin = getattr(sys.stdin, "buffer", None)
     if stdin is None:
         raise AudioError("Cannot read audio from standard input: it is not available.")
+    return _open_pipe(stdin, "standard input", owned=False)
+
+
+def _open_pipe(f: BinaryIO, name: str, owned: bool) -> AudioStream:
+    """WAV or raw float32 16 kHz mono from a stream that cannot seek (standard input, a named pipe), fed as it
+    arrives; a compressed format is refused (its decoders need to seek). ``owned``: close ``f`` at the end."""
     try:
-        head = stdin.read(12)
+        head = f.read(12)
         frame = _mpeg_frame_bytes(head)  # an MP3 or AAC frame header? the next one's start tells for sure
         if frame + 7 > len(head):
-            head += stdin.read(frame + 7 - len(head))
+            head += f.read(frame + 7 - len(head))
     except (OSError, ValueError) as err:
-        raise AudioError(f"Cannot read audio from standard input: {err}.") from None
-    stream = _Prefixed(head, stdin)
-    if head[:4] in (b"RIFF", b"RF64"):
-        return AudioStream(_WavDecoder(WavReader(stream, name), None), name, "WAV")
-    container = _stdin_container(head)
-    if container:
-        raise AudioError(
-            f"Cannot read audio from standard input: it holds {container}, and standard input takes WAV or raw "
-            "float32 16 kHz mono only; give the file's name instead of -."
-        )
-    return AudioStream(_RawDecoder(stream, name), name, "raw float32")
+        if owned:
+            f.close()
+        raise AudioError(f"Cannot read audio from {name}: {err}.") from None
+    stream = _Prefixed(head, f)
+    try:
+        if head[:4] in (b"RIFF", b"RF64"):
+            return AudioStream(_WavDecoder(WavReader(stream, name), f if owned else None), name, "WAV")
+        container = _stdin_container(head)
+        if container:
+            what = "standard input takes" if not owned else "a pipe gives"
+            advice = "give the file's name instead of -" if not owned else "give the file's name instead of the pipe"
+            raise AudioError(
+                f"Cannot read audio from {name}: it holds {container}, and {what} WAV or raw float32 16 kHz mono "
+                f"only; {advice}."
+            )
+        return AudioStream(_RawDecoder(stream, name, f if owned else None), name, "raw float32")
+    except BaseException:
+        if owned:
+            f.close()
+        raise
 
 
 def _stdin_container(head: bytes) -> str | None:

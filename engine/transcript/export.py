@@ -37,8 +37,9 @@ def check_target(
 
     UsageError with one sentence when it is the file ``source`` (the input audio; also through links),
     when (with ``need_format``) its extension names no format, its folder does not exist or is not a
-    folder, the path is a folder, or a file cannot be created in that folder (tried for real, with a
-    temporary file that is removed again).
+    folder, the path is a folder, its name is longer than the folder's file system takes, the file exists
+    read-only (no write permission bit: kept as a "do not overwrite"), or a file cannot be created in that
+    folder (tried for real, with a temporary file that is removed again; then the folder is named).
     """
     target = os.fspath(path)
     if source is not None and _same_file(source, target):
@@ -53,12 +54,34 @@ def check_target(
         raise UsageError(f"Cannot save the transcript to '{target}': it is a folder.")
     if os.path.exists(target) and not os.path.isfile(target):
         return  # a device or pipe (/dev/null, a FIFO): written to directly, nothing is created beside it
+    name_max = _name_max(folder)
+    if len(os.fsencode(os.path.basename(target))) > name_max:
+        raise UsageError(
+            f"Cannot save the transcript to '{target}': the file name is longer than the {name_max} bytes this "
+            "folder's file system takes."
+        )
+    with contextlib.suppress(OSError):
+        if os.stat(target).st_mode & 0o222 == 0:
+            raise UsageError(
+                f"Cannot save the transcript to '{target}': the file is read-only; choose another file or make "
+                "it writable."
+            )
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".livecap-probe-", suffix=".tmp")
         os.close(fd)
         os.unlink(probe)
     except OSError as err:
-        raise UsageError(f"Cannot save the transcript to '{target}': {os_reason(err)}.") from None
+        raise UsageError(
+            f"Cannot save the transcript to '{target}': the folder {folder} cannot be written ({os_reason(err)})."
+        ) from None
+
+
+def _name_max(folder: str) -> int:
+    """The longest file name (in bytes) ``folder``'s file system takes (255 where the system does not say)."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):  # Windows has no pathconf
+        return 255
 
 
 def _same_file(source: str | os.PathLike[str], target: str) -> bool:
@@ -120,7 +143,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
             raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None
         return
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(target) + ".", suffix=".tmp")
+        # the temporary name stays short: one made of the whole name went past a long name's limit (255 bytes)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(target)[:32] + ".", suffix=".tmp")
     except OSError as err:
         raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None
     try:

@@ -500,3 +500,29 @@ def test_a_closed_standard_output_is_one_sentence():
     assert r.returncode == 1 and r.stderr == (
         "livecap-transcribe: Cannot write to standard output: it is closed; give -o FILE.\n"
     )
+
+
+def test_long_output_names_are_written_or_refused_before_the_work(capsys, tmp_path):
+    """A 245-character name (valid) failed after the whole transcription: its temporary name added 14 characters
+    past the 255-byte limit; a name past the limit was refused only after the work too (QA)."""
+    code, expected, err = cli(capsys, SPEECH, "--model", MODEL, "--no-vad")
+    assert code == 0, err
+    ok = tmp_path / ("n" * 241 + ".txt")
+    code, out, err = cli(capsys, SPEECH, "--model", MODEL, "--no-vad", "-o", ok)
+    assert code == 0 and ok.read_text(encoding="utf-8") == expected and os.listdir(tmp_path) == [ok.name], err
+    too_long = tmp_path / ("n" * 300 + ".txt")
+    started = time.monotonic()
+    code, out, err = cli(capsys, SPEECH, "--model", MODEL, "--no-vad", "-o", too_long)
+    assert code == 2 and "the file name is longer than the 255 bytes" in err and err.count("\n") == 1
+    assert time.monotonic() - started < 5
+
+
+def test_a_read_only_output_file_is_not_replaced(capsys, tmp_path):
+    """-o onto a file with no write permission (0444, "do not overwrite") replaced it without a word: the atomic
+    rename only needs the folder to be writable (QA)."""
+    kept = tmp_path / "kept.txt"
+    kept.write_text("old\n")
+    kept.chmod(0o444)
+    code, out, err = cli(capsys, SPEECH, "--model", MODEL, "--no-vad", "-o", kept)
+    assert code == 2 and "the file is read-only; choose another file or make it writable" in err
+    assert kept.read_text() == "old\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import struct
 import subprocess
 import sys
@@ -435,3 +436,48 @@ def test_stdin_raw_float32_that_starts_like_an_mp3_frame_is_raw(monkeypatch):
     x[0] = np.frombuffer(bytes([0xFF, 0xFB, 0x90, 0x44]), "<f4")[0]  # MPEG-1 layer III, 128 kbit/s, 44.1 kHz
     monkeypatch.setattr(sys, "stdin", _FakeStdin(f32(x)))
     np.testing.assert_array_equal(read_audio("-"), x)
+
+
+# ---------------------------------------------------------------- names and pipes (found in QA)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a file name that is not UTF-8 is a Linux (bytes) name")
+@pytest.mark.parametrize("ext", [".flac", ".ogg"])
+def test_a_file_name_that_is_not_utf8_is_read(tmp_path, ext):
+    """FLAC/OGG/M4A/WebM under a name with a byte that is not UTF-8 failed with "Unexpected error
+    (UnicodeEncodeError)" (soundfile encodes names strictly); an A-law WAV so named was called unsupported."""
+    import soundfile
+
+    x = sine(440, 16000, 0.5)
+    path = os.fsdecode(os.fsencode(str(tmp_path)) + b"/bad\xff" + ext.encode())
+    soundfile.write(os.fsencode(path), x, 16000)
+    got = read_audio(path)
+    assert len(got) == len(x) and np.allclose(got, x, atol=2e-3 if ext == ".flac" else 0.2)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_wav_from_a_named_pipe_is_read_as_it_comes(tmp_path):
+    """A named pipe (or <(...), /dev/stdin on a pipe) was "file or stream is not seekable"; standard input read the
+    same bytes. A compressed file in a pipe says what to do."""
+    import threading
+
+    x = sine(440, 16000, 1.0)
+    data = wav(pcm16(np.round(x * 32767).astype(int)))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed(payload):
+        with open(fifo, "wb") as f:
+            f.write(payload)
+
+    for payload in (data, b"fLaC" + bytes(60)):
+        writer = threading.Thread(target=feed, args=(payload,), daemon=True)
+        writer.start()
+        if payload is data:
+            got = read_audio(fifo)
+            assert len(got) == len(x) and np.max(np.abs(got - x)) < 1e-3
+        else:
+            with pytest.raises(AudioError) as err:
+                read_audio(fifo)
+            assert "it holds FLAC" in str(err.value) and "give the file's name instead of the pipe" in str(err.value)
+        writer.join(5)
