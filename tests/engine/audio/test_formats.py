@@ -292,3 +292,33 @@ def test_a_cut_flac_gives_every_frame_that_decodes(tmp_path):
         got = sum(len(b) for b in stream)
     assert stream.ended_early is not None
     assert got >= decodable * 16000 // RATE - 1024
+
+
+def test_a_damaged_stretch_keeps_the_times_after_it(tmp_path):
+    """A 3 KB defect in a 10 minute WebM dropped 4.8 s of audio without a word and put every later subtitle 4.8 s
+    early (QA). The gap in the frames' timestamps is silence now, and the file is said to be damaged."""
+    import av
+
+    rate = 48000
+    t = np.arange(rate * 6) / rate
+    x = np.where((t >= 4.0) & (t < 4.5), 0.5 * np.sin(2 * np.pi * 1000 * t), 0.0).astype(np.float32)
+    path = tmp_path / "burst.webm"
+    out = av.open(str(path), "w", format="webm")
+    a = out.add_stream("libopus", rate=rate, layout="mono")
+    for i in range(0, len(x), 960):
+        frame = av.AudioFrame.from_ndarray(x[None, i : i + 960], format="fltp", layout="mono")
+        frame.sample_rate, frame.pts, frame.time_base = rate, i, Fraction(1, rate)
+        for packet in a.encode(frame):
+            out.mux(packet)
+    for packet in a.encode(None):
+        out.mux(packet)
+    out.close()
+    data = bytearray(path.read_bytes())
+    at = len(data) // 4  # inside the first seconds of silence, before the burst
+    data[at : at + 400] = np.random.default_rng(0).integers(0, 256, 400, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    with open_audio(path) as stream:
+        y = np.concatenate(list(stream))
+    onset = np.argmax(np.abs(y) > 0.1) / 16000
+    assert abs(len(y) / 16000 - 6.0) < 0.03 and abs(onset - 4.0) < 0.03
+    assert stream.ended_early is not None and "is damaged" in stream.ended_early and "stay right" in stream.ended_early
