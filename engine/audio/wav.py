@@ -79,6 +79,7 @@ class WavReader:
         self.rate = self.fmt.rate
         self.channels = self.fmt.channels
         self.frames: int | None = None
+        self._rest = b""  # from a pipe: the start of a frame whose other bytes have not arrived
         # the frames the header promises: None for a streamed writer's placeholder size (0xFFFFFFFF, 0x7FFFF000...)
         self.promised = None if self._left >= PLACEHOLDER else self._left // self.fmt.block_align
         try:
@@ -91,13 +92,32 @@ class WavReader:
             pass
 
     def read(self, frames: int) -> np.ndarray:
-        """Up to ``frames`` frames as float32 ``[n, channels]``; fewer only at the end, zero after it."""
+        """Up to ``frames`` frames as float32 ``[n, channels]``; fewer only at the end, zero after it. From a pipe
+        (a stream that cannot tell its size), the whole frames that have arrived (at least one, or none at the end):
+        a WAV piped from a live recorder is fed as it comes, not in blocks of many seconds."""
         want = min(max(0, frames) * self.fmt.block_align, self._left)
+        if want and self.frames is None and hasattr(self._stream, "read1"):
+            return self._read_arrived(want)
         data = _read_upto(self._stream, want) if want else b""
         self._left -= len(data)
         if len(data) < want:
             self._left = 0  # the file ends early: a truncated file or a placeholder size
         usable = len(data) - len(data) % self.fmt.block_align
+        return _decode_samples(data[:usable], self.fmt)
+
+    def _read_arrived(self, want: int) -> np.ndarray:
+        align = self.fmt.block_align
+        data = self._rest
+        while len(data) < align and self._left > 0:
+            got = self._stream.read1(max(align, want - len(data)))  # type: ignore[attr-defined]
+            if not got:  # the stream ended
+                self._left = 0
+                break
+            got = got[: self._left]  # bytes past the data chunk (a trailing chunk) are no audio
+            self._left -= len(got)
+            data += got
+        usable = len(data) - len(data) % align
+        self._rest = data[usable:] if self._left > 0 else b""  # a partial frame at the very end is dropped
         return _decode_samples(data[:usable], self.fmt)
 
 

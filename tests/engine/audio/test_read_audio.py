@@ -481,3 +481,38 @@ def test_a_wav_from_a_named_pipe_is_read_as_it_comes(tmp_path):
                 read_audio(fifo)
             assert "it holds FLAC" in str(err.value) and "give the file's name instead of the pipe" in str(err.value)
         writer.join(5)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes")
+def test_a_wav_from_a_pipe_is_fed_as_it_arrives(tmp_path):
+    """A WAV piped from a live recorder (``arecord ... | livecap-transcribe -``) was read in blocks of 16 s: Ctrl+C
+    after 10 s of audio had arrived gave an empty transcript (QA). The audio that has arrived comes out while the
+    writer still holds the pipe open."""
+    import threading
+
+    from engine.audio import open_audio
+
+    x = sine(440, 16000, 1.0)
+    body = pcm16(np.round(x * 32767).astype(int))
+    data = wav(body, data_size=0xFFFFFFFF)  # a streaming writer's placeholder size
+    fifo = tmp_path / "live"
+    os.mkfifo(fifo)
+    got_audio, closed = threading.Event(), threading.Event()
+
+    def recorder():
+        with open(fifo, "wb") as f:
+            f.write(data[: len(data) - len(body) + len(body) // 2])  # the header and half a second
+            f.flush()
+            got_audio.wait(10)  # still recording
+            closed.set()
+
+    writer = threading.Thread(target=recorder, daemon=True)
+    writer.start()
+    with open_audio(fifo) as stream:
+        first = stream.read(4000)
+        early = not closed.is_set()
+        got_audio.set()
+        rest = np.concatenate([first, *list(stream)])
+    writer.join(5)
+    assert early and len(first) == 4000 and np.max(np.abs(first - x[:4000])) < 1e-3
+    assert len(rest) == 8000  # the half second that was sent, nothing more
