@@ -69,9 +69,11 @@ def run(argv: list[str] | None = None) -> int:
     check_output(args.audio, args.output)
     from .transcript.export import output_format
 
+    asked = args.format
     args.format = output_format(args.format, args.output, None)
     if args.tokens and args.format not in (None, "json"):
-        raise UsageError(f"--tokens writes JSON, not {args.format}; drop --format or give -o a .json name.")
+        advice = "drop --format or give -o a .json name" if asked else "give -o a .json name"
+        raise UsageError(f"--tokens writes JSON, not {args.format}; {advice}.")
     args.format = args.format or "txt"
     from .audio import open_audio
     from .loader import load_model
@@ -94,7 +96,12 @@ def run(argv: list[str] | None = None) -> int:
         step = min(max(1, round(args.chunk_ms * SAMPLE_RATE / 1000)), 1 << 24)
         lines, fed, stopped = transcribe(session, audio, step, args.realtime)
     if not fed and args.audio == "-" and audio.format == "raw float32" and not stopped:  # the command before | failed?
-        raise AudioError("Standard input held no audio (it was empty); nothing was written.")
+        raise AudioError("Standard input held no audio (nothing, or less than one sample); nothing was written.")
+    if not fed and audio.ended_early and not stopped:  # a header and nothing that decodes: no transcript of it
+        raise AudioError(
+            f"Cannot read audio from {audio.name}: none of its audio could be decoded (it is cut short or damaged); "
+            "nothing was written."
+        )
     if audio.ended_early and not stopped:
         print(f"{PROG}: warning: {audio.ended_early}", file=sys.stderr)
     bad = getattr(session, "invalid_samples", 0)

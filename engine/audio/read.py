@@ -493,6 +493,13 @@ def _open_av(path: str, name: str, head: bytes) -> AudioStream:
     try:
         container = av.open(path, metadata_errors="ignore")
     except (av.error.FFmpegError, OSError, ValueError, UnicodeDecodeError):
+        known = _stdin_container(head)  # its first bytes name a container livecap reads: the file is damaged
+        if known in ("MP4/M4A", "Matroska/WebM", "OGG", "FLAC"):  # (an ID3 tag may stand before anything)
+            index = " (such a file cut short loses the index at its end)" if known == "MP4/M4A" else ""
+            raise AudioError(
+                f"Cannot read audio from {name}: it starts as {known} but is damaged or cut short{index}, so it "
+                "cannot be read."
+            ) from None
         raise AudioError(f"Cannot read audio from {name}: it is not in a format livecap reads ({SUPPORTED}).") from None
     try:
         stream = next((s for s in container.streams if s.type == "audio"), None)
@@ -502,6 +509,8 @@ def _open_av(path: str, name: str, head: bytes) -> AudioStream:
         dec = _AvDecoder(container, stream, name)
         if _mpeg_audio(head) and _states_length(path):
             dec.promised = dec.frames  # from the Xing/Info/VBRI header: the file's length, not an estimate
+        elif head[:4] == b"\x1aE\xdf\xa3" or head[4:8] == b"ftyp":
+            dec.promised = dec.frames  # Matroska/WebM and MP4 state their length: a file cut short is said so
         fmt = f"{stream.codec_context.name.upper()} in {container.format.name.split(',')[0].upper()}"
         return AudioStream(dec, name, fmt)
     except BaseException:

@@ -526,3 +526,21 @@ def test_a_read_only_output_file_is_not_replaced(capsys, tmp_path):
     code, out, err = cli(capsys, SPEECH, "--model", MODEL, "--no-vad", "-o", kept)
     assert code == 2 and "the file is read-only; choose another file or make it writable" in err
     assert kept.read_text() == "old\n"
+
+
+def test_a_file_of_which_nothing_decodes_is_an_audio_problem(capsys, tmp_path):
+    """A FLAC cut after its header gave exit 0, an empty transcript and "ends early: only 0.0 s" (QA)."""
+    import soundfile
+
+    path = tmp_path / "cut.flac"
+    soundfile.write(str(path), np.zeros(16000 * 3, np.float32), 16000)
+    path.write_bytes(path.read_bytes()[:100])
+    out_file = tmp_path / "out.txt"
+    code, out, err = cli(capsys, path, "--model", MODEL, "--no-vad", "-o", out_file)
+    assert code == 4 and "none of its audio could be decoded" in err and err.count("\n") == 1
+    assert not out_file.exists()
+
+
+def test_tokens_into_a_text_file_names_the_way_out(capsys, tmp_path):
+    code, out, err = cli(capsys, SPEECH, "--model", MODEL, "--tokens", "-o", tmp_path / "t.srt")
+    assert code == 2 and "--tokens writes JSON, not srt; give -o a .json name." in err and "--format" not in err

@@ -147,6 +147,7 @@ CUT_MAKERS = {
     "flac": MAKERS["flac"],
     "mp3": MAKERS["mp3"],  # libsndfile writes an Info header, which states the length
     "ulaw.wav": lambda p: write_soundfile(p, "WAV", "ULAW", rate=8000),  # a call recording: libsndfile reads it
+    "webm": MAKERS["webm"],  # Matroska states its length: a cut file warned nothing (QA)
 }
 
 
@@ -322,3 +323,18 @@ def test_a_damaged_stretch_keeps_the_times_after_it(tmp_path):
     onset = np.argmax(np.abs(y) > 0.1) / 16000
     assert abs(len(y) / 16000 - 6.0) < 0.03 and abs(onset - 4.0) < 0.03
     assert stream.ended_early is not None and "is damaged" in stream.ended_early and "stay right" in stream.ended_early
+
+
+@pytest.mark.parametrize("ext", ["m4a", "mp4"])
+def test_an_mp4_cut_short_is_called_damaged_not_an_unknown_format(tmp_path, ext):
+    """A cut M4A/MP4 (its index is at the end) was "not in a format livecap reads (... M4A/AAC ...)", which lists
+    the very format it refused (QA)."""
+    path = MAKERS[ext](tmp_path / f"tone.{ext}")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(AudioError) as err:
+        read_audio(path)
+    assert str(err.value) == (
+        f"Cannot read audio from '{path}': it starts as MP4/M4A but is damaged or cut short (such a file cut short "
+        "loses the index at its end), so it cannot be read."
+    )
