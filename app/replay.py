@@ -91,6 +91,11 @@ class UnattendedRun(QObject):
         code = 0 if reason != "error" else 1
         if reason == "error":  # the window's banner has the sentence; an unattended run's user reads stderr
             self._say(self._error or "Captioning stopped because the engine failed.")
+        stats = getattr(self.window.controller, "last_stats", None)
+        if stats is not None and stats.invalid_samples:  # shown in the status bar only: said here as the CLI does
+            from engine.audio.finite import describe
+
+            self._say(f"warning: {describe(stats.invalid_samples)}")
         if self.save_to and not save_transcript(self.window, self.save_to):
             code = 1
         if self.interrupted and code == 0:

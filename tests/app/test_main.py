@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import srt
 
@@ -494,3 +495,25 @@ def test_a_sessions_folder_that_cannot_be_made_leaves_captioning_on(tmp_path, wa
     assert "Traceback" not in proc.stderr and proc.returncode == 0, proc.stderr
     assert out.read_text() == format_txt(expected_lines(wav))
     assert proc.stderr.startswith("livecap: warning: Sessions are off: their folder") and proc.stderr.count("\n") == 1
+
+
+def test_an_unattended_replay_says_what_the_engine_replaced_by_silence(tmp_path):
+    """A replay of a file with NaN/inf samples printed nothing on stderr (the count reached only the status bar),
+    while livecap-transcribe warns (QA)."""
+    import soundfile
+
+    from engine.audio import read_audio
+
+    model = REPO / "tests" / "fixtures" / "models" / "moon_tiny_like"
+    x = read_audio(REPO / "tests" / "fixtures" / "audio" / "speech.wav")[: 16000 * 2].copy()
+    x[1000:1100] = np.nan
+    x[5000:5010] = np.inf
+    audio = tmp_path / "nan.wav"
+    soundfile.write(str(audio), x, 16000, subtype="FLOAT")
+    out = tmp_path / "out.txt"
+    proc = replay(tmp_path, audio, out, "--backend", "numpy", model=model, speed="10", factory=None)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == (
+        "livecap: warning: 110 samples (7 ms) of the audio were not valid numbers (NaN, infinite or absurdly large) "
+        "and were replaced by silence."
+    )
