@@ -86,6 +86,11 @@ class WavReader:
             here = stream.tell()
             end = stream.seek(0, 2)
             stream.seek(here)
+            if self._left == 0 and end - here >= self.fmt.block_align:  # an empty data chunk, and bytes after it
+                peek = stream.read(8)
+                stream.seek(here)
+                if not _chunk_header(peek, end - here - 8):  # a recorder stopped before writing the sizes: the
+                    self._left, self.promised = end - here, None  # rest is its audio (FFmpeg reads it so too)
             self._left = min(self._left, max(0, end - here))
             self.frames = self._left // self.fmt.block_align
         except (OSError, ValueError, AttributeError):
@@ -170,6 +175,12 @@ def _parse_header(stream: BinaryIO, name: str) -> tuple[WavFormat, int]:
     if fmt is None:
         raise AudioError(f"Cannot read audio from {name}: the WAV file has no format chunk.")
     raise AudioError(f"Cannot read audio from {name}: the WAV file has no data chunk.")
+
+
+def _chunk_header(head: bytes, room: int) -> bool:
+    """Whether ``head`` (8 bytes) reads as a RIFF chunk's id (four printable ASCII characters) and a size that fits
+    in the ``room`` bytes after it."""
+    return len(head) == 8 and all(0x20 <= c <= 0x7E for c in head[:4]) and struct.unpack("<I", head[4:])[0] <= room
 
 
 def _read_upto(stream: BinaryIO, size: int) -> bytes:

@@ -516,3 +516,14 @@ def test_a_wav_from_a_pipe_is_fed_as_it_arrives(tmp_path):
     writer.join(5)
     assert early and len(first) == 4000 and np.max(np.abs(first - x[:4000])) < 1e-3
     assert len(rest) == 8000  # the half second that was sent, nothing more
+
+
+def test_a_data_size_left_at_zero_by_a_stopped_recorder_reads_the_audio(tmp_path):
+    """A recorder that died before patching the header leaves the data size at 0: 10 s of audio gave an empty
+    transcript, exit 0 and no word (FFmpeg reads them; QA). An empty data chunk before another chunk stays empty."""
+    x = sine(440, 16000, 1.0)
+    body = pcm16(np.round(x * 32767).astype(int))
+    got = read_audio(write(tmp_path, wav(body, data_size=0)))
+    assert len(got) == len(x) and np.max(np.abs(got - x)) < 1e-3
+    empty = wav(b"", after=chunk(b"LIST", b"INFOISFT\x06\x00\x00\x00Lavf\x00\x00"))
+    assert len(read_audio(write(tmp_path, empty, "empty.wav"))) == 0
