@@ -157,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = check_replay_args(args.input, args.save_transcript)
     if code:
         return code
+    pending = _defer_interrupts()  # until the window can close cleanly (a KeyboardInterrupt in its making aborted)
 
     from PySide6.QtCore import QCoreApplication
     from PySide6.QtWidgets import QApplication
@@ -252,7 +253,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if source:
         bits = weight_bits(args.weights) if args.weights else None
         window.load_model(source, args.backend, bits, offer_download=run is None)  # unattended: no one to ask
-    _close_on_interrupt(window, run)
+    _close_on_interrupt(window, run, pending)
     code = app.exec()
     if run is not None and run.exit_code is not None:
         code = run.exit_code
@@ -285,7 +286,20 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def _close_on_interrupt(window: Any, run: Any = None) -> None:
+def _defer_interrupts() -> list[int]:
+    """Until ``_close_on_interrupt`` takes over, Ctrl+C and SIGTERM are noted (in the list returned) instead of
+    raising KeyboardInterrupt or ending the process midway through making the window and the engine's thread:
+    Ctrl+C 0.4 s after the start aborted the process ("QThread: Destroyed while thread ... is still running")."""
+    import signal
+
+    pending: list[int] = []
+    for name in ("SIGINT", "SIGTERM"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda signum, _frame: pending.append(signum))
+    return pending
+
+
+def _close_on_interrupt(window: Any, run: Any = None, pending: Sequence[int] = ()) -> None:
     """Ctrl+C in the terminal, or SIGTERM (a logout, ``kill``, a service manager), closes the window cleanly (the
     journal gets its end record, kept audio is compressed); an unattended run (``--input``, ``--quit-after``) it
     stops before its end then exits with 128 + the signal (the shell's codes: 130 for Ctrl+C, 143 for SIGTERM),
@@ -302,6 +316,8 @@ def _close_on_interrupt(window: Any, run: Any = None) -> None:
     signal.signal(signal.SIGINT, interrupt)
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, interrupt)
+    if pending:  # a signal came while the window was being made: handled once the event loop runs
+        QTimer.singleShot(0, lambda: interrupt(pending[0]))
     timer = QTimer(window)
     timer.timeout.connect(lambda: None)  # let the interpreter run its signal handlers now and then
     timer.start(250)

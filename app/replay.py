@@ -60,6 +60,8 @@ class UnattendedRun(QObject):
         raise NotImplementedError
 
     def _on_model(self, info: object) -> None:
+        if self.interrupted:  # Ctrl+C or SIGTERM during the load: the window is closing, nothing starts
+            return
         if info is not None and not self._started:
             from engine.cli import check_delay_ms
             from engine.errors import UsageError
