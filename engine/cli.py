@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import signal
@@ -240,6 +241,7 @@ def _drop_stdout(stream) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run and map errors to exit codes."""
     raise_on_sigterm()
+    say_warnings()
     try:
         return run(argv)
     except LivecapError as e:
@@ -255,6 +257,26 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"{PROG}: Unexpected error ({type(e).__name__}: {e}); set LIVECAP_DEBUG=1 for details.", file=sys.stderr)
         return 1
+
+
+class _Said(logging.Handler):
+    """The engine's warnings as the CLI's other messages: one line, ``livecap-transcribe: warning: ...``."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(f"{PROG}: warning: {record.getMessage()}", file=sys.stderr)
+        except Exception:  # noqa: BLE001 - a closed stderr: nothing to tell
+            pass
+
+
+def say_warnings() -> None:
+    """Engine log records of WARNING and up go to stderr prefixed with the program's name (Python printed them bare,
+    e.g. "CPU twin 8714 stopped ..."); with LIVECAP_DEBUG set, Python's own handling (tracebacks) stays."""
+    root = logging.getLogger()
+    if os.environ.get("LIVECAP_DEBUG") or root.handlers:
+        return
+    handler = _Said(logging.WARNING)
+    root.addHandler(handler)
 
 
 def raise_on_sigterm() -> None:

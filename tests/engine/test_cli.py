@@ -544,3 +544,19 @@ def test_a_file_of_which_nothing_decodes_is_an_audio_problem(capsys, tmp_path):
 def test_tokens_into_a_text_file_names_the_way_out(capsys, tmp_path):
     code, out, err = cli(capsys, SPEECH, "--model", MODEL, "--tokens", "-o", tmp_path / "t.srt")
     assert code == 2 and "--tokens writes JSON, not srt; give -o a .json name." in err and "--format" not in err
+
+
+def test_engine_warnings_are_said_with_the_programs_name(capsys, monkeypatch):
+    """An engine warning reached stderr bare ("CPU twin 8714 stopped (no answer within 50 ms); ...", QA), unlike
+    every other message of the command."""
+    import logging
+
+    from engine.cli import say_warnings
+
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.delenv("LIVECAP_DEBUG", raising=False)
+    say_warnings()
+    logging.getLogger("engine.backends.cpu_twin").warning("CPU twin %d stopped (%s)", 8714, "no answer within 50 ms")
+    logging.getLogger("engine.loader").info("not said")
+    assert capsys.readouterr().err == "livecap-transcribe: warning: CPU twin 8714 stopped (no answer within 50 ms)\n"
