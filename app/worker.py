@@ -61,8 +61,12 @@ class ModelInfo:
 
     @property
     def name(self) -> str:
-        """A short name: the last path component or repo name."""
-        return model_name(self.source) or self.source
+        """A short name: the catalog's name for a catalog model (as the welcome and the model dialog call it,
+        "Moonshine Streaming small"), else the last path component or repo name."""
+        from engine.catalog import find_entry
+
+        entry = find_entry(self.source) if self.source.count("/") == 1 else None  # owner/name: a hub id
+        return entry.name if entry is not None else model_name(self.source) or self.source
 
     @property
     def has_delay(self) -> bool:

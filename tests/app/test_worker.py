@@ -257,3 +257,15 @@ def test_the_loaded_model_reports_its_weights(qtbot):
     for name, bits in [("moon_tiny_like", 0), ("moon_tiny_like", 8), ("vox_tiny_mlx4", 0), ("vox_tiny_mlx4", 8)]:
         worker.load_model(str(FIXTURES / "models" / name), "numpy", bits)
     assert got == [0, 8, 4, 4]
+
+
+def test_a_catalog_model_is_named_as_the_welcome_names_it():
+    """After the welcome's "Download" of "Moonshine Streaming small", the toolbar and the status bar said
+    "moonshine-streaming-small" (the repo's name; QA)."""
+    from app.worker import ModelInfo
+    from tests.app.catalog_hub import catalog_entry
+
+    small = catalog_entry("moonshine-streaming-small")
+    assert ModelInfo(small.repo_id, "moonshine_streaming", "numpy").name == small.name == "Moonshine Streaming small"
+    assert ModelInfo("/models/my-model/", "moonshine_streaming", "numpy").name == "my-model"
+    assert ModelInfo("someone/other-model", "voxtral_realtime", "numpy").name == "other-model"
