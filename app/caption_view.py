@@ -14,7 +14,17 @@ shows no text cursor (it is read-only), yet keyboard users can still select and 
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QPoint, Qt, QTimer
-from PySide6.QtGui import QColor, QFont, QPainter, QPaintEvent, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor
+from PySide6.QtGui import (
+    QColor,
+    QFont,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QTextBlock,
+    QTextBlockFormat,
+    QTextCharFormat,
+    QTextCursor,
+)
 from PySide6.QtWidgets import QTextEdit, QWidget
 
 from engine.events import CaptionEvent, Line
@@ -64,6 +74,14 @@ class CaptionView(QTextEdit):
         block = QTextBlockFormat()
         block.setBottomMargin(10)
         self._block_format = block
+        # Following the end is a state the reader sets by scrolling, not worked out from the scroll bar at each line:
+        # a larger font, a theme or a window size changes the bar's range, and the view then stopped following (or
+        # lost the reader's line) without anyone having scrolled.
+        self._following = True
+        self._top: QTextBlock | None = None  # the line at the top of the screen of a reader who scrolled back
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scrolled)
+        bar.rangeChanged.connect(self._on_range)
 
     # -- styling ---------------------------------------------------------------------------------
     def set_caption_font(self, font: QFont) -> None:
@@ -135,10 +153,17 @@ class CaptionView(QTextEdit):
         self._timer.stop()
         self._pending, self._has_pending, self._drawn = None, False, None
         self.clear()
+        self._following, self._top = True, None
+
+    @property
+    def following(self) -> bool:
+        """Whether the view keeps the newest line in sight (the reader has not scrolled back, or came back to the
+        end: with the mouse, the keyboard's Ctrl+End or Page Down)."""
+        return self._following
 
     def commit(self, line: Line) -> None:
         """Add a committed line (replaces the partial paragraph, then opens a new empty one)."""
-        follow = self._at_bottom()
+        follow = self._following
         layout, bar = self.document().documentLayout(), self.verticalScrollBar()
         reading = None if follow else self.cursorForPosition(QPoint(0, 0)).block()  # the top line on screen
         above = 0.0 if reading is None else bar.value() - layout.blockBoundingRect(reading).top()
@@ -163,7 +188,7 @@ class CaptionView(QTextEdit):
             return
         event, self._pending, self._has_pending = self._pending, None, False
         self._drawn = event
-        follow = self._at_bottom()
+        follow = self._following
         cursor = self._partial_cursor()
         if event is not None and event.partial is not None:
             if event.stable_text:
@@ -194,8 +219,24 @@ class CaptionView(QTextEdit):
         return cursor
 
     def _at_bottom(self) -> bool:
+        """At the end, give or take half a line (Ctrl+End leaves the caret's margin, a few pixels short of it)."""
         bar = self.verticalScrollBar()
-        return bar.value() >= bar.maximum() - 2
+        return bar.value() >= bar.maximum() - max(2, self.fontMetrics().lineSpacing() // 2)
+
+    def _on_scrolled(self, _value: int) -> None:
+        self._following = self._at_bottom()
+        self._top = None if self._following else self.cursorForPosition(QPoint(0, 0)).block()
+
+    def _on_range(self, _low: int, high: int) -> None:
+        """The text's height changed (a line, a font, a theme, the window's size): the end stays in sight while
+        following, else the reader's top line stays at the top."""
+        bar = self.verticalScrollBar()
+        if self._following:
+            bar.setValue(high)
+        elif self._top is not None and self._top.isValid():
+            top = self._top
+            bar.setValue(round(self.document().documentLayout().blockBoundingRect(top).top()))
+            self._top = top
 
     def _follow(self, follow: bool) -> None:
         if follow:

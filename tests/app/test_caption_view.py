@@ -165,3 +165,69 @@ def test_many_lines_set_at_once_keep_the_last_ones(qtbot):
     v.set_lines([Line(f"L{i}", i, i + 1) for i in range(3000)])
     doc = v.document()
     assert doc.blockCount() == 2000 and doc.firstBlock().text() == "L1001" and doc.lastBlock().text() == ""
+
+
+def _live_view(qtbot, lines=300):
+    view = CaptionView()
+    qtbot.addWidget(view)
+    view.resize(500, 300)
+    view.show()
+    qtbot.waitExposed(view)
+    for i in range(lines):
+        view.commit(Line(f"Caption line {i:04d} of a long session", i, i + 1))
+    return view
+
+
+def _top_line(view) -> str:
+    from PySide6.QtCore import QPoint
+
+    return view.cursorForPosition(QPoint(0, 0)).block().text()
+
+
+def test_a_larger_font_or_window_keeps_following_the_end(qtbot):
+    """One Ctrl+plus sent the view 30 lines back and new captions no longer came into sight; a theme change or a
+    window resize did the same (QA: the caption pane stuck at line 0272 while the history showed 0302)."""
+    from PySide6.QtGui import QFont
+
+    view = _live_view(qtbot)
+    bigger = QFont(view.font())
+    bigger.setPointSizeF(bigger.pointSizeF() + 2)
+    view.set_caption_font(bigger)
+    view.commit(Line("after the larger font", 300, 301))
+    bar = view.verticalScrollBar()
+    assert bar.value() == bar.maximum()
+    view.resize(300, 500)
+    qtbot.wait(50)
+    view.commit(Line("after the resize", 301, 302))
+    assert bar.value() == bar.maximum()
+
+
+def test_a_reader_keeps_the_line_through_a_font_change(qtbot):
+    """A reader scrolled back to line 0145 saw 0131 after Ctrl+plus: the pixel offset was kept, not the line."""
+    from PySide6.QtGui import QFont
+
+    view = _live_view(qtbot)
+    bar = view.verticalScrollBar()
+    bar.setValue(bar.maximum() // 2)  # the reader scrolls back
+    reading = _top_line(view)
+    bigger = QFont(view.font())
+    bigger.setPointSizeF(bigger.pointSizeF() + 4)
+    view.set_caption_font(bigger)
+    view.commit(Line("a new line", 300, 301))
+    assert _top_line(view) == reading
+
+
+def test_ctrl_end_brings_the_live_captions_back(qtbot):
+    """Ctrl+End (or Page Down to the end) stopped 4 px short of the bottom and the view did not follow again: only
+    the mouse brought live captions back (QA)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    view = _live_view(qtbot, 200)
+    view.setFocus()
+    QTest.keyClick(view, Qt.Key.Key_PageUp)
+    QTest.keyClick(view, Qt.Key.Key_Home, Qt.KeyboardModifier.ControlModifier)
+    QTest.keyClick(view, Qt.Key.Key_End, Qt.KeyboardModifier.ControlModifier)
+    view.commit(Line("a live line", 200, 201))
+    bar = view.verticalScrollBar()
+    assert bar.value() == bar.maximum()
