@@ -248,6 +248,12 @@ class MainWindow(QMainWindow):
         self._shortcut_actions[Shortcut.PRESENTATION] = self.overlays.presentation_action
         self.addAction(self.overlays.toggle_action)
         self.addAction(self.overlays.presentation_action)
+        # the overlay is a window of its own: active (presentation mode takes the keyboard), the main window's keys
+        # did nothing there but Esc (Space, F11, Ctrl+Shift+O: found in QA)
+        for action in (self.start_action, self.pause_action, self.stop_action):
+            self.overlays.overlay.addAction(action)
+        self.overlays.overlay.addAction(self.overlays.toggle_action)
+        self.overlays.overlay.addAction(self.overlays.presentation_action)
 
     def _build_toolbar(self) -> None:
         bar = QToolBar("Session", self)

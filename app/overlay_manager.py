@@ -7,9 +7,11 @@ at once, as is the overlay's geometry after the user moves or resizes it.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Signal
+from typing import Any
+
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup, QColor, QFont, QGuiApplication
-from PySide6.QtWidgets import QColorDialog, QFontDialog, QMenu, QWidget
+from PySide6.QtWidgets import QApplication, QColorDialog, QFontDialog, QMenu, QWidget
 
 from app import placement
 from app.controller import SessionController
@@ -46,6 +48,8 @@ class OverlayManager(QObject):
         self.presentation_action.setCheckable(True)
         self.presentation_action.toggled.connect(self.set_presentation)
         self.overlay.presentation_changed.connect(self.presentation_action.setChecked)
+        self.overlay.presentation_changed.connect(self._after_presentation)
+        self._before: tuple[bool, Any, Any] | None = None  # before presentation: overlay shown, window, focus
         self.click_through_action = QAction("Click-through overlay", self)
         self.click_through_action.setCheckable(True)
         self.click_through_action.setChecked(self.overlay.overlay_style().click_through)
@@ -76,10 +80,29 @@ class OverlayManager(QObject):
             self.toggle_action.blockSignals(False)
 
     def set_presentation(self, on: bool) -> None:
-        """Full-screen presentation of the captions (shows the overlay when needed)."""
+        """Full-screen presentation of the captions (shows the overlay when needed); leaving it (here, F11 or Esc)
+        puts back the overlay as it was and gives the keyboard back to the window and widget that had it."""
+        if on and not self.overlay.presentation:
+            self._before = (self.overlay.isVisible(), QApplication.activeWindow(), QApplication.focusWidget())
         if on and not self.overlay.isVisible():
             self.set_visible(True)
         self.overlay.set_presentation(on)
+
+    def _after_presentation(self, on: bool) -> None:
+        if on or self._before is None:
+            return
+        shown, window, focus = self._before
+        self._before = None
+        if not shown:
+            self.set_visible(False)
+        try:  # either may be gone by now (a dialog closed meanwhile)
+            if window is not None and window is not self.overlay:
+                window.activateWindow()
+                window.raise_()
+            if focus is not None:
+                focus.setFocus(Qt.FocusReason.OtherFocusReason)
+        except RuntimeError:
+            pass
 
     def save_geometry(self) -> None:
         if not self.overlay.presentation:

@@ -736,6 +736,32 @@ def test_no_model_loads_during_a_session(qtbot, window):
         window.stop_action.trigger()
 
 
+def test_presentation_mode_gives_the_keyboard_back(qtbot, window):
+    """F11 then Esc left the overlay active and shown (it was hidden), and none of the app's keys worked there but
+    Esc: Space, F11, Ctrl+Shift+O, Tab did nothing (keyboard QA). In presentation mode the app's keys work, and
+    leaving it gives the keyboard back to the widget that had it."""
+    from PySide6.QtWidgets import QApplication
+
+    overlay = window.overlays.overlay
+    load(qtbot, window)
+    window.caption_view.setFocus()
+    assert not overlay.isVisible()
+    QTest.keyClick(window, Qt.Key.Key_F11)
+    assert overlay.presentation and overlay.isVisible()
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        QTest.keyClick(overlay, Qt.Key.Key_Space)  # Start, from the presentation window
+    qtbot.waitUntil(lambda: window.controller.state == "running", timeout=3000)
+    QTest.keyClick(overlay, Qt.Key.Key_F11)  # F11 leaves it as it entered it
+    assert not overlay.presentation and not overlay.isVisible()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is window.caption_view, timeout=2000)
+    QTest.keyClick(window, Qt.Key.Key_F11)
+    QTest.keyClick(overlay, Qt.Key.Key_Escape)
+    assert not overlay.presentation and not overlay.isVisible()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is window.caption_view, timeout=2000)
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
+
+
 def test_a_live_srt_file_that_cannot_be_written_is_turned_off_in_the_menu(
     qtbot, controller, settings, fake_sd, tmp_path
 ):
