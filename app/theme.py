@@ -72,12 +72,36 @@ _PALETTES: dict[str, dict[QPalette.ColorRole, str]] = {
 }
 
 _DISABLED = {"light": "#a3a3a3", "dark": "#6c7178", "high-contrast": "#9a9a9a"}
-_TAIL = {"light": "#7b7b7b", "dark": "#9aa0a8", "high-contrast": "#ffd75e", "system": "#888888"}
+_TAIL = {"light": "#767676", "dark": "#9aa0a8", "high-contrast": "#ffd75e"}
+TAIL_CONTRAST = 4.5  # WCAG AA for normal text: Ctrl+minus takes captions down to 8 pt, and the tail is italic
 
 
 def tail_color(theme: str) -> QColor:
-    """The partial tail's colour on ``theme``."""
-    return QColor(_TAIL.get(theme, _TAIL["system"]))
+    """The partial tail's colour on ``theme``: a grey with at least ``TAIL_CONTRAST`` against the text background
+    (light's was 4.23:1). On "system" it is mixed from the platform's own text and background colours (a fixed
+    #888888 had 3.54:1 on white, and would be worse on a dark system palette)."""
+    if theme in _TAIL:
+        return QColor(_TAIL[theme])
+    palette = QApplication.palette()
+    text, base = palette.color(QPalette.ColorRole.Text), palette.color(QPalette.ColorRole.Base)
+    for weight in (0.5, 0.6, 0.7, 0.8, 0.9):  # the most muted mix that is still readable
+        mixed = QColor(*(round(weight * a + (1 - weight) * b) for a, b in zip(text.getRgb()[:3], base.getRgb()[:3])))
+        if contrast(mixed, base) >= TAIL_CONTRAST:
+            return mixed
+    return text
+
+
+def contrast(a: QColor, b: QColor) -> float:
+    """The WCAG contrast ratio of two colours (1 to 21)."""
+
+    def luminance(c: QColor) -> float:
+        def channel(v: float) -> float:
+            return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+
+        return 0.2126 * channel(c.redF()) + 0.7152 * channel(c.greenF()) + 0.0722 * channel(c.blueF())
+
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
 
 
 def apply_theme(app: QApplication, theme: str) -> str:

@@ -311,3 +311,18 @@ def test_the_toolbar_fits_the_first_window_size_in_every_theme(qtbot, controller
         extension = w.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
         assert extension is None or not extension.isVisible(), (theme, w.toolbar.sizeHint().width())
         w.close()
+
+
+def test_the_partial_tail_is_readable_in_every_theme(qtbot, themed):
+    """The grey tail had 4.23:1 on the light theme's white and 3.54:1 on the system theme's (a fixed #888888), under
+    the 4.5:1 normal text needs: Ctrl+minus takes captions down to 8 pt (keyboard QA)."""
+    from PySide6.QtGui import QColor, QPalette
+
+    from app.theme import contrast, tail_color
+
+    assert round(contrast(QColor("#767676"), QColor("#ffffff")), 2) == 4.54  # the WCAG formula itself
+    for theme in ("light", "dark", "high-contrast", "system"):
+        themed(theme)
+        base = QApplication.palette().color(QPalette.ColorRole.Base)
+        assert contrast(tail_color(theme), base) >= 4.5, (theme, tail_color(theme).name(), base.name())
+        assert tail_color(theme) != QApplication.palette().color(QPalette.ColorRole.Text)  # still a muted grey
