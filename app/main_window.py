@@ -269,6 +269,7 @@ class MainWindow(QMainWindow):
         self.sources.install(bar)
         bar.addSeparator()
         self.delay_label = _label("Delay", self)
+        self.delay_label.setBuddy(self.delay_combo)  # a screen reader names the combo by its label
         self._delay_widgets = [bar.addWidget(self.delay_label), bar.addWidget(self.delay_combo)]
         bar.addSeparator()
         bar.addAction(self.overlays.toggle_action)

@@ -90,6 +90,7 @@ class SourcePicker(QObject):
     def install(self, bar: QToolBar) -> None:
         """Add the widgets to ``bar``."""
         label = QLabel("Source", bar)
+        label.setBuddy(self.source_combo)  # a screen reader names the combo by its label (Linux: else its value)
         label.setContentsMargins(6, 0, 4, 0)
         bar.addWidget(label)
         bar.addWidget(self.source_combo)

@@ -326,3 +326,14 @@ def test_the_partial_tail_is_readable_in_every_theme(qtbot, themed):
         base = QApplication.palette().color(QPalette.ColorRole.Base)
         assert contrast(tail_color(theme), base) >= 4.5, (theme, tail_color(theme).name(), base.name())
         assert tail_color(theme) != QApplication.palette().color(QPalette.ColorRole.Text)  # still a muted grey
+
+
+def test_the_source_and_delay_combos_are_labelled_for_a_screen_reader(qtbot, window):
+    """On Linux Qt names a combo box by its current value ("Microphone, combo box"); its purpose comes from a Label
+    relation, which none of the toolbar's combos had (keyboard QA)."""
+    from PySide6.QtGui import QAccessible
+
+    for combo, text in ((window.sources.source_combo, "Source"), (window.delay_combo, "Delay")):
+        iface = QAccessible.queryAccessibleInterface(combo)
+        labels = [rel[0].text(QAccessible.Text.Name) for rel in iface.relations(QAccessible.RelationFlag.Label)]
+        assert labels == [text], (combo.objectName(), labels)
