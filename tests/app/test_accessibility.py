@@ -337,3 +337,25 @@ def test_the_source_and_delay_combos_are_labelled_for_a_screen_reader(qtbot, win
         iface = QAccessible.queryAccessibleInterface(combo)
         labels = [rel[0].text(QAccessible.Text.Name) for rel in iface.relations(QAccessible.RelationFlag.Label)]
         assert labels == [text], (combo.objectName(), labels)
+
+
+def test_the_caption_view_shows_when_it_has_the_keyboard(qtbot, window, themed):
+    """The caption view, where Space starts captioning, looked the same with and without the keyboard focus in every
+    theme (no border, no caret; keyboard QA)."""
+    load(qtbot, window)  # the captions replace the welcome
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=3000)
+    for theme in ("light", "dark", "high-contrast", "system"):
+        themed(theme)
+        window.history.search.setFocus()
+        qtbot.waitUntil(lambda: not window.caption_view.hasFocus(), timeout=2000)
+        before = window.caption_view.grab().toImage()
+        window.caption_view.setFocus()
+        qtbot.waitUntil(lambda: window.caption_view.hasFocus(), timeout=2000)
+        after = window.caption_view.grab().toImage()
+        changed = sum(
+            before.pixel(x, y) != after.pixel(x, y)
+            for x in range(0, before.width(), 2)
+            for y in (1, before.height() // 2, before.height() - 2)
+        )
+        assert changed > before.width() // 4, theme
