@@ -77,6 +77,7 @@ class CaptionOverlay(QWidget):
         super().__init__(parent, Qt.WindowType.Tool)
         self.setObjectName("captionOverlay")
         self.setWindowTitle("livecap captions")
+        self.setAccessibleName("Captions")  # a screen reader found an empty window (keyboard QA): the latest lines
         self.setAttribute(Qt.WidgetAttribute.WA_TranslucentBackground)
         self.setAttribute(Qt.WidgetAttribute.WA_ShowWithoutActivating)
         self.setMouseTracking(True)
@@ -163,6 +164,7 @@ class CaptionOverlay(QWidget):
     def commit(self, line: Line) -> None:
         self._committed.append(line.text.strip())
         self._stable = self._tail = ""
+        self.setAccessibleDescription(" ".join(list(self._committed)[-3:]))  # committed text only: no churn
         self.update()
 
     def set_partial(self, event: CaptionEvent | None) -> None:
@@ -173,6 +175,7 @@ class CaptionOverlay(QWidget):
     def clear(self) -> None:
         self._committed.clear()
         self._stable = self._tail = ""
+        self.setAccessibleDescription("")
         self.update()
 
     def text(self) -> str:

@@ -302,6 +302,15 @@ class SessionsWindow(QWidget):
         find.setShortcut(QKeySequence.StandardKey.Find)
         find.triggered.connect(lambda: (self.search.setFocus(), self.search.selectAll()))
         self.addAction(find)
+        close = QAction("Close", self)  # a window of its own: Esc or Ctrl+W closes it (neither did; keyboard QA)
+        keys = {
+            QKeySequence("Ctrl+W"),
+            QKeySequence(Qt.Key.Key_Escape),
+            *QKeySequence.keyBindings(QKeySequence.StandardKey.Close),
+        }
+        close.setShortcuts(sorted(keys, key=lambda k: k.toString()))
+        close.triggered.connect(self.close)
+        self.addAction(close)
         self.table.installEventFilter(self)  # the list's Delete key deletes the selected sessions (after a question)
 
     # -- public ------------------------------------------------------------------------------------

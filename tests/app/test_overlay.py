@@ -210,3 +210,18 @@ def test_more_lines_or_a_larger_font_keep_the_overlay_on_its_screen(qtbot, setti
     top = overlay.geometry().top()
     manager.set_style(lines=4)
     assert overlay.geometry().top() == top and area.contains(overlay.geometry())
+
+
+def test_a_screen_reader_finds_the_latest_captions_in_the_overlay(qtbot):
+    """The overlay's accessibility interface was "livecap captions" with no text: an empty window (keyboard QA)."""
+    from PySide6.QtGui import QAccessible
+
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    for i in range(5):
+        overlay.commit(Line(f"line {i}", i, i + 1))
+    iface = QAccessible.queryAccessibleInterface(overlay)
+    assert iface.text(QAccessible.Text.Name) == "Captions"
+    assert iface.text(QAccessible.Text.Description) == "line 2 line 3 line 4"
+    overlay.clear()
+    assert iface.text(QAccessible.Text.Description) == ""

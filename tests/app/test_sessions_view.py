@@ -584,3 +584,20 @@ def test_the_open_session_keeps_where_the_reader_is_when_the_window_refreshes(qt
     reading = bar.value()
     view.refresh()
     assert bar.value() == reading and view.current_id() == view.ids()[-1]
+
+
+def test_escape_or_ctrl_w_closes_the_sessions_window(qtbot, library):
+    """The Sessions window is a window of its own; neither Esc nor Ctrl+W closed it (keyboard QA)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    view, _ids = library([1, 2])
+    for key, mod in (
+        (Qt.Key.Key_Escape, Qt.KeyboardModifier.NoModifier),
+        (Qt.Key.Key_W, Qt.KeyboardModifier.ControlModifier),
+    ):
+        view.show()
+        view.activateWindow()
+        qtbot.waitUntil(lambda: QApplication.activeWindow() is view, timeout=3000)
+        qtbot.keyClick(view.table, key, mod)
+        assert not view.isVisible(), key
