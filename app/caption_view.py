@@ -3,7 +3,8 @@
 Each committed line is a paragraph; the last paragraph holds the partial (its stable head in the normal
 style, the still-changing tail grey + italic). Partial updates are coalesced to the screen rate
 (``COALESCE_MS``): only the latest state is drawn. The view follows new text unless the user has
-scrolled up; scrolling back to the bottom re-engages following. It holds the last ``MAX_PARAGRAPHS`` lines (the
+scrolled up; scrolling back to the bottom (mouse, Ctrl+End, Page Down) re-engages following, and a change of
+font, theme or size keeps following (or keeps the reader's top line). It holds the last ``MAX_PARAGRAPHS`` lines (the
 whole transcript is in the history and in Sessions); a user scrolled up keeps the line they read while the
 oldest go from the top.
 
