@@ -359,3 +359,21 @@ def test_the_caption_view_shows_when_it_has_the_keyboard(qtbot, window, themed):
             for y in (1, before.height() // 2, before.height() - 2)
         )
         assert changed > before.width() // 4, theme
+
+
+def test_the_toolbars_buttons_show_when_they_have_the_keyboard(qtbot, window, themed):
+    """The Model and Refresh buttons looked the same with and without the keyboard focus outside high contrast
+    (keyboard QA)."""
+    load(qtbot, window)
+    window.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is window, timeout=3000)
+    for theme in ("light", "dark", "high-contrast", "system"):
+        themed(theme)
+        for button in (window.model_button, window.refresh_button):
+            window.caption_view.setFocus()
+            qtbot.waitUntil(lambda: window.caption_view.hasFocus(), timeout=2000)
+            before = button.grab().toImage()
+            button.setFocus()
+            qtbot.waitUntil(lambda b=button: b.hasFocus(), timeout=2000)
+            after = button.grab().toImage()
+            assert before.size() == after.size() and before != after, (theme, button.objectName())
