@@ -441,7 +441,7 @@ class SessionsWindow(QWidget):
         went. A session already gone counts as gone; another failure is said and the rest are still deleted."""
         done = 0
         for session_id in session_ids:
-            if session_id in (self._recording_id(), self._process_session):
+            if session_id in self._busy():
                 continue
             try:
                 self.store.delete(session_id)
@@ -456,7 +456,7 @@ class SessionsWindow(QWidget):
 
     def retention_deletes(self, text: str) -> list[SessionSummary]:
         """The sessions the policy ``text`` would delete now, newest first (nothing is deleted)."""
-        protect = [i for i in (self._recording_id(), self._process_session) if i]
+        protect = [i for i in self._busy() if i]
         out = []
         for session_id in self.store.would_delete(Retention.parse(text), protect):
             try:
@@ -574,6 +574,10 @@ class SessionsWindow(QWidget):
         if session_id is not None and session_id == self._recording_id() and self.isVisible():
             self.history.add_line(line)
 
+    def _busy(self) -> tuple[str | None, str | None]:
+        """The sessions that cannot be deleted now: the one being recorded and the one being re-transcribed."""
+        return self._recording_id(), self._process_session
+
     def _recording_id(self) -> str | None:
         return getattr(self.controller, "session_id", None) if self.controller is not None else None
 
@@ -637,7 +641,7 @@ class SessionsWindow(QWidget):
         recording = has and session_id == self._recording_id()
         self.export_button.setEnabled(has)
         self.rename_button.setEnabled(has)
-        busy = (self._recording_id(), self._process_session)
+        busy = self._busy()
         self.delete_button.setEnabled(any(i not in busy for i in self.selected_ids()))
         has_audio = False
         if has and not recording:
@@ -709,7 +713,7 @@ class SessionsWindow(QWidget):
 
     def _delete_several(self, ids: list[str]) -> None:
         """Delete the selected sessions after one question that says how many (and which stay, if any)."""
-        busy = (self._recording_id(), self._process_session)
+        busy = self._busy()
         doomed = [i for i in ids if i not in busy]
         if not doomed:
             return

@@ -509,7 +509,7 @@ def _open_av(path: str, name: str, head: bytes) -> AudioStream:
         dec = _AvDecoder(container, stream, name)
         if _mpeg_audio(head) and _states_length(path):
             dec.promised = dec.frames  # from the Xing/Info/VBRI header: the file's length, not an estimate
-        elif head[:4] == b"\x1aE\xdf\xa3" or head[4:8] == b"ftyp":
+        elif _stdin_container(head) in ("Matroska/WebM", "MP4/M4A"):
             dec.promised = dec.frames  # Matroska/WebM and MP4 state their length: a file cut short is said so
         fmt = f"{stream.codec_context.name.upper()} in {container.format.name.split(',')[0].upper()}"
         return AudioStream(dec, name, fmt)
