@@ -113,12 +113,15 @@ class AudioQueue:
                 self.dropped_seconds += old.seconds
                 self.dropped_blocks += 1
 
-    def take_all(self, max_seconds: float | None = None) -> list[Block]:
-        """Remove and return the queued blocks in order (at most about ``max_seconds`` of them)."""
+    def take_all(self, max_seconds: float | None = None, before: float | None = None) -> list[Block]:
+        """Remove and return the queued blocks in order (at most about ``max_seconds`` of them; with ``before``,
+        only those that arrived before that ``time.monotonic()``)."""
         out: list[Block] = []
         taken = 0.0
         with self._lock:
             while self._blocks and (max_seconds is None or taken < max_seconds):
+                if before is not None and self._blocks[0].time >= before:
+                    break
                 block = self._blocks.popleft()
                 self._seconds -= block.seconds
                 taken += block.seconds
@@ -126,6 +129,11 @@ class AudioQueue:
             if not self._blocks:
                 self._seconds = 0.0
         return out
+
+    def any_since(self, since: float) -> bool:
+        """Whether a queued block arrived at ``since`` (``time.monotonic()``) or later."""
+        with self._lock:
+            return bool(self._blocks) and self._blocks[-1].time >= since
 
     def drop_since(self, since: float) -> float:
         """Remove the blocks that arrived at ``since`` (``time.monotonic()``) or later; returns their seconds."""

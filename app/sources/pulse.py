@@ -7,10 +7,12 @@ chosen one is captured by opening sounddevice's ``pulse`` device with ``PULSE_SO
 the moment the stream opens (libpulse reads it when the ALSA plug-in connects; each stream keeps its own).
 
 ``PulseSystemSource`` captures an output's monitor. Every ``CHECK_EVERY_S`` it asks the server whether that
-output still exists: when an output goes (a USB headset unplugged, a call app's sink unloaded), PulseAudio does
-not end the recording but moves it to the default *microphone*, so "System audio" went on captioning the room
-without a word. Then the blocks since the last check are dropped (they may be the microphone's) and the capture
-is lost for a chosen output (the worker falls back to the default output, and says so). Following the default
+output still exists, and it asks again before handing out any block that arrived after the last answer: when an
+output goes (a USB headset unplugged, a call app's sink unloaded), PulseAudio does not end the recording but moves
+it to the default *microphone*, so "System audio" went on captioning the room without a word. A block is handed
+out only once a check that began after it arrived saw the output (the server answers in ~0.3 ms; blocks come
+every ~64 ms), so none of the microphone's audio comes out: the blocks since the last check are dropped and the
+capture is lost for a chosen output (the worker falls back to the default output, and says so). Following the default
 output, each check also asks which sink is the default and, when that changed (headphones plugged in), moves
 the capture to the new sink's monitor without ending the session: the blocks keep flowing into the same queue.
 ``PulseMicSource`` does the same for a microphone chosen by name (PulseAudio moves its recording to the default
@@ -190,24 +192,33 @@ class PulseMicSource(PulseCapture):
         self._next_check = self._seen + CHECK_EVERY_S
 
     def close(self) -> None:
+        was_open = self.is_open
         super().close()
+        if was_open and not self._gone:
+            self._check(time.monotonic())  # what is still queued, before it is read
         self._server.close()
 
     def read(self, max_seconds: float | None = None) -> list[Block]:
+        """The blocks that arrived before the source was last seen (as ``MicSource.read`` otherwise)."""
         now = time.monotonic()
-        if self.is_open and not self._gone and now >= self._next_check:
+        if self.is_open and not self._gone and (now >= self._next_check or self.queue.any_since(self._seen)):
             self._next_check = now + CHECK_EVERY_S
-            try:
-                there = self.pulse_source in self._server.sources()
-            except AudioError:
-                there = True  # the server did not answer: judged by the stream, as any microphone
-            if there:
-                self._seen = now
-            else:
-                dropped = self.queue.drop_since(self._seen)
-                log.info("microphone %s is gone; %.2f s captured since it was last seen dropped", self.label, dropped)
-                self._gone = True
-        return super().read(max_seconds)
+            self._check(now)
+        if self._gone:
+            return self.queue.take_all(max_seconds, before=self._seen)
+        return self.queue.take_all(max_seconds, before=self._seen if self.is_open else None)
+
+    def _check(self, now: float) -> None:
+        try:
+            there = self.pulse_source in self._server.sources()
+        except AudioError:
+            there = True  # the server did not answer: judged by the stream, as any microphone
+        if there:
+            self._seen = now
+        else:
+            dropped = self.queue.drop_since(self._seen)
+            log.info("microphone %s is gone; %.2f s captured since it was last seen dropped", self.label, dropped)
+            self._gone = True
 
     @property
     def lost(self) -> bool:
@@ -258,32 +269,40 @@ class PulseSystemSource(SystemCapture):
         capture, self._capture = self._capture, None
         if capture is not None:
             capture.close()
+            if not self._broken:
+                self._check(time.monotonic(), follow=False)  # what is still queued, before it is read
         self._server.close()
 
     # -- worker tick --------------------------------------------------------------------------------
     def read(self, max_seconds: float | None = None) -> list[Block]:
-        """The captured blocks; checks that the output is still there and, while following the default output,
-        moves to a new default."""
+        """The blocks that arrived before the output was last seen; checks that it is still there whenever newer
+        blocks wait (and every ``CHECK_EVERY_S``) and, while following the default output, moves to a new default."""
         now = time.monotonic()
-        if self._capture is not None and now >= self._next_check:
+        if self._capture is not None and (now >= self._next_check or self.queue.any_since(self._checked)):
             self._next_check = now + CHECK_EVERY_S
             self._check(now)
-        return super().read(max_seconds)
+        return self.queue.take_all(max_seconds, before=self._checked)
 
-    def _check(self, now: float) -> None:
+    def _check(self, now: float, follow: bool = True) -> None:
+        """Whether the output was there at ``now`` (a time before the question): the blocks since the last check
+        are verified, or dropped when it is gone."""
         try:
             names, sink = self._server.sinks()
         except AudioError:
-            log.debug("output look-up failed", exc_info=True)
+            log.debug("output look-up failed; judged by the stream", exc_info=True)
+            self._checked = now
             return
         if self._current not in names:  # the recording was moved to the default microphone: not system audio
+            capture, self._capture = self._capture, None
+            if capture is not None:
+                capture.close()
             dropped = self.queue.drop_since(self._checked)
             log.info("output %s is gone; %.2f s captured since it was last seen dropped", self._current, dropped)
-            if not self.follow:
+            if not (self.follow and follow and sink):
                 self._broken = True  # lost: the worker falls back to the default output and says so
                 return
         self._checked = now
-        if self.follow:
+        if self.follow and follow:
             self._follow_default(sink)
 
     def _follow_default(self, sink: str) -> None:

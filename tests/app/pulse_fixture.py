@@ -138,5 +138,7 @@ class FifoWriter(threading.Thread):
                 os.write(fd, block.astype("<f4").tobytes())
                 pos += chunk
                 time.sleep(max(0.0, t0 + (waited + pos) / RATE - time.monotonic()))
+        except BrokenPipeError:  # the server went first (a write waited on a source nobody recorded)
+            pass
         finally:
             os.close(fd)

@@ -318,6 +318,106 @@ def test_a_chosen_output_that_goes_is_lost_not_replaced_by_the_microphone(pulse_
         writer.join(2)
 
 
+def test_no_audio_from_after_the_chosen_output_went_is_handed_out(pulse_server, monkeypatch):
+    """Blocks read between two of the server checks were handed out unchecked: the microphone's audio that
+    PulseAudio moved the recording to came out as "system audio" until the next check (1.15 s of it once under
+    load). Now a block is handed out only once a check that began after it arrived saw the output, however far
+    apart the periodic checks are."""
+    from app.sources import pulse
+
+    monkeypatch.setattr(pulse, "CHECK_EVERY_S", 30.0)  # the periodic check out of the picture
+    writer = FifoWriter(pulse_server.fifo, tone(440, 20.0), lead=0.0)  # the room: a 440 Hz tone on the mic
+    writer.start()
+    source = PulseSystemSource(pulse_server.sd, AudioSystem(pulse_server.sd).backend.server(), "virt_alt")
+    source.open()
+    try:
+        wait_recording(pulse_server)
+        collect(source, 1.0)
+        pulse_server.pactl("unload-module", sink_module(pulse_server, "virt_alt"))
+        time.sleep(0.8)  # the recording goes on, on the microphone
+        after = collect(source, 3.0, until=lambda: source.lost)
+        assert source.lost
+        assert len(after) == 0 or band_power(after, 440) < 0.05, f"{len(after) / RATE:.2f} s handed out"
+    finally:
+        source.close()
+        writer.stop.set()
+        writer.join(2)
+
+
+def test_following_the_default_output_when_it_goes_moves_on_without_the_microphone(pulse_server, monkeypatch):
+    """Following the default output, the output itself goes (the USB headset that was the default): the capture
+    moves to the new default and none of the microphone's audio, where PulseAudio put the recording, comes out."""
+    from app.sources import pulse
+
+    monkeypatch.setattr(pulse, "CHECK_EVERY_S", 30.0)  # only the checks before handing out blocks
+    writer = FifoWriter(pulse_server.fifo, tone(440, 30.0), lead=0.0)  # the room: a 440 Hz tone on the mic
+    writer.start()
+    source = AudioSystem(pulse_server.sd).make_source("system")
+    source.open()
+    try:
+        wait_recording(pulse_server)
+        collect(source, 2.5)
+        pulse_server.pactl("unload-module", sink_module(pulse_server, "virt_out"))  # the default goes
+        time.sleep(0.8)
+        collect(source, 3.0, until=lambda: source.switches)
+        assert source.switches == 1 and not source.lost
+        assert "Virtual Headphones" in source.notices()[0]
+        after = collect(source, 2.5)
+        pulse_server.play(tone(1100, 1.5), "virt_alt")
+        after = np.concatenate([after, collect(source, 2.0)])
+        assert band_power(after, 1100) > 0.5 and band_power(after, 440) < 0.01
+    finally:
+        source.close()
+        writer.stop.set()
+        writer.join(2)
+
+
+class Sinks:
+    """A stand-in for ``PulseServer``: the outputs it lists, and how often it was asked."""
+
+    def __init__(self, *names: str) -> None:
+        self.names, self.asked = set(names), 0
+
+    def sinks(self) -> tuple[set[str], str]:
+        self.asked += 1
+        return set(self.names), ""
+
+    def close(self) -> None:
+        pass
+
+
+class Stream:
+    lost = False
+
+    def close(self) -> None:
+        pass
+
+
+def held_source(server: Sinks) -> PulseSystemSource:
+    """A system source on the output "out", checked a moment ago, with one block waiting that came after."""
+    from app.capture import Block
+
+    source = PulseSystemSource(None, server, "out")
+    source._capture, source._current = Stream(), "out"
+    source._checked = source._next_check = time.monotonic()
+    source.queue.put(Block(np.ones((1024, 1), np.float32), RATE, time.monotonic()))
+    return source
+
+
+@pytest.mark.parametrize("there", [True, False])
+def test_what_came_after_the_last_check_is_checked_when_read_and_when_closed(there):
+    """Stop and Pause close a source, then read what it still holds: blocks held back for a check were lost at
+    every stop, or handed out unchecked. They are checked once more, when closed as when read."""
+    for closed in (False, True):
+        server = Sinks(*(["out"] if there else []))
+        source = held_source(server)
+        if closed:
+            source.close()
+        blocks = source.read()
+        assert server.asked == 1
+        assert len(blocks) == (1 if there else 0) and source.lost is (not there)
+
+
 def test_under_both_a_lost_microphone_leaves_the_chosen_output(qtbot, pulse_server, journal_dir, settings, speech):
     """Both, the call's output chosen (Virtual Headphones, not the default): the microphone stopped, and the
     fallback moved the system side to the default output too, so the call's captions stopped (found in QA)."""
@@ -384,12 +484,17 @@ def end_session(c, writer) -> None:
     c.shutdown(5000)
 
 
-def test_a_chosen_microphone_that_goes_is_lost_not_replaced_by_another_source(pulse_server):
+@pytest.mark.parametrize("check_every", [None, 30.0], ids=["periodic-checks", "checks-before-handing-out"])
+def test_a_chosen_microphone_that_goes_is_lost_not_replaced_by_another_source(pulse_server, monkeypatch, check_every):
     """A USB microphone unplugged: PulseAudio moved the recording to the default source (here the room's tone;
     in QA the speakers' monitor) and livecap went on as if it were the chosen microphone, still naming it. Now
-    the microphone is lost (the worker falls back to the default one and says so) and nothing else comes out."""
+    the microphone is lost (the worker falls back to the default one and says so) and nothing else comes out,
+    also between two periodic checks (a block is handed out only once a check after it arrived saw the source)."""
+    from app.sources import pulse
     from app.sources.pulse import PulseMicSource
 
+    if check_every:
+        monkeypatch.setattr(pulse, "CHECK_EVERY_S", check_every)
     usb = UsbMic(pulse_server)
     writer = FifoWriter(pulse_server.fifo, tone(440, 20.0), lead=0.0)  # the default microphone: a 440 Hz tone
     writer.start()
