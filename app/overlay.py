@@ -14,6 +14,7 @@ Wayland compositors may ignore "always on top" and window positions; the View me
 from __future__ import annotations
 
 import collections
+import unicodedata
 from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
@@ -31,6 +32,7 @@ from PySide6.QtGui import (
     QPainter,
     QPaintEvent,
     QResizeEvent,
+    QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
     QTextDocument,
@@ -64,6 +66,31 @@ class OverlayStyle:
 
     def clamped(self) -> OverlayStyle:
         return replace(self, lines=max(2, min(5, int(self.lines))), opacity=max(0.0, min(1.0, float(self.opacity))))
+
+
+def _direction(text: str) -> Qt.LayoutDirection | None:
+    """The direction of ``text``'s first strong character; None when it has none (digits, punctuation)."""
+    for ch in text:
+        kind = unicodedata.bidirectional(ch)
+        if kind == "L":
+            return Qt.LayoutDirection.LeftToRight
+        if kind in ("R", "AL"):
+            return Qt.LayoutDirection.RightToLeft
+    return None
+
+
+def _runs(parts: list[tuple[str, str]]) -> list[tuple[Qt.LayoutDirection, list[tuple[str, str]]]]:
+    """``(stable, tail)`` lines in runs of one direction: each run is one paragraph, laid out in its direction
+    (an Arabic line after an English one ran on at the end of the English text, left-aligned); a line without
+    a strong character stays in the run before it."""
+    runs: list[tuple[Qt.LayoutDirection, list[tuple[str, str]]]] = []
+    for part in parts:
+        direction = _direction(part[0] + part[1])
+        if runs and direction in (None, runs[-1][0]):
+            runs[-1][1].append(part)
+        else:
+            runs.append((direction or Qt.LayoutDirection.LeftToRight, [part]))
+    return runs
 
 
 class CaptionOverlay(QWidget):
@@ -244,16 +271,25 @@ class CaptionOverlay(QWidget):
         cursor = QTextCursor(doc)
         normal = QTextCharFormat()
         normal.setForeground(QColor(self._style.text_color))
-        committed = " ".join(self._committed)
-        head = (committed + " " if committed else "") + self._stable
-        cursor.insertText(head.lstrip(), normal)
-        if self._tail:
-            tail = QTextCharFormat()
-            color = QColor(self._style.text_color)
-            color.setAlphaF(0.62)
-            tail.setForeground(color)
-            tail.setFontItalic(True)
-            cursor.insertText(self._tail, tail)
+        tail = QTextCharFormat()
+        color = QColor(self._style.text_color)
+        color.setAlphaF(0.62)
+        tail.setForeground(color)
+        tail.setFontItalic(True)
+        parts = [(text, "") for text in self._committed if text]
+        if self._stable or self._tail:
+            parts.append((self._stable, self._tail))
+        for i, (direction, run) in enumerate(_runs(parts)):
+            block = QTextBlockFormat()
+            block.setLayoutDirection(direction)
+            if i == 0:
+                cursor.setBlockFormat(block)
+            else:
+                cursor.insertBlock(block)
+            for j, (stable, partial_tail) in enumerate(run):
+                cursor.insertText((" " if j else "") + stable.lstrip(), normal)
+                if partial_tail:
+                    cursor.insertText(partial_tail, tail)
         return doc
 
     @staticmethod

@@ -225,3 +225,31 @@ def test_a_screen_reader_finds_the_latest_captions_in_the_overlay(qtbot):
     assert iface.text(QAccessible.Text.Description) == "line 2 line 3 line 4"
     overlay.clear()
     assert iface.text(QAccessible.Text.Description) == ""
+
+
+def _ink_columns(image, top: int, bottom: int) -> tuple[int, int]:
+    """The first and last column with caption text (bright pixels) between rows ``top`` and ``bottom``."""
+    cols = [x for x in range(image.width()) if any(image.pixelColor(x, y).value() > 160 for y in range(top, bottom, 2))]
+    return cols[0], cols[-1]
+
+
+def test_a_right_to_left_line_is_its_own_paragraph_aligned_right(qtbot):
+    """An Arabic line after an English one ran on at the end of the English line, left-aligned, its second half
+    wrapping to the left edge (keyboard QA). Each run of one direction is its own paragraph now, laid out in
+    that direction; a line of digits stays with the line before it."""
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    overlay.set_overlay_style(OverlayStyle(lines=3))
+    overlay.resize(900, overlay.height())
+    overlay.commit(Line("detail until the end", 0, 1))
+    overlay.commit(Line("مرحبا بكم", 1, 2))
+    overlay.commit(Line("2026", 2, 3))
+    assert overlay.visible_lines() == ["detail until the end", "مرحبا بكم 2026"]
+    overlay.set_partial(CaptionEvent(partial=Line("and then", 3, 4), partial_stable=4))
+    assert overlay.visible_lines() == ["detail until the end", "مرحبا بكم 2026", "and then"]
+    image = overlay.grab().toImage()
+    third = image.height() // 3
+    english_left, english_right = _ink_columns(image, 0, third)
+    arabic_left, arabic_right = _ink_columns(image, third, 2 * third)
+    assert english_left < 60 and english_right < 600  # left-aligned
+    assert arabic_right > 840 and arabic_left > 300  # right-aligned
