@@ -1,7 +1,8 @@
 """The caption overlay: a frameless, translucent, always-on-top strip showing the last 2-5 lines.
 
 Drag it anywhere to move it; drag an edge to resize it (``startSystemMove``/``startSystemResize``, which
-also work on Wayland, with a manual fallback). Click-through makes it ignore the mouse
+also work on Wayland, with a manual fallback). From the keyboard, ``start_adjusting`` lets the arrow keys move
+it and Shift+arrows resize it until Enter keeps or Esc undoes the change. Click-through makes it ignore the mouse
 (``Qt.WindowTransparentForInput``; turn it off from the main window's View menu). Presentation mode
 shows the captions full screen with a larger font (Esc leaves it), sized to the space the window really has
 (a window manager may not make it full screen), so no line is ever cut. Text is laid out with a
@@ -23,6 +24,7 @@ from PySide6.QtGui import (
     QColor,
     QContextMenuEvent,
     QCursor,
+    QFocusEvent,
     QFont,
     QFontMetricsF,
     QGuiApplication,
@@ -31,6 +33,7 @@ from PySide6.QtGui import (
     QMoveEvent,
     QPainter,
     QPaintEvent,
+    QPen,
     QResizeEvent,
     QTextBlockFormat,
     QTextCharFormat,
@@ -49,6 +52,8 @@ KEEP_LINES = 8
 PRESENTATION_SCALE = 1.8
 PRESENTATION_MARGIN = 0.08  # of the height, above and below the text in presentation mode
 MIN_POINT_SIZE = 6.0
+KEY_STEP = 20  # px an arrow key moves or resizes the overlay
+ADJUST_HINT = "Arrows move \u00b7 Shift+arrows resize \u00b7 Enter keeps \u00b7 Esc undoes"
 FULL_SCREEN_CHECK_MS = 400  # how long a window manager gets to make the presentation window full screen
 DEFAULT_POINT_SIZE = 26
 
@@ -98,6 +103,7 @@ class CaptionOverlay(QWidget):
 
     geometry_changed = Signal()  # moved or resized by the user (debounced)
     presentation_changed = Signal(bool)
+    adjust_finished = Signal()  # keyboard moving/resizing ended (Enter, Esc or the focus went)
     closed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -116,6 +122,7 @@ class CaptionOverlay(QWidget):
         self._presentation = False
         self._menu: QMenu | None = None
         self._drag: tuple[QPoint, QRect, Qt.Edge] | None = None
+        self._adjust_from: QRect | None = None  # the geometry before keyboard adjusting, while it lasts
         self._save_timer = QTimer(self)
         self._save_timer.setSingleShot(True)
         self._save_timer.setInterval(400)
@@ -248,7 +255,7 @@ class CaptionOverlay(QWidget):
     def _apply_flags(self) -> None:
         visible = self.isVisible()
         flags = Qt.WindowType.Tool | Qt.WindowType.FramelessWindowHint | Qt.WindowType.WindowStaysOnTopHint
-        if self._style.click_through and not self._presentation:
+        if self._style.click_through and not self._presentation and self._adjust_from is None:
             flags |= Qt.WindowType.WindowTransparentForInput
         self.setWindowFlags(flags)
         if visible:
@@ -334,10 +341,85 @@ class CaptionOverlay(QWidget):
             p.translate(QPointF(area.left(), area.bottom() - last_bottom))
             doc.drawContents(p, QRectF(0, first_top, doc.textWidth(), last_bottom - first_top))
             p.restore()
+        if self._adjust_from is not None:
+            self._paint_adjust_hint(p)
         p.end()
+
+    def _paint_adjust_hint(self, p: QPainter) -> None:
+        """A border and the keys, over the captions, while the keyboard moves and resizes the overlay."""
+        color = QColor(self._style.text_color)
+        p.setBrush(Qt.BrushStyle.NoBrush)
+        p.setPen(QPen(color, 3))
+        p.drawRoundedRect(QRectF(self.rect()).adjusted(1.5, 1.5, -1.5, -1.5), 10, 10)
+        font = QFont(self.font())
+        font.setPointSize(max(9, self.font().pointSize()))
+        metrics = QFontMetricsF(font)
+        box = QRectF(PAD_X / 2, PAD_Y / 2, metrics.horizontalAdvance(ADJUST_HINT) + 16, metrics.height() + 8)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor(self._style.background_color))
+        p.drawRoundedRect(box, 4, 4)
+        p.setPen(color)
+        p.setFont(font)
+        p.drawText(box, Qt.AlignmentFlag.AlignCenter, ADJUST_HINT)
 
     def sizeHint(self) -> QSize:
         return QSize(900, self._natural_height())
+
+    # -- keyboard: move and resize ---------------------------------------------------------------
+    @property
+    def adjusting(self) -> bool:
+        return self._adjust_from is not None
+
+    def start_adjusting(self) -> None:
+        """Take the keyboard: arrows move the overlay, Shift+arrows resize it, Enter keeps the change and Esc
+        undoes it (either ends it, as does the keyboard going elsewhere: ``adjust_finished``). Click-through is
+        off meanwhile. Nothing happens in presentation mode."""
+        if self._presentation or self._adjust_from is not None:
+            return
+        self._adjust_from = self.geometry()
+        self._apply_flags()
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.show()
+        self.raise_()
+        self.activateWindow()
+        self.setFocus(Qt.FocusReason.OtherFocusReason)
+        self.update()
+
+    def finish_adjusting(self, keep: bool) -> None:
+        """End keyboard adjusting, keeping the new place and size or going back to the old (``adjust_finished``)."""
+        start, self._adjust_from = self._adjust_from, None
+        if start is None:
+            return
+        if not keep:
+            self.setGeometry(start)
+        self.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self._apply_flags()
+        self._save_timer.start()
+        self.update()
+        self.adjust_finished.emit()
+
+    def _adjust(self, key: int, resize: bool) -> None:
+        dx = {Qt.Key.Key_Left: -KEY_STEP, Qt.Key.Key_Right: KEY_STEP}.get(Qt.Key(key), 0)
+        dy = {Qt.Key.Key_Up: -KEY_STEP, Qt.Key.Key_Down: KEY_STEP}.get(Qt.Key(key), 0)
+        g = QRect(self.geometry())
+        if resize:
+            g.setWidth(max(self.minimumWidth(), g.width() + dx))
+            g.setHeight(max(self.minimumHeight(), g.height() + dy))
+        else:
+            g.translate(dx, dy)
+        screen = QGuiApplication.screenAt(self.geometry().center()) or self.screen()
+        if screen is not None:  # stays on its screen
+            area = screen.availableGeometry()
+            g.setWidth(min(g.width(), area.width()))
+            g.setHeight(min(g.height(), area.height()))
+            g.moveLeft(max(area.left(), min(g.left(), area.right() - g.width() + 1)))
+            g.moveTop(max(area.top(), min(g.top(), area.bottom() - g.height() + 1)))
+        self.setGeometry(g)
+
+    def focusOutEvent(self, event: QFocusEvent) -> None:
+        super().focusOutEvent(event)
+        if self._adjust_from is not None and event.reason() != Qt.FocusReason.PopupFocusReason:
+            self.finish_adjusting(keep=True)
 
     # -- mouse: move and resize ------------------------------------------------------------------
     def _edges_at(self, pos: QPoint) -> Qt.Edge:
@@ -421,9 +503,17 @@ class CaptionOverlay(QWidget):
             self._menu.exec(event.globalPos())
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        if event.key() == Qt.Key.Key_Escape and self._presentation:
+        key = event.key()
+        if key == Qt.Key.Key_Escape and self._presentation:
             self.set_presentation(False)
             return
+        if self._adjust_from is not None:
+            if key in (Qt.Key.Key_Left, Qt.Key.Key_Right, Qt.Key.Key_Up, Qt.Key.Key_Down):
+                self._adjust(key, bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier))
+                return
+            if key in (Qt.Key.Key_Return, Qt.Key.Key_Enter, Qt.Key.Key_Escape):
+                self.finish_adjusting(keep=key != Qt.Key.Key_Escape)
+                return
         super().keyPressEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:

@@ -55,6 +55,12 @@ class OverlayManager(QObject):
         self.click_through_action.setChecked(self.overlay.overlay_style().click_through)
         self.click_through_action.setToolTip("The overlay ignores the mouse; turn this off here to move it again")
         self.click_through_action.toggled.connect(self._set_click_through)
+        self.adjust_action = QAction("Move or resize with the keyboard", self)
+        self.adjust_action.setToolTip("Arrow keys move the overlay, Shift+arrows resize it; Enter keeps, Esc undoes")
+        self.adjust_action.triggered.connect(self.start_adjusting)
+        self.overlay.adjust_finished.connect(self._after_adjusting)
+        self.reset_action = QAction("Put back at the bottom of the screen", self)
+        self.reset_action.triggered.connect(self.reset_place)
         self.menu = self._build_menu()
         self.overlay.set_context_menu(self.menu)
 
@@ -82,6 +88,8 @@ class OverlayManager(QObject):
     def set_presentation(self, on: bool) -> None:
         """Full-screen presentation of the captions (shows the overlay when needed); leaving it (here, F11 or Esc)
         puts back the overlay as it was and gives the keyboard back to the window and widget that had it."""
+        if self.overlay.adjusting:
+            self.overlay.finish_adjusting(keep=True)
         if on and not self.overlay.presentation:
             self._before = (self.overlay.isVisible(), QApplication.activeWindow(), QApplication.focusWidget())
         if on and not self.overlay.isVisible():
@@ -90,6 +98,32 @@ class OverlayManager(QObject):
 
     def _after_presentation(self, on: bool) -> None:
         if on or self._before is None:
+            return
+        self._give_back_keyboard()
+
+    def start_adjusting(self) -> None:
+        """Move and resize the overlay with the keyboard (shown for it); when that ends, the keyboard goes back
+        to the window and widget that had it."""
+        if self.overlay.presentation or self.overlay.adjusting:
+            return
+        self._before = (True, QApplication.activeWindow(), QApplication.focusWidget())
+        self.set_visible(True)
+        self.overlay.start_adjusting()
+
+    def _after_adjusting(self) -> None:
+        self.save_geometry()
+        self._give_back_keyboard()
+
+    def reset_place(self) -> None:
+        """The overlay back at its first place (bottom centre of the main window's screen) and size, shown."""
+        if self.overlay.presentation:
+            self.overlay.set_presentation(False)
+        self.set_visible(True)
+        self._place_default()
+        self.save_geometry()
+
+    def _give_back_keyboard(self) -> None:
+        if self._before is None:
             return
         shown, window, focus = self._before
         self._before = None
@@ -168,6 +202,8 @@ class OverlayManager(QObject):
         menu.addAction(self.toggle_action)
         menu.addAction(self.presentation_action)
         menu.addAction(self.click_through_action)
+        menu.addAction(self.adjust_action)
+        menu.addAction(self.reset_action)
         menu.addSeparator()
         lines_menu = menu.addMenu("Lines")
         group = QActionGroup(lines_menu)

@@ -253,3 +253,72 @@ def test_a_right_to_left_line_is_its_own_paragraph_aligned_right(qtbot):
     arabic_left, arabic_right = _ink_columns(image, third, 2 * third)
     assert english_left < 60 and english_right < 600  # left-aligned
     assert arabic_right > 840 and arabic_left > 300  # right-aligned
+
+
+def test_the_keyboard_moves_and_resizes_the_overlay(qtbot, settings, controller):
+    """Moving and resizing were mouse-only, and a click-through overlay could not be moved at all without
+    turning click-through off (keyboard QA). "Move or resize with the keyboard": arrows move, Shift+arrows
+    resize, Enter keeps (and saves), Esc undoes; the keyboard goes back where it was; it stays on the screen."""
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication, QLineEdit
+
+    parent = QLineEdit()
+    qtbot.addWidget(parent)
+    parent.show()
+    parent.activateWindow()
+    parent.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
+    manager = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(manager.overlay)
+    manager.click_through_action.setChecked(True)
+    overlay = manager.overlay
+    overlay.setGeometry(100, 300, 500, overlay.height())  # on offscreen's 800x600 screen
+    start = overlay.geometry()
+    manager.adjust_action.trigger()
+    assert overlay.isVisible() and overlay.adjusting
+    assert not overlay.windowFlags() & Qt.WindowType.WindowTransparentForInput  # it takes the keys meanwhile
+    QTest.keyClick(overlay, Qt.Key.Key_Left)
+    QTest.keyClick(overlay, Qt.Key.Key_Up)
+    QTest.keyClick(overlay, Qt.Key.Key_Right, Qt.KeyboardModifier.ShiftModifier)
+    g = overlay.geometry()
+    assert (g.x(), g.y(), g.width(), g.height()) == (80, 280, 520, start.height())
+    QTest.keyClick(overlay, Qt.Key.Key_Escape)  # undoes
+    assert overlay.geometry() == start and not overlay.adjusting
+    assert overlay.windowFlags() & Qt.WindowType.WindowTransparentForInput  # click-through again
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
+
+    manager.adjust_action.trigger()
+    for _ in range(200):  # far past the screen's edge: it stops there
+        QTest.keyClick(overlay, Qt.Key.Key_Down)
+    area = overlay.screen().availableGeometry()
+    assert overlay.geometry().bottom() == area.bottom() and overlay.geometry().x() == start.x()
+    QTest.keyClick(overlay, Qt.Key.Key_Return)  # keeps
+    assert not overlay.adjusting and overlay.geometry().bottom() == area.bottom()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
+
+    again = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(again.overlay)
+    assert again.overlay.geometry().bottom() == area.bottom()
+
+    manager.adjust_action.trigger()
+    QTest.keyClick(overlay, Qt.Key.Key_Up)
+    parent.activateWindow()  # the keyboard went elsewhere (a click on another window): the change is kept
+    qtbot.waitUntil(lambda: not overlay.adjusting, timeout=2000)
+    assert overlay.geometry().bottom() == area.bottom() - 20
+
+
+def test_the_overlay_can_be_put_back_at_the_bottom_of_the_screen(qtbot, settings, controller):
+    """A way back for an overlay moved somewhere awkward: its first place, shown, and remembered."""
+    from PySide6.QtWidgets import QWidget
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    manager = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(manager.overlay)
+    first = manager.overlay.geometry()
+    manager.overlay.setGeometry(0, 0, 300, manager.overlay.height())
+    manager.reset_action.trigger()
+    assert manager.overlay.isVisible() and manager.overlay.geometry() == first
+    again = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(again.overlay)
+    assert again.overlay.geometry() == first
