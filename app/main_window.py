@@ -127,6 +127,7 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._build_toolbar()
         self._build_menus()
+        self._order_tab_chain()
         self._connect()
         self._restore()
         if controller.store is not None:
@@ -278,6 +279,31 @@ class MainWindow(QMainWindow):
         self.toolbar = bar
         self.addToolBar(bar)
         self._refresh_icons()  # the overflow button's too
+
+    def _order_tab_chain(self) -> None:
+        """Tab follows the layout: the toolbar left to right (its buttons too: Start/Pause/Stop, Overlay, Export
+        and Sessions were out of reach), the banner, the captions (or the welcome), then the history."""
+        chain = []
+        widget = self.nextInFocusChain()
+        while widget is not self:
+            chain.append(widget)
+            widget = widget.nextInFocusChain()
+
+        def inside(root: QWidget) -> list[QWidget]:
+            return [w for w in chain if w is root or root.isAncestorOf(w)]
+
+        ordered: list[QWidget] = []
+        for action in self.toolbar.actions():
+            widget = self.toolbar.widgetForAction(action)
+            if widget is None:
+                continue
+            if isinstance(widget, QToolButton) and widget.focusPolicy() == Qt.FocusPolicy.NoFocus:
+                widget.setFocusPolicy(Qt.FocusPolicy.TabFocus)
+            ordered += inside(widget)
+        for part in (self.banner, self.caption_stack, self.history):
+            ordered += inside(part)
+        for first, second in zip(ordered, ordered[1:]):
+            QWidget.setTabOrder(first, second)
 
     def _build_menus(self) -> None:
         menus = self.menuBar()

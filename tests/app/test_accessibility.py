@@ -377,3 +377,36 @@ def test_the_toolbars_buttons_show_when_they_have_the_keyboard(qtbot, window, th
             qtbot.waitUntil(lambda b=button: b.hasFocus(), timeout=2000)
             after = button.grab().toImage()
             assert before.size() == after.size() and before != after, (theme, button.objectName())
+
+
+def test_tab_follows_the_layout_and_reaches_the_session_buttons(qtbot, controller, settings, fake_sd):
+    """Tab went search field, history list, Model, Source, device, Refresh, then the captions: it began in the
+    right-hand pane, and Start/Pause/Stop, Overlay, Export and Sessions could not be reached at all (keyboard QA).
+    Now Tab goes through the toolbar left to right, then the captions, then the history."""
+    from engine.events import Line
+
+    window = shown_window(qtbot, controller, settings, fake_sd, width=1500)  # the whole toolbar shown
+    load(qtbot, window)  # Voxtral: the Delay combo is shown
+    for i, text in enumerate(LINES_TEXT):
+        window.controller._commit(Line(text, i, i + 1))
+    qtbot.wait(20)
+    bar = window.toolbar
+    buttons = {a: bar.widgetForAction(a) for a in (window.start_action, window.overlays.toggle_action)}
+    buttons[window.sessions_action] = bar.widgetForAction(window.sessions_action)
+    buttons[window.export_action] = bar.widgetForAction(window.export_action)
+    expected = [buttons[window.start_action], window.model_button, window.sources.source_combo]
+    expected += [window.device_combo, window.refresh_button, window.delay_combo]
+    expected += [buttons[window.overlays.toggle_action], buttons[window.export_action]]
+    expected += [buttons[window.sessions_action], window.caption_view, window.history.search, window.history.list]
+    assert [w for w in expected if not (w.isVisible() and w.isEnabled())] == []
+    start = expected[0]
+    start.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=2000)
+    order = [start]
+    for _ in range(40):
+        QTest.keyClick(QApplication.focusWidget(), Qt.Key.Key_Tab)
+        if QApplication.focusWidget() is start:
+            break
+        order.append(QApplication.focusWidget())
+    names = [f"{type(w).__name__}:{w.accessibleName() or w.objectName()}" for w in order]
+    assert [w for w in order if w in expected] == expected, names
