@@ -10,8 +10,23 @@ import os
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+from typing import TYPE_CHECKING
+
 from .errors import AudioError, LivecapError, ModelError, UsageError
 from .events import CaptionEvent, Line, Word
-from .loader import load_model
+
+if TYPE_CHECKING:
+    from .loader import load_model
+
+
+def __getattr__(name: str):
+    """``load_model`` on first use: importing ``engine`` stays light (NumPy and the backends load with it), so
+    ``livecap-transcribe`` can take Ctrl+C as one sentence from its first moments."""
+    if name == "load_model":
+        from .loader import load_model
+
+        return load_model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["load_model", "CaptionEvent", "Line", "Word", "LivecapError", "ModelError", "UsageError", "AudioError"]

@@ -21,11 +21,13 @@ import signal
 import sys
 import time
 
-from .audio import SAMPLE_RATE
 from .errors import AudioError, LivecapError, UsageError, os_reason
-from .models.voxtral.session import DELAYS_MS as VOXTRAL_DELAYS
+
+# Nothing heavier than the standard library is imported at module level: NumPy and the engine load inside ``main``,
+# whose handlers turn a Ctrl+C in the first moments into exit 130 without a traceback.
 
 PROG = "livecap-transcribe"
+RAW_MISREAD_SHARE = 0.01  # raw stdin with more invalid samples than this is not float32 (16-bit PCM: ~25 %)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,7 +78,7 @@ def run(argv: list[str] | None = None) -> int:
         advice = "drop --format or give -o a .json name" if asked else "give -o a .json name"
         raise UsageError(f"--tokens writes JSON, not {args.format}; {advice}.")
     args.format = args.format or "txt"
-    from .audio import open_audio
+    from .audio import SAMPLE_RATE, open_audio
     from .loader import load_model
 
     with open_audio(args.audio) as audio:
@@ -109,7 +111,10 @@ def run(argv: list[str] | None = None) -> int:
     if bad:
         from .audio.finite import describe
 
-        print(f"{PROG}: warning: {describe(bad)}", file=sys.stderr)
+        hint = ""
+        if audio.format == "raw float32" and bad > RAW_MISREAD_SHARE * max(fed, 1):  # 16-bit samples, say
+            hint = " Raw input must be 32-bit float 16 kHz mono; pipe a WAV file instead (ffmpeg ... -f wav -)."
+        print(f"{PROG}: warning: {describe(bad)}{hint}", file=sys.stderr)
     text = render(model, session, lines, args, audio_end=fed / SAMPLE_RATE)
     if args.output:
         from .transcript.export import write_text_atomic
@@ -133,7 +138,9 @@ def check_delay_ms(delay_ms: int | None, family: str | None = None) -> None:
     without a delay: UsageError with one sentence. ``None`` (not given) is always fine. Shared with ``livecap``."""
     if delay_ms is None:
         return
-    if delay_ms not in VOXTRAL_DELAYS:
+    from .models.voxtral.session import DELAYS_MS
+
+    if delay_ms not in DELAYS_MS:
         raise UsageError("--delay-ms must be a multiple of 80 from 80 to 1200, or 2400.")
     if family is not None and family != "voxtral_realtime":
         raise UsageError("--delay-ms applies to Voxtral models only.")

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import wave
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -217,6 +218,26 @@ def test_stdin_raw_float32():
     )
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["segments"][0]["tokens"] == g["greedy"].tolist()
+
+
+def test_16_bit_samples_on_stdin_get_a_hint_that_raw_means_float32():
+    """Raw 16-bit PCM piped to ``-`` gave a nonsense transcript and only "N samples ... were not valid numbers"
+    (CLI QA): nothing said the input is read as 32-bit floats. A few invalid samples in float input keep the
+    plain warning."""
+    from engine.audio import read_audio
+
+    speech = read_audio(SPEECH)
+    pcm16 = (np.clip(speech, -1, 1) * 32767).astype("<i2").tobytes()
+    cmd = [sys.executable, "-m", "engine.cli", "-", "--model", str(MODEL), "--no-vad"]
+    r = subprocess.run(cmd, input=pcm16, capture_output=True, text=False, timeout=120)
+    assert r.returncode == 0
+    stderr = r.stderr.decode()
+    assert "were not valid numbers" in stderr and "must be 32-bit float 16 kHz mono" in stderr, stderr
+    floats = speech.astype("<f4")
+    floats[100:110] = np.nan
+    r = subprocess.run(cmd, input=floats.tobytes(), capture_output=True, text=False, timeout=120)
+    stderr = r.stderr.decode()
+    assert r.returncode == 0 and "were not valid numbers" in stderr and "32-bit" not in stderr, stderr
 
 
 # ---------------------------------------------------------------- issue #12: nothing lost, nothing hangs
@@ -483,6 +504,33 @@ def test_an_interrupted_run_writes_what_it_transcribed(tmp_path, sig):
     assert p.returncode == 128 + getattr(signal, sig), err
     assert f"stopped ({sig}) after 2.0 s of audio" in err and "Traceback" not in err
     assert out.read_text() == expected.stdout
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_in_the_first_moments_is_no_traceback():
+    """Ctrl+C in the first ~0.15 s printed a traceback (KeyboardInterrupt inside an import: importing the CLI
+    loaded NumPy and the engine before ``main`` could catch it; CLI QA). The CLI module now imports the standard
+    library only, and what is heavier loads inside ``main``."""
+    import signal
+
+    began = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-c", "import sys, engine.cli; print(sorted({'numpy', 'engine.loader'} & set(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    startup = time.monotonic() - began  # the interpreter's own start (a Ctrl+C there is Python's traceback)
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr
+    script = str(Path(sys.executable).parent / "livecap-transcribe")
+    for delay in (1.5 * startup, 1.5 * startup + 0.05):  # while NumPy and the engine load
+        p = subprocess.Popen(
+            [script, str(SPEECH), "--model", str(MODEL)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        time.sleep(delay)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+        assert "Traceback" not in err and p.returncode in (130, -signal.SIGINT), (delay, p.returncode, err)
 
 
 def test_a_closed_standard_output_is_one_sentence():
