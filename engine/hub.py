@@ -499,7 +499,10 @@ class _Meter:
         self.emit(force=True)
 
     def bytes(self, current: int, network: int) -> None:
-        self.current, self.network = current, network
+        """``current`` bytes of the file on disk, ``network`` received in this try. A file fetched again from its
+        start (huggingface_hub after a dropped connection) keeps the count it had until the new try passes it: a
+        bar going backwards looks like a failure."""
+        self.current, self.network = max(self.current, current), network
         self.emit()
 
     def end_file(self, index: int) -> None:

@@ -674,3 +674,17 @@ def test_progress_held_back_by_the_throttle_is_sent_when_the_network_goes_quiet(
     n = len(seen)
     meter.flush()  # nothing pending any more
     assert len(seen) == n
+
+
+def test_progress_never_goes_back_when_a_file_starts_over() -> None:
+    """A dropped connection made huggingface_hub fetch the file again from its start: the bar went from 6.0 MB back
+    to 98.6 kB (first-run QA), which looks like a failure. The count holds until the new try passes it; the speed
+    still counts what arrives."""
+    plan = H.Plan("acme/x", "main", "c" * 40, (H.RemoteFile("w.safetensors", 1000, "e"),), total=1000, have=0)
+    seen: list[H.Progress] = []
+    meter = H._Meter(plan, seen.append)
+    meter.start_file(1, "w.safetensors", 0)
+    for current, network in ((600, 600), (10, 610), (300, 900), (700, 1300)):
+        time.sleep(H.PROGRESS_INTERVAL_S + 0.01)
+        meter.bytes(current, network)
+    assert [p.done for p in seen[1:]] == [600, 600, 600, 700]
