@@ -126,6 +126,15 @@ class PulseServer:
                 return monitor_of is not None and int(monitor_of) != NOT_A_MONITOR
         return default.endswith(".monitor")
 
+    def recordings(self) -> dict[int, int]:
+        """This process's recording streams: each one's index and the index of the source it records now."""
+        pid = str(os.getpid())
+        return {
+            int(o.index): int(o.source)
+            for o in self._call("source_output_list")
+            if str((getattr(o, "proplist", None) or {}).get("application.process.id", "")) == pid
+        }
+
     def sources(self) -> set[str]:
         """The names of the capture sources (microphones and monitors)."""
         return {str(s.name) for s in self._call("source_list")}
@@ -151,25 +160,57 @@ class PulseServer:
 
 class PulseCapture(MicSource):
     """A ``MicSource`` on sounddevice's ``pulse`` device that records the PulseAudio source ``pulse_source``
-    (a microphone, or an output's ``.monitor``). ``label`` names it in messages."""
+    (a microphone, or an output's ``.monitor``). ``label`` names it in messages. With a ``server``, ``moved``
+    tells whether the server has since moved the recording to another source."""
 
-    def __init__(self, sd: Any, pulse_source: str, label: str, kind: str = "microphone", **kw: Any) -> None:
+    def __init__(
+        self,
+        sd: Any,
+        pulse_source: str,
+        label: str,
+        kind: str = "microphone",
+        server: PulseServer | None = None,
+        **kw: Any,
+    ) -> None:
         super().__init__(sd, None, **kw)
         self.pulse_source = pulse_source
         self.label = label
         self.kind = kind
+        self._pulse = server
+        self._recording: tuple[int, int] | None = None  # (stream index, index of the source it began on)
 
     def open(self) -> None:
         """Open the stream on ``pulse_source`` (``AudioError`` when PulseAudio or the source is missing)."""
         self.device = resolve_device(self._sd, PULSE_DEVICE)
         if self.device is None:
             raise AudioError("PortAudio has no \u201cpulse\u201d device; install the ALSA PulseAudio plug-in.")
-        with pulse_source_env(self.pulse_source):
+        with pulse_source_env(self.pulse_source):  # one open at a time: the stream that appears is this one
+            before = self._recordings()
             try:
                 super().open()
             except AudioError as exc:
                 raise AudioError(f"\u201c{self.label}\u201d could not be opened through PulseAudio.") from exc
+            new = {i: src for i, src in (self._recordings() or {}).items() if before is not None and i not in before}
+            self._recording = next(iter(new.items())) if len(new) == 1 else None
         self.description = f"{self.label} ({self.rate / 1000:g} kHz)"
+
+    def _recordings(self) -> dict[int, int] | None:
+        if self._pulse is None:
+            return None
+        try:
+            return self._pulse.recordings()
+        except AudioError:
+            return None
+
+    def moved(self) -> bool:
+        """Whether the server now records this stream from a source other than the one it opened on (PulseAudio
+        moves a recording when its source goes, even where one of the same name comes back at once, and a mixer
+        can move it by hand); False when that cannot be told. ``AudioError`` when the server does not answer."""
+        if self._recording is None or self._pulse is None:
+            return False
+        stream, source = self._recording
+        now = self._pulse.recordings().get(stream)
+        return now is not None and now != source
 
 
 class PulseMicSource(PulseCapture):
@@ -180,7 +221,7 @@ class PulseMicSource(PulseCapture):
     to the default microphone and says so)."""
 
     def __init__(self, sd: Any, server: PulseServer, pulse_source: str, label: str, **kw: Any) -> None:
-        super().__init__(sd, pulse_source, label, **kw)
+        super().__init__(sd, pulse_source, label, server=server, **kw)
         self._server = server
         self._next_check = self._seen = 0.0
         self._gone = False
@@ -210,7 +251,7 @@ class PulseMicSource(PulseCapture):
 
     def _check(self, now: float) -> None:
         try:
-            there = self.pulse_source in self._server.sources()
+            there = self.pulse_source in self._server.sources() and not self.moved()
         except AudioError:
             there = True  # the server did not answer: judged by the stream, as any microphone
         if there:
@@ -255,7 +296,7 @@ class PulseSystemSource(SystemCapture):
 
     def _open_sink(self, sink: str) -> None:
         monitor, name = self._server.monitor_of(sink)
-        capture = PulseCapture(self._sd, monitor, name, kind="system")
+        capture = PulseCapture(self._sd, monitor, name, kind="system", server=self._server)
         self._start(capture)  # one queue across output changes: nothing queued is lost
         self._current = sink
         self.rate = capture.rate
@@ -288,11 +329,12 @@ class PulseSystemSource(SystemCapture):
         are verified, or dropped when it is gone."""
         try:
             names, sink = self._server.sinks()
+            moved = self._capture is not None and self._capture.moved()
         except AudioError:
             log.debug("output look-up failed; judged by the stream", exc_info=True)
             self._checked = now
             return
-        if self._current not in names:  # the recording was moved to the default microphone: not system audio
+        if self._current not in names or moved:  # the recording was moved (to the default microphone)
             capture, self._capture = self._capture, None
             if capture is not None:
                 capture.close()
@@ -301,6 +343,7 @@ class PulseSystemSource(SystemCapture):
             if not (self.follow and follow and sink):
                 self._broken = True  # lost: the worker falls back to the default output and says so
                 return
+            self._current = ""  # following: open the default output's monitor again, even one of the same name
         self._checked = now
         if self.follow and follow:
             self._follow_default(sink)
