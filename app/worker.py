@@ -229,6 +229,8 @@ class EngineWorker(QObject):
                 refresh_devices(self._sounddevice())  # plugged in while paused: PortAudio sees it after a re-scan
                 self._source.open()  # (nothing is open while paused, so the re-scan closes nothing)
         except Exception as exc:  # Refresh is not at hand while paused: Resume tries again
+            if isinstance(exc, AudioError) and self._resume_on_defaults():
+                return
             text = user_message(exc, "The audio input could not be reopened")
             self.error.emit(text.replace("press Refresh", "press Resume"))
             return
@@ -425,6 +427,27 @@ class EngineWorker(QObject):
         self._try_recover()
         if self._recovering:
             self.input_waiting.emit()
+
+    def _resume_on_defaults(self) -> bool:
+        """Resume on the default devices when the chosen one went while paused (every Resume failed with "not
+        available", and only Stop got out); says so as a loss does, and returns to the chosen one when it is back.
+        False when the defaults do not open either."""
+        source = self._source
+        what = {"microphone": "The microphone", "system": "The output"}.get(
+            getattr(source, "kind", ""), "The audio input"
+        )
+        gone = getattr(source, "name", "") or source.description
+        self._kept = set()
+        try:
+            fallback = self._fallback_source()
+            fallback.open()
+        except AudioError:
+            return False
+        self._source, self._fell_back, self._zero_run = fallback, True, 0
+        self.device_lost.emit(f"{what} \u201c{gone}\u201d is no longer available.")
+        self._set_state("running")
+        self.device_recovered.emit(fallback.description)
+        return True
 
     def _try_recover(self) -> None:
         now = time.monotonic()

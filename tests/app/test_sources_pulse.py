@@ -515,6 +515,31 @@ def end_session(c, writer) -> None:
     c.shutdown(5000)
 
 
+def test_a_chosen_output_unplugged_while_paused_resumes_on_the_default_output(
+    qtbot, pulse_server, journal_dir, settings
+):
+    """The chosen output went while paused: every Resume failed with "The output “virt_alt” is not available." (the
+    server's id) and only Stop got out (system-audio QA). Resume goes on with the default output and says so."""
+    from app.settings import Key
+
+    errors: list[str] = []
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings, SOURCE="system", OUTPUT="virt_alt")
+    try:
+        c.message.connect(lambda level, text: errors.append(text) if level == "error" else None)
+        assert "Virtual Headphones" in c.input_description and settings.value(Key.OUTPUT) == "virt_alt"
+        with qtbot.waitSignal(c.state_changed, timeout=5000):
+            c.pause()
+        pulse_server.pactl("unload-module", sink_module(pulse_server, "virt_alt"))
+        with qtbot.waitSignal(c.device_recovered, timeout=10000) as found, qtbot.waitSignal(c.device_lost) as lost:
+            c.resume()
+        assert lost.args[0] == "The output “Virtual Headphones” is no longer available."
+        assert "Virtual Speakers" in found.args[0] and c.state == "running" and errors == []
+        with qtbot.waitSignal(c.session_finished, timeout=10000):
+            c.stop()
+    finally:
+        c.shutdown(5000)
+
+
 @pytest.mark.parametrize(
     "check_every, back_at_once",
     [(None, False), (30.0, False), (30.0, True)],
