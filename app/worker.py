@@ -421,12 +421,25 @@ class EngineWorker(QObject):
         what = {"microphone": "The microphone", "system": "The output"}.get(lost.kind, "The audio input")
         gone = getattr(lost, "name", "") or lost.description  # as the user knows it, without the rate
         self._retire(source)
-        self.device_lost.emit(f"{what} \u201c{gone}\u201d stopped delivering audio.")
+        if self._server_went(lost):
+            self.device_lost.emit("The sound server stopped answering.")
+        else:
+            self.device_lost.emit(f"{what} \u201c{gone}\u201d stopped delivering audio.")
         self._recovering = True
         self._next_recover = 0.0
         self._try_recover()
         if self._recovering:
             self.input_waiting.emit()
+
+    def _server_went(self, lost: Any) -> bool:
+        """Whether ``lost`` was captured through a sound server (system audio, a microphone by its server name)
+        that is gone now: then that, not the device, is what the user is told."""
+        if lost.kind != "system" and not hasattr(lost, "pulse_source"):
+            return False
+        try:
+            return self._audio_system().system_unavailable() is not None
+        except Exception:  # noqa: BLE001 - only the wording depends on it
+            return False
 
     def _resume_on_defaults(self) -> bool:
         """Resume on the default devices when the chosen one went while paused (every Resume failed with "not

@@ -540,6 +540,24 @@ def test_a_chosen_output_unplugged_while_paused_resumes_on_the_default_output(
         c.shutdown(5000)
 
 
+def test_a_sound_server_that_goes_is_named_not_the_output(qtbot, pulse_server, journal_dir, settings):
+    """The sound server killed mid-session: the user was told "The output “Virtual Speakers” stopped delivering
+    audio." (system-audio QA); it says that the sound server stopped."""
+    import os
+    import signal
+
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings, SOURCE="system")
+    try:
+        wait_recording(pulse_server)
+        with qtbot.waitSignal(c.device_lost, timeout=10000) as lost:
+            os.kill(int((pulse_server.runtime / "pulse" / "pid").read_text().strip()), signal.SIGKILL)
+        assert lost.args[0] == "The sound server stopped answering."
+        with qtbot.waitSignal(c.session_finished, timeout=10000):
+            c.stop()
+    finally:
+        c.shutdown(5000)
+
+
 @pytest.mark.parametrize(
     "check_every, back_at_once",
     [(None, False), (30.0, False), (30.0, True)],
