@@ -132,6 +132,24 @@ def test_unreachable_hub_is_a_plain_sentence(qtbot, window, fake):
     assert w.message() == ""
 
 
+def test_a_download_cut_off_says_what_it_kept(qtbot, window, fake):
+    """The hub went away mid-download: the progress line went, only "cannot be reached" stayed, and nothing said
+    that the 15 MB already fetched were kept (first-run QA); a cancel said so. It says so now too."""
+    from engine import hub
+
+    w = window.welcome
+    fake.rate = 4_000_000
+    fake.drop_at["model.safetensors"] = 14_000_000
+    fake.down_after_drop = True
+    w.download_button.click()
+    _wait_job(qtbot, w)
+    assert "cannot be reached" in w.message()
+    kept = hub.kept_bytes(w.entry.repo_id)
+    assert kept > 10_000_000
+    assert w.progress_label.isVisible()
+    assert w.progress_label.text() == f"{hub.format_bytes(kept)} kept; \u201cResume download\u201d continues there."
+
+
 def test_offline_mode_says_so_and_offers_folders(qtbot, fake, controller, settings, fake_sd, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     fake.requests.clear()
