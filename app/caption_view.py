@@ -28,6 +28,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QTextEdit, QWidget
 
+from app.theme import tail_italic
 from engine.events import CaptionEvent, Line
 
 COALESCE_MS = 50
@@ -113,10 +114,11 @@ class CaptionView(QTextEdit):
         fmt.setFontItalic(False)  # no foreground: the theme's text colour
         return fmt
 
-    def tail_format(self) -> QTextCharFormat:
-        """The char format of the partial's still-changing tail: grey and italic."""
+    def tail_format(self, text: str = "") -> QTextCharFormat:
+        """The char format of the partial's still-changing tail ``text``: grey, and italic where the font's italic
+        face has its characters (``theme.tail_italic``)."""
         fmt = QTextCharFormat()
-        fmt.setFontItalic(True)
+        fmt.setFontItalic(tail_italic(self.document().defaultFont(), text))
         fmt.setForeground(self._tail_color)
         return fmt
 
@@ -195,7 +197,7 @@ class CaptionView(QTextEdit):
             if event.stable_text:
                 cursor.insertText(event.stable_text, self.committed_format())
             if event.tail_text:
-                cursor.insertText(event.tail_text, self.tail_format())
+                cursor.insertText(event.tail_text, self.tail_format(event.tail_text))
         self._follow(follow)
 
     def partial_text(self) -> str:

@@ -43,6 +43,7 @@ from PySide6.QtGui import (
 )
 from PySide6.QtWidgets import QMenu, QWidget
 
+from app.theme import tail_italic
 from engine.events import CaptionEvent, Line
 
 PAD_X = 18
@@ -253,7 +254,7 @@ class CaptionOverlay(QWidget):
             self.setGeometry(screen.geometry())
 
     def _apply_flags(self) -> None:
-        visible = self.isVisible()
+        visible = self.isVisible() and not self.testAttribute(Qt.WidgetAttribute.WA_WState_Hidden)
         flags = Qt.WindowType.Tool | Qt.WindowType.FramelessWindowHint | Qt.WindowType.WindowStaysOnTopHint
         if self._style.click_through and not self._presentation and self._adjust_from is None:
             flags |= Qt.WindowType.WindowTransparentForInput
@@ -282,7 +283,7 @@ class CaptionOverlay(QWidget):
         color = QColor(self._style.text_color)
         color.setAlphaF(0.62)
         tail.setForeground(color)
-        tail.setFontItalic(True)
+        tail.setFontItalic(tail_italic(doc.defaultFont(), self._tail))
         parts = [(text, "") for text in self._committed if text]
         if self._stable or self._tail:
             parts.append((self._stable, self._tail))
@@ -337,6 +338,8 @@ class CaptionOverlay(QWidget):
                 area = self._presentation_area()
                 area.setTop(max(area.top(), area.bottom() - (last_bottom - first_top)))
             p.save()
+            if self._adjust_from is not None:  # the keys' hint goes over the captions
+                p.setOpacity(0.35)
             p.setClipRect(area)
             p.translate(QPointF(area.left(), area.bottom() - last_bottom))
             doc.drawContents(p, QRectF(0, first_top, doc.textWidth(), last_bottom - first_top))
@@ -352,15 +355,18 @@ class CaptionOverlay(QWidget):
         p.setPen(QPen(color, 3))
         p.drawRoundedRect(QRectF(self.rect()).adjusted(1.5, 1.5, -1.5, -1.5), 10, 10)
         font = QFont(self.font())
-        font.setPointSize(max(9, self.font().pointSize()))
-        metrics = QFontMetricsF(font)
-        box = QRectF(PAD_X / 2, PAD_Y / 2, metrics.horizontalAdvance(ADJUST_HINT) + 16, metrics.height() + 8)
-        p.setPen(Qt.PenStyle.NoPen)
-        p.setBrush(QColor(self._style.background_color))
-        p.drawRoundedRect(box, 4, 4)
-        p.setPen(color)
+        font.setPointSizeF(max(9.0, self.caption_font().pointSizeF() * 0.45))
+        room = QRectF(self.rect()).adjusted(PAD_X / 2, PAD_Y / 2, -PAD_X / 2, -PAD_Y / 2)
+        flags = Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap
         p.setFont(font)
-        p.drawText(box, Qt.AlignmentFlag.AlignCenter, ADJUST_HINT)
+        while font.pointSizeF() > MIN_POINT_SIZE:  # every key shown: smaller until it fits (a small overlay)
+            needed = p.boundingRect(room, int(flags), ADJUST_HINT)
+            if needed.height() <= room.height() and needed.width() <= room.width():
+                break
+            font.setPointSizeF(max(MIN_POINT_SIZE, font.pointSizeF() * 0.9))
+            p.setFont(font)
+        p.setPen(color)
+        p.drawText(room, int(flags), ADJUST_HINT)
 
     def sizeHint(self) -> QSize:
         return QSize(900, self._natural_height())
@@ -419,6 +425,10 @@ class CaptionOverlay(QWidget):
     def focusOutEvent(self, event: QFocusEvent) -> None:
         super().focusOutEvent(event)
         if self._adjust_from is not None and event.reason() != Qt.FocusReason.PopupFocusReason:
+            QTimer.singleShot(0, self, self._keyboard_went)  # not inside a hide(): its flags are re-applied
+
+    def _keyboard_went(self) -> None:
+        if self._adjust_from is not None and not self.hasFocus():
             self.finish_adjusting(keep=True)
 
     # -- mouse: move and resize ------------------------------------------------------------------

@@ -71,6 +71,8 @@ class OverlayManager(QObject):
             self.overlay.show()
             self.overlay.raise_()
         else:
+            if self.overlay.adjusting:
+                self.overlay.finish_adjusting(keep=True)
             if self.overlay.presentation:
                 self.overlay.set_presentation(False)
             self.save_geometry()
@@ -88,9 +90,11 @@ class OverlayManager(QObject):
     def set_presentation(self, on: bool) -> None:
         """Full-screen presentation of the captions (shows the overlay when needed); leaving it (here, F11 or Esc)
         puts back the overlay as it was and gives the keyboard back to the window and widget that had it."""
-        if self.overlay.adjusting:
+        if self.overlay.adjusting:  # presentation takes over adjusting's keyboard, and gives it back later
+            before, self._before = self._before, None
             self.overlay.finish_adjusting(keep=True)
-        if on and not self.overlay.presentation:
+            self._before = before
+        if on and not self.overlay.presentation and self._before is None:
             self._before = (self.overlay.isVisible(), QApplication.activeWindow(), QApplication.focusWidget())
         if on and not self.overlay.isVisible():
             self.set_visible(True)

@@ -2,14 +2,14 @@
 
 "system" leaves the platform's palette alone. Each theme sets its link colours too (links in rich-text labels
 stay readable on a dark background). ``tail_color`` is the grey of the partial tail that keeps
-enough contrast on each theme's background.
+enough contrast on each theme's background; ``tail_italic`` says whether the tail may be italic too.
 """
 
 from __future__ import annotations
 
 import logging
 
-from PySide6.QtGui import QColor, QPalette
+from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPalette
 from PySide6.QtWidgets import QApplication
 
 from app.paths import resources_dir
@@ -131,3 +131,14 @@ def _style_sheet(name: str) -> str:
     except OSError:
         log.debug("no style sheet %s", path)
         return ""
+
+
+def tail_italic(font: QFont, text: str) -> bool:
+    """Whether ``text`` may be drawn in ``font``'s italic: not when the italic face lacks a character the upright
+    one has (DejaVu Sans Oblique has no Arabic: a grey italic Arabic tail was a row of empty boxes), as Qt then
+    draws boxes rather than falling back. Grey alone marks the tail then."""
+    upright = QFontMetricsF(font)
+    slanted = QFont(font)
+    slanted.setItalic(True)
+    italic = QFontMetricsF(slanted)
+    return all(italic.inFontUcs4(ord(ch)) or not upright.inFontUcs4(ord(ch)) for ch in set(text) if not ch.isspace())

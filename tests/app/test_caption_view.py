@@ -231,3 +231,41 @@ def test_ctrl_end_brings_the_live_captions_back(qtbot):
     view.commit(Line("a live line", 200, 201))
     bar = view.verticalScrollBar()
     assert bar.value() == bar.maximum()
+
+
+def test_a_tail_the_italic_face_cannot_draw_stays_upright(qtbot):
+    """The grey italic tail of an Arabic partial was a row of empty boxes (keyboard QA: DejaVu Sans Oblique has no
+    Arabic and Qt does not fall back for it): such a tail is upright, grey alone marking it; Latin stays italic.
+    The overlay does the same."""
+    import pytest
+    from PySide6.QtGui import QFont, QFontMetricsF
+
+    from app.overlay import CaptionOverlay
+
+    view = CaptionView()
+    qtbot.addWidget(view)
+    font = view.document().defaultFont()
+    slanted = QFont(font)
+    slanted.setItalic(True)
+    if QFontMetricsF(slanted).inFontUcs4(ord("\u0645")) or not QFontMetricsF(font).inFontUcs4(ord("\u0645")):
+        pytest.skip("this machine's font draws Arabic in italic too, or not at all")
+    view.set_tail_color(QColor("#7b7b7b"))
+    view.set_partial(
+        CaptionEvent(partial=Line("\u0645\u0631\u062d\u0628\u0627 \u0628\u0643\u0645", 0, 1), partial_stable=6)
+    )
+    view.flush()
+    assert fragments(view.document().lastBlock()) == [
+        ("\u0645\u0631\u062d\u0628\u0627 ", False, None),
+        ("\u0628\u0643\u0645", False, "#7b7b7b"),
+    ]
+    view.set_partial(CaptionEvent(partial=Line("how are you", 1, 2), partial_stable=8))
+    view.flush()
+    assert fragments(view.document().lastBlock())[-1] == ("you", True, "#7b7b7b")
+
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    overlay.set_partial(
+        CaptionEvent(partial=Line("\u0645\u0631\u062d\u0628\u0627 \u0628\u0643\u0645", 0, 1), partial_stable=6)
+    )
+    doc = overlay._layout_document()  # kept: its blocks die with it
+    assert [italic for _, italic, _ in fragments(doc.lastBlock())] == [False, False]

@@ -322,3 +322,36 @@ def test_the_overlay_can_be_put_back_at_the_bottom_of_the_screen(qtbot, settings
     again = OverlayManager(controller, settings, parent)
     qtbot.addWidget(again.overlay)
     assert again.overlay.geometry() == first
+
+
+def test_hiding_or_presenting_during_keyboard_adjusting(qtbot, settings, controller):
+    """Ctrl+Shift+O while adjusting hid the overlay for good (Show checked the menu item and nothing appeared;
+    F11 presented nothing), and F11 then Esc left the keyboard in the overlay (keyboard QA)."""
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication, QLineEdit
+
+    parent = QLineEdit()
+    qtbot.addWidget(parent)
+    parent.show()
+    parent.activateWindow()
+    parent.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
+    manager = OverlayManager(controller, settings, parent)
+    qtbot.addWidget(manager.overlay)
+    overlay = manager.overlay
+    manager.adjust_action.trigger()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is overlay, timeout=2000)
+    manager.toggle_action.setChecked(False)  # Ctrl+Shift+O
+    qtbot.wait(50)
+    assert not overlay.isVisible() and not overlay.adjusting
+    manager.toggle_action.setChecked(True)
+    qtbot.waitUntil(overlay.isVisible, timeout=2000)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
+
+    manager.adjust_action.trigger()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is overlay, timeout=2000)
+    manager.presentation_action.setChecked(True)  # F11
+    assert overlay.presentation and not overlay.adjusting
+    QTest.keyClick(overlay, Qt.Key.Key_Escape)
+    assert not overlay.presentation
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
