@@ -365,6 +365,10 @@ class CaptionOverlay(QWidget):
                 break
             font.setPointSizeF(max(MIN_POINT_SIZE, font.pointSizeF() * 0.9))
             p.setFont(font)
+        box = p.boundingRect(room, int(flags), ADJUST_HINT).adjusted(-8, -3, 8, 3).intersected(room)
+        p.setPen(Qt.PenStyle.NoPen)
+        p.setBrush(QColor(self._style.background_color))
+        p.drawRoundedRect(box, 4, 4)
         p.setPen(color)
         p.drawText(room, int(flags), ADJUST_HINT)
 
