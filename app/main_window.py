@@ -121,6 +121,7 @@ class MainWindow(QMainWindow):
         self._notifier = _Notifier(self)
         self._notifier.message.connect(lambda text: self.banner.show_message("error", text))
         self.sessions_window: SessionsWindow | None = None
+        self._held_focus: QWidget | None = None  # the widget that had the keyboard when Pause or Stop was pressed
         self.sessions_child_args: list[str] = []  # extra arguments for re-transcription processes (tests)
 
         self._build_widgets()
@@ -293,8 +294,12 @@ class MainWindow(QMainWindow):
             return [w for w in chain if w is root or root.isAncestorOf(w)]
 
         ordered: list[QWidget] = []
-        for action in self.toolbar.actions():
-            widget = self.toolbar.widgetForAction(action)
+        more = self.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")  # what a narrow window hides
+        if more is not None:
+            more.setAccessibleName("More toolbar buttons")
+            more.setToolTip("More toolbar buttons")
+        widgets = [self.toolbar.widgetForAction(action) for action in self.toolbar.actions()] + [more]
+        for widget in widgets:
             if widget is None:
                 continue
             if isinstance(widget, QToolButton) and widget.focusPolicy() == Qt.FocusPolicy.NoFocus:
@@ -302,7 +307,8 @@ class MainWindow(QMainWindow):
             ordered += inside(widget)
         for part in (self.banner, self.caption_stack, self.history):
             ordered += inside(part)
-        for first, second in zip(ordered, ordered[1:]):
+        tab = [w for w in ordered if w.focusPolicy() & Qt.FocusPolicy.TabFocus]  # containers keep their place
+        for first, second in zip(tab, tab[1:]):
             QWidget.setTabOrder(first, second)
 
     def _build_menus(self) -> None:
@@ -681,6 +687,7 @@ class MainWindow(QMainWindow):
 
     def _hold(self, doing: str) -> None:
         """Start, Pause and Stop wait while the captured backlog is transcribed; the status bar says so."""
+        self._held_focus = QApplication.focusWidget()  # a session button that had the keyboard gets it back
         for action in (self.start_action, self.pause_action, self.stop_action):
             action.setEnabled(False)
         self.status.showMessage(f"{doing}: transcribing what was already captured\u2026")
@@ -690,6 +697,10 @@ class MainWindow(QMainWindow):
         starting = self.controller.starting  # a start the worker has not answered yet counts as a session
         idle = state == "idle" and not starting
         active = state in ("running", "paused") or starting
+        start, pause, stop = (
+            self.toolbar.widgetForAction(a) for a in (self.start_action, self.pause_action, self.stop_action)
+        )
+        had, self._held_focus = self._held_focus or QApplication.focusWidget(), None
         self.start_action.setEnabled(idle or state == "paused")
         self.start_action.setText("Resume" if state == "paused" else "Start")
         self.pause_action.setEnabled(state == "running")
@@ -726,6 +737,9 @@ class MainWindow(QMainWindow):
         if state != "running" and self.status.currentMessage().startswith("Pausing"):
             self.status.clearMessage()
         self._show_welcome(state == "no-model")
+        for pressed, then in ((start, pause), (pause, start), (stop, start)):  # Space on Pause, Space: Resume
+            if had is pressed and not pressed.isEnabled() and then.isEnabled() and then.isVisible():
+                then.setFocus(Qt.FocusReason.OtherFocusReason)
 
     @Slot(object)
     def _on_model(self, info: Any) -> None:

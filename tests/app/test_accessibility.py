@@ -399,7 +399,12 @@ def test_tab_follows_the_layout_and_reaches_the_session_buttons(qtbot, controlle
     expected += [buttons[window.overlays.toggle_action], buttons[window.export_action]]
     expected += [buttons[window.sessions_action], window.caption_view, window.history.search, window.history.list]
     assert [w for w in expected if not (w.isVisible() and w.isEnabled())] == []
-    start = expected[0]
+    order = tab_cycle(qtbot, expected[0])
+    assert [w for w in order if w in expected] == expected, names_of(order)
+
+
+def tab_cycle(qtbot, start: QWidget) -> list[QWidget]:
+    """The widgets Tab visits from ``start`` until it comes back to it."""
     start.setFocus(Qt.FocusReason.TabFocusReason)
     qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=2000)
     order = [start]
@@ -408,5 +413,49 @@ def test_tab_follows_the_layout_and_reaches_the_session_buttons(qtbot, controlle
         if QApplication.focusWidget() is start:
             break
         order.append(QApplication.focusWidget())
-    names = [f"{type(w).__name__}:{w.accessibleName() or w.objectName()}" for w in order]
-    assert [w for w in order if w in expected] == expected, names
+    return order
+
+
+def names_of(widgets: list[QWidget]) -> list[str]:
+    return [f"{type(w).__name__}:{w.accessibleName() or w.objectName()}" for w in widgets]
+
+
+def test_tab_reaches_the_welcome_before_the_history_and_the_toolbars_overflow(qtbot, controller, settings, fake_sd):
+    """With no model, Tab went toolbar, history, then the welcome's buttons; in a narrow window the toolbar's
+    overflow button (and what it hides) could not be reached at all (keyboard QA)."""
+    window = shown_window(qtbot, controller, settings, fake_sd, width=1500)
+    w, bar = window.welcome, window.toolbar
+    expected = [window.model_button, window.sources.source_combo, window.device_combo, window.refresh_button]
+    expected += [bar.widgetForAction(window.overlays.toggle_action), bar.widgetForAction(window.sessions_action)]
+    expected += [w.download_button, w.folder_button, w.more_button, window.history.search, window.history.list]
+    assert [x for x in expected if not (x.isVisible() and x.isEnabled())] == []
+    order = tab_cycle(qtbot, expected[0])
+    assert [x for x in order if x in expected] == expected, names_of(order)
+
+    window.resize(640, 640)
+    more = bar.findChild(QWidget, "qt_toolbar_ext_button")
+    qtbot.waitUntil(lambda: more is not None and more.isVisible(), timeout=2000)
+    order = tab_cycle(qtbot, window.model_button)
+    assert more in order and order.index(more) < order.index(w.download_button), names_of(order)
+
+
+def test_space_on_pause_leaves_the_keyboard_on_resume(qtbot, window):
+    """Space on the focused Pause button paused, Pause went grey and the keyboard jumped on to the Overlay
+    button, so the next Space hid the overlay instead of resuming (keyboard QA). The keyboard goes to the
+    button that now does the opposite: Resume, then Pause again."""
+    load(qtbot, window, "fake-moonshine")
+    bar = window.toolbar
+    start, pause = bar.widgetForAction(window.start_action), bar.widgetForAction(window.pause_action)
+    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
+        window.start_action.trigger()
+    qtbot.waitUntil(lambda: window.controller.state == "running", timeout=3000)
+    pause.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is pause, timeout=2000)
+    QTest.keyClick(pause, Qt.Key.Key_Space)
+    qtbot.waitUntil(lambda: window.controller.state == "paused", timeout=3000)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=2000)
+    QTest.keyClick(start, Qt.Key.Key_Space)
+    qtbot.waitUntil(lambda: window.controller.state == "running", timeout=3000)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is pause, timeout=2000)
+    with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
+        window.stop_action.trigger()
