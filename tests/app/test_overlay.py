@@ -255,11 +255,8 @@ def test_a_right_to_left_line_is_its_own_paragraph_aligned_right(qtbot):
     assert arabic_right > 840 and arabic_left > 300  # right-aligned
 
 
-def test_the_keyboard_moves_and_resizes_the_overlay(qtbot, settings, controller):
-    """Moving and resizing were mouse-only, and a click-through overlay could not be moved at all without
-    turning click-through off (keyboard QA). "Move or resize with the keyboard": arrows move, Shift+arrows
-    resize, Enter keeps (and saves), Esc undoes; the keyboard goes back where it was; it stays on the screen."""
-    from PySide6.QtTest import QTest
+def focused_manager(qtbot, settings, controller):
+    """``(a line edit with the keyboard, an OverlayManager over it)``."""
     from PySide6.QtWidgets import QApplication, QLineEdit
 
     parent = QLineEdit()
@@ -270,6 +267,17 @@ def test_the_keyboard_moves_and_resizes_the_overlay(qtbot, settings, controller)
     qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
     manager = OverlayManager(controller, settings, parent)
     qtbot.addWidget(manager.overlay)
+    return parent, manager
+
+
+def test_the_keyboard_moves_and_resizes_the_overlay(qtbot, settings, controller):
+    """Moving and resizing were mouse-only, and a click-through overlay could not be moved at all without
+    turning click-through off (keyboard QA). "Move or resize with the keyboard": arrows move, Shift+arrows
+    resize, Enter keeps (and saves), Esc undoes; the keyboard goes back where it was; it stays on the screen."""
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    parent, manager = focused_manager(qtbot, settings, controller)
     manager.click_through_action.setChecked(True)
     overlay = manager.overlay
     overlay.setGeometry(100, 300, 500, overlay.height())  # on offscreen's 800x600 screen
@@ -328,16 +336,9 @@ def test_hiding_or_presenting_during_keyboard_adjusting(qtbot, settings, control
     """Ctrl+Shift+O while adjusting hid the overlay for good (Show checked the menu item and nothing appeared;
     F11 presented nothing), and F11 then Esc left the keyboard in the overlay (keyboard QA)."""
     from PySide6.QtTest import QTest
-    from PySide6.QtWidgets import QApplication, QLineEdit
+    from PySide6.QtWidgets import QApplication
 
-    parent = QLineEdit()
-    qtbot.addWidget(parent)
-    parent.show()
-    parent.activateWindow()
-    parent.setFocus()
-    qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
-    manager = OverlayManager(controller, settings, parent)
-    qtbot.addWidget(manager.overlay)
+    parent, manager = focused_manager(qtbot, settings, controller)
     overlay = manager.overlay
     manager.adjust_action.trigger()
     qtbot.waitUntil(lambda: QApplication.focusWidget() is overlay, timeout=2000)
