@@ -418,13 +418,11 @@ class EngineWorker(QObject):
         lost = {frozenset({"system"}): sides["mic"], frozenset({"mic"}): sides["system"]}.get(
             frozenset(self._kept), source
         )
-        what = {"microphone": "The microphone", "system": "The output"}.get(lost.kind, "The audio input")
-        gone = getattr(lost, "name", "") or lost.description  # as the user knows it, without the rate
         self._retire(source)
         if self._server_went(lost):
             self.device_lost.emit("The sound server stopped answering.")
         else:
-            self.device_lost.emit(f"{what} \u201c{gone}\u201d stopped delivering audio.")
+            self.device_lost.emit(f"{_named(lost)} stopped delivering audio.")
         self._recovering = True
         self._next_recover = 0.0
         self._try_recover()
@@ -446,10 +444,6 @@ class EngineWorker(QObject):
         available", and only Stop got out); says so as a loss does, and returns to the chosen one when it is back.
         False when the defaults do not open either."""
         source = self._source
-        what = {"microphone": "The microphone", "system": "The output"}.get(
-            getattr(source, "kind", ""), "The audio input"
-        )
-        gone = getattr(source, "name", "") or source.description
         self._kept = set()
         try:
             fallback = self._fallback_source()
@@ -457,7 +451,7 @@ class EngineWorker(QObject):
         except AudioError:
             return False
         self._source, self._fell_back, self._zero_run = fallback, True, 0
-        self.device_lost.emit(f"{what} \u201c{gone}\u201d is no longer available.")
+        self.device_lost.emit(f"{_named(source)} is no longer available.")
         self._set_state("running")
         self.device_recovered.emit(fallback.description)
         return True
@@ -560,3 +554,9 @@ class EngineWorker(QObject):
             self._timer.stop()
         self._set_state("idle")
         self.session_finished.emit(reason)
+
+
+def _named(source: Any) -> str:
+    """``source`` as the user knows it, e.g. 'The output \u201cVirtual Headphones\u201d' (its name without the rate)."""
+    what = {"microphone": "The microphone", "system": "The output"}.get(getattr(source, "kind", ""), "The audio input")
+    return f"{what} \u201c{getattr(source, 'name', '') or source.description}\u201d"
