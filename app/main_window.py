@@ -510,6 +510,7 @@ class MainWindow(QMainWindow):
         self.start_session(self._session_spec(input_file=path, speed=speed))
 
     def start_session(self, spec: SessionSpec) -> None:
+        self._held_focus = QApplication.focusWidget()  # Space on Start: the keyboard goes on to Pause
         self.banner.dismiss()
         self.status.reset_session()
         self.controller.start(spec)
@@ -737,9 +738,23 @@ class MainWindow(QMainWindow):
         if state != "running" and self.status.currentMessage().startswith("Pausing"):
             self.status.clearMessage()
         self._show_welcome(state == "no-model")
-        for pressed, then in ((start, pause), (pause, start), (stop, start)):  # Space on Pause, Space: Resume
-            if had is pressed and not pressed.isEnabled() and then.isEnabled() and then.isVisible():
+        self._keep_keyboard(had, [(start, pause), (pause, start), (stop, start)])
+
+    def _keep_keyboard(self, had: QWidget | None, pairs: list[tuple[QWidget, QWidget]]) -> None:
+        """A session button that had the keyboard and went grey hands it to the one that now does the opposite
+        (Space on Pause, Space again: Resume); Qt had moved it on to the next button (Overlay: the next Space hid
+        the overlay). While neither is usable (starting, pausing) it waits; one usable again takes it back."""
+        for pressed, then in pairs:
+            if had is not pressed:
+                continue
+            if pressed.isEnabled():
+                if QApplication.focusWidget() is not pressed:
+                    pressed.setFocus(Qt.FocusReason.OtherFocusReason)  # a start that failed: Start again
+            elif then.isEnabled() and then.isVisible():
                 then.setFocus(Qt.FocusReason.OtherFocusReason)
+            else:
+                self._held_focus = pressed  # the state that enables the other one is still to come
+            return
 
     @Slot(object)
     def _on_model(self, info: Any) -> None:

@@ -441,15 +441,15 @@ def test_tab_reaches_the_welcome_before_the_history_and_the_toolbars_overflow(qt
 
 def test_space_on_pause_leaves_the_keyboard_on_resume(qtbot, window):
     """Space on the focused Pause button paused, Pause went grey and the keyboard jumped on to the Overlay
-    button, so the next Space hid the overlay instead of resuming (keyboard QA). The keyboard goes to the
-    button that now does the opposite: Resume, then Pause again."""
+    button, so the next Space hid the overlay instead of resuming (keyboard QA; Start did the same). The keyboard
+    goes to the button that now does the opposite: Start, Pause, Resume, Pause again."""
     load(qtbot, window, "fake-moonshine")
     bar = window.toolbar
     start, pause = bar.widgetForAction(window.start_action), bar.widgetForAction(window.pause_action)
-    with qtbot.waitSignal(window.controller.state_changed, timeout=3000):
-        window.start_action.trigger()
+    start.setFocus(Qt.FocusReason.TabFocusReason)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=2000)
+    QTest.keyClick(start, Qt.Key.Key_Space)  # Start: the keyboard goes on to Pause, not to Overlay
     qtbot.waitUntil(lambda: window.controller.state == "running", timeout=3000)
-    pause.setFocus(Qt.FocusReason.TabFocusReason)
     qtbot.waitUntil(lambda: QApplication.focusWidget() is pause, timeout=2000)
     QTest.keyClick(pause, Qt.Key.Key_Space)
     qtbot.waitUntil(lambda: window.controller.state == "paused", timeout=3000)
@@ -459,3 +459,26 @@ def test_space_on_pause_leaves_the_keyboard_on_resume(qtbot, window):
     qtbot.waitUntil(lambda: QApplication.focusWidget() is pause, timeout=2000)
     with qtbot.waitSignal(window.controller.session_finished, timeout=5000):
         window.stop_action.trigger()
+
+
+def test_a_start_that_fails_gives_the_keyboard_back_to_start(qtbot, settings, journal_dir):
+    """Space on Start, and the microphone could not be opened: the keyboard had moved on to Overlay, so the next
+    Space hid the overlay (keyboard QA). It is back on Start."""
+    from app.controller import SessionController
+    from tests.app import fake_engine
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    sd = FakeSoundDevice([make_device("Built-in Mic")], deny=True)
+    controller = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    try:
+        window = shown_window(qtbot, controller, settings, sd, width=1500)
+        load(qtbot, window, "fake-moonshine")
+        start = window.toolbar.widgetForAction(window.start_action)
+        start.setFocus(Qt.FocusReason.TabFocusReason)
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=2000)
+        with qtbot.waitSignal(window.controller.session_failed, timeout=5000):
+            QTest.keyClick(start, Qt.Key.Key_Space)
+        qtbot.waitUntil(lambda: window.controller.state == "idle" and start.isEnabled(), timeout=3000)
+        qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=2000)
+    finally:
+        controller.shutdown(5000)
