@@ -209,3 +209,22 @@ def test_a_new_line_sizes_only_itself_and_a_narrower_pane_sizes_all_again(qtbot,
     before = pane.list.visualItemRect(last).height()
     pane.resize(200, 300)
     qtbot.waitUntil(lambda: pane.list.visualItemRect(last).height() > before, timeout=3000)
+
+
+def test_esc_in_the_search_field_clears_it(qtbot):
+    """Esc in the search field did nothing; only its x button cleared a search that found nothing (QA)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    pane.set_lines(LINES)
+    pane.show()
+    pane.activateWindow()
+    pane.search.setFocus()
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is pane.search, timeout=2000)
+    QTest.keyClicks(pane.search, "zebra")
+    assert all(pane.list.item(i).isHidden() for i in range(3))
+    QTest.keyClick(pane.search, Qt.Key.Key_Escape)
+    assert pane.search.text() == "" and not any(pane.list.item(i).isHidden() for i in range(3))
