@@ -127,6 +127,12 @@ class AudioStream:
         missing = 0 if promised is None else promised - max(rate // 4, promised // 200) - self._native
         if missing <= 0 and not getattr(self._dec, "broken", False):
             return damaged  # a quarter of a second or 0.5 % short is an estimate's slack, not a cut
+        dropped = getattr(self._dec, "dropped_bytes", 0)
+        if dropped and promised is None:  # raw samples: all was read but a stray byte or three at the very end
+            return (
+                f"{self.name} ended inside a sample: its last {dropped} byte{'s' if dropped > 1 else ''} (less than "
+                "one 32-bit float sample) were dropped."
+            )
         got = f"only {_clock(self._native / rate)}"
         of = f" of the {_clock(promised / rate)} its header gives" if promised and missing > 0 else ""
         short = (
@@ -251,6 +257,7 @@ class _RawDecoder:
     live source is fed as it comes, and a run stopped while waiting has fed all it got."""
 
     rate, channels, frames, promised, broken = SAMPLE_RATE, 1, None, None, False
+    dropped_bytes = 0  # the bytes of a partial sample at the very end
 
     def __init__(self, stream: BinaryIO, name: str, owned: BinaryIO | None = None) -> None:
         self._stream, self._name, self._owned = stream, name, owned
@@ -265,6 +272,7 @@ class _RawDecoder:
                 raise AudioError(f"Cannot read audio from {self._name}: {err}.") from None
             if not got:
                 self.broken = bool(data)  # a partial sample at the very end is dropped, and said (ended_early)
+                self.dropped_bytes = len(data)
                 self._rest = b""
                 return np.zeros((0, 1), np.float32)
             data += got

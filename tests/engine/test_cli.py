@@ -235,9 +235,12 @@ def test_16_bit_samples_on_stdin_get_a_hint_that_raw_means_float32():
     assert "were not valid numbers" in stderr and "must be 32-bit float 16 kHz mono" in stderr, stderr
     floats = speech.astype("<f4")
     floats[100:110] = np.nan
-    r = subprocess.run(cmd, input=floats.tobytes(), capture_output=True, text=False, timeout=120)
+    r = subprocess.run(cmd, input=floats.tobytes() + b"\x01\x02", capture_output=True, text=False, timeout=120)
     stderr = r.stderr.decode()
-    assert r.returncode == 0 and "were not valid numbers" in stderr and "32-bit" not in stderr, stderr
+    assert r.returncode == 0 and "were not valid numbers" in stderr and "must be 32-bit" not in stderr, stderr
+    # two stray bytes at the end: said as such, not as a file "cut short or damaged"
+    assert "standard input ended inside a sample: its last 2 bytes (less than one 32-bit float sample) were " in stderr
+    assert "ends early" not in stderr
 
 
 # ---------------------------------------------------------------- issue #12: nothing lost, nothing hangs
