@@ -298,6 +298,7 @@ class MainWindow(QMainWindow):
         if more is not None:
             more.setAccessibleName("More toolbar buttons")
             more.setToolTip("More toolbar buttons")
+            more.clicked.connect(lambda: self._focus_revealed(tries=20))
         widgets = [self.toolbar.widgetForAction(action) for action in self.toolbar.actions()] + [more]
         for widget in widgets:
             if widget is None:
@@ -310,6 +311,27 @@ class MainWindow(QMainWindow):
         tab = [w for w in ordered if w.focusPolicy() & Qt.FocusPolicy.TabFocus]  # containers keep their place
         for first, second in zip(tab, tab[1:]):
             QWidget.setTabOrder(first, second)
+
+    def _focus_revealed(self, tries: int = 0) -> None:
+        """The toolbar's overflow button opened more rows: the keyboard goes to the first control they show (in Tab
+        order they come before the button, so Tab from it went on past them to the captions). The rows are laid
+        out (animated) after the click: looked for every 50 ms, ``tries`` times."""
+        more = self.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
+        if more is None or not more.isChecked():
+            return
+        for action in self.toolbar.actions():
+            widget = self.toolbar.widgetForAction(action)
+            if (
+                widget is not None
+                and widget.isVisible()
+                and widget.isEnabled()
+                and widget.y() > more.geometry().bottom()
+                and widget.focusPolicy() & Qt.FocusPolicy.TabFocus
+            ):
+                widget.setFocus(Qt.FocusReason.TabFocusReason)
+                return
+        if tries > 0:
+            QTimer.singleShot(50, lambda: self._focus_revealed(tries - 1))
 
     def _build_menus(self) -> None:
         menus = self.menuBar()

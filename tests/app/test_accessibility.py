@@ -437,6 +437,16 @@ def test_tab_reaches_the_welcome_before_the_history_and_the_toolbars_overflow(qt
     qtbot.waitUntil(lambda: more is not None and more.isVisible(), timeout=2000)
     order = tab_cycle(qtbot, window.model_button)
     assert more in order and order.index(more) < order.index(w.download_button), names_of(order)
+    # opened, the keyboard goes to the first control it shows, and Tab walks the rest before the welcome
+    more.setFocus(Qt.FocusReason.TabFocusReason)
+    QTest.keyClick(more, Qt.Key.Key_Space)
+    qtbot.waitUntil(lambda: QApplication.focusWidget() is not more, timeout=2000)
+    first = QApplication.focusWidget()
+    assert first.parentWidget() is bar and first.y() > more.geometry().bottom(), names_of([first])
+    order = tab_cycle(qtbot, first)
+    revealed = [x for x in order if x.parentWidget() is bar and x is not more]
+    sessions = bar.widgetForAction(window.sessions_action)
+    assert sessions in revealed and order.index(sessions) < order.index(more) < order.index(w.download_button)
 
 
 def test_space_on_pause_leaves_the_keyboard_on_resume(qtbot, window):
