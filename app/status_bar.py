@@ -121,6 +121,8 @@ class SessionStatusBar(QStatusBar):
         self.elapsed_label.setText(clock(seconds))
 
     def reset_session(self) -> None:
+        """A session starts: nothing of the last one is shown (its input stayed after a start that failed)."""
+        self.set_input("")
         self._latency = None
         self.latency_label.setText("Latency \u2013")
         self.keepup_label.hide()

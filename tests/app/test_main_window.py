@@ -971,3 +971,24 @@ def test_a_session_whose_file_went_for_good_is_not_said_to_be_kept(qtbot, window
         window.stop_action.trigger()
     assert "Not kept in Sessions" in window.status.currentMessage()
     assert "Kept in Sessions" not in window.status.currentMessage()
+
+
+def test_a_start_that_fails_does_not_show_the_last_sessions_input(qtbot, settings, journal_dir):
+    """The status bar still said "Input: long_mix.wav (replay)" after that session ended and a new start failed
+    (regression QA)."""
+    from app.controller import SessionController
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    sd = FakeSoundDevice([make_device("Built-in Mic")], deny=True)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    try:
+        w = MainWindow(c, settings, sounddevice=sd)
+        qtbot.addWidget(w)
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            w.load_model("fake-moonshine")
+        w.status.set_input("long_mix.wav (replay)")  # as the last session left it
+        with qtbot.waitSignal(c.session_failed, timeout=5000):
+            w.start_action.trigger()
+        assert w.status.input_label.text() == ""
+    finally:
+        c.shutdown(5000)
