@@ -104,7 +104,7 @@ class CaptionOverlay(QWidget):
 
     geometry_changed = Signal()  # moved or resized by the user (debounced)
     presentation_changed = Signal(bool)
-    adjust_finished = Signal()  # keyboard moving/resizing ended (Enter, Esc or the focus went)
+    adjust_finished = Signal(bool)  # keyboard moving/resizing ended: kept (Enter, the focus went) or undone (Esc)
     closed = Signal()
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -406,7 +406,7 @@ class CaptionOverlay(QWidget):
         self._apply_flags()
         self._save_timer.start()
         self.update()
-        self.adjust_finished.emit()
+        self.adjust_finished.emit(keep)
 
     def _adjust(self, key: int, resize: bool) -> None:
         dx = {Qt.Key.Key_Left: -KEY_STEP, Qt.Key.Key_Right: KEY_STEP}.get(Qt.Key(key), 0)

@@ -110,12 +110,15 @@ class OverlayManager(QObject):
         to the window and widget that had it."""
         if self.overlay.presentation or self.overlay.adjusting:
             return
-        self._before = (True, QApplication.activeWindow(), QApplication.focusWidget())
+        self._before = (self.overlay.isVisible(), QApplication.activeWindow(), QApplication.focusWidget())
         self.set_visible(True)
         self.overlay.start_adjusting()
 
-    def _after_adjusting(self) -> None:
+    def _after_adjusting(self, kept: bool) -> None:
+        """Kept: the overlay stays shown where it was put; undone (Esc): as it was, hidden again if it was."""
         self.save_geometry()
+        if kept and self._before is not None:
+            self._before = (True, *self._before[1:])
         self._give_back_keyboard()
 
     def reset_place(self) -> None:

@@ -290,8 +290,9 @@ def test_the_keyboard_moves_and_resizes_the_overlay(qtbot, settings, controller)
     QTest.keyClick(overlay, Qt.Key.Key_Right, Qt.KeyboardModifier.ShiftModifier)
     g = overlay.geometry()
     assert (g.x(), g.y(), g.width(), g.height()) == (80, 280, 520, start.height())
-    QTest.keyClick(overlay, Qt.Key.Key_Escape)  # undoes
+    QTest.keyClick(overlay, Qt.Key.Key_Escape)  # undoes, the showing too: it was hidden (keyboard QA)
     assert overlay.geometry() == start and not overlay.adjusting
+    assert not overlay.isVisible() and not manager.toggle_action.isChecked()
     assert overlay.windowFlags() & Qt.WindowType.WindowTransparentForInput  # click-through again
     qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
 
@@ -300,8 +301,8 @@ def test_the_keyboard_moves_and_resizes_the_overlay(qtbot, settings, controller)
         QTest.keyClick(overlay, Qt.Key.Key_Down)
     area = overlay.screen().availableGeometry()
     assert overlay.geometry().bottom() == area.bottom() and overlay.geometry().x() == start.x()
-    QTest.keyClick(overlay, Qt.Key.Key_Return)  # keeps
-    assert not overlay.adjusting and overlay.geometry().bottom() == area.bottom()
+    QTest.keyClick(overlay, Qt.Key.Key_Return)  # keeps, shown
+    assert not overlay.adjusting and overlay.geometry().bottom() == area.bottom() and overlay.isVisible()
     qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
 
     again = OverlayManager(controller, settings, parent)
