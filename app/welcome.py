@@ -350,15 +350,13 @@ class WelcomePanel(QWidget):
         name = self.entry.name if self.entry is not None else "the model"
         log.info("welcome download failed: %s", message)
         kept = hub.kept_bytes(self.entry.repo_id) if self.entry is not None else 0
-        resume = f"{hub.format_bytes(kept)} kept; \u201cResume download\u201d continues there."
+        size, resume = hub.format_bytes(kept), "\u201cResume download\u201d continues there."
         if isinstance(exc, hub.DownloadCancelled):
-            if kept:
-                text = f"Download stopped ({hub.format_bytes(kept)} kept); \u201cResume download\u201d continues there."
-            else:
-                text = "Download stopped; nothing was kept."
-            self.progress_label.setText(text)
+            self.progress_label.setText(
+                f"Download stopped ({size} kept); {resume}" if kept else "Download stopped; nothing was kept."
+            )
         else:
-            self.progress_label.setText(resume)  # what the next try starts from (a dropped network kept it)
+            self.progress_label.setText(f"{size} kept; {resume}")  # what the next try starts from (a network drop)
             self.progress_label.setVisible(bool(kept))
             self._message(download_problem(exc, name))
         self.progress_bar.hide()

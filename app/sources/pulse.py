@@ -190,8 +190,9 @@ class PulseCapture(MicSource):
                 super().open()
             except AudioError as exc:
                 raise AudioError(f"\u201c{self.label}\u201d could not be opened through PulseAudio.") from exc
-            new = {i: src for i, src in (self._recordings() or {}).items() if before is not None and i not in before}
-            self._recording = next(iter(new.items())) if len(new) == 1 else None
+            after = self._recordings()
+            new = [] if before is None or after is None else [(i, src) for i, src in after.items() if i not in before]
+            self._recording = new[0] if len(new) == 1 else None
         self.description = f"{self.label} ({self.rate / 1000:g} kHz)"
 
     def _recordings(self) -> dict[int, int] | None:
@@ -245,9 +246,7 @@ class PulseMicSource(PulseCapture):
         if self.is_open and not self._gone and (now >= self._next_check or self.queue.any_since(self._seen)):
             self._next_check = now + CHECK_EVERY_S
             self._check(now)
-        if self._gone:
-            return self.queue.take_all(max_seconds, before=self._seen)
-        return self.queue.take_all(max_seconds, before=self._seen if self.is_open else None)
+        return self.queue.take_all(max_seconds, before=self._seen)  # close checks once more: all, unless gone
 
     def _check(self, now: float) -> None:
         try:
