@@ -24,8 +24,9 @@ at most ``max_chars`` characters, and times them. Contract:
   extended into the following silence to ``max(min_dur, chars / cps)`` (at most ``max_dur``) but never
   past the next cue's start, and is cut to ``max_dur``. Starts are non-decreasing and a cue never
   overlaps the next one, so ``end - start`` is at most ``max_dur`` and at least
-  ``min(min_dur, next.start - start)`` (input times permitting: a cue squeezed between two starts
-  that coincide can have zero length).
+  ``min(min_dur, next.start - start)``; but cues that start in the same millisecond (two short Lines decoded
+  at one instant, such as Voxtral's at the end of a live session) are shown together, each for its own time:
+  cut at the next start, the first would have no length, and players never show such a cue.
 - ``audio_end`` (seconds of audio the Lines come from; ``None``: unknown, no limit): no time passes it.
   Line and word times past it are brought back to it before the cut, and a cue's extension into the
   silence stops there (the last cue of a transcript ends by the end of the audio; starts and ends are
@@ -624,6 +625,11 @@ def _join(atoms: list[_Atom]) -> str:
 # ---------------------------------------------------------------- timing
 
 
+def _ms(t: float) -> int:
+    """``t`` in whole milliseconds, as the formats write it."""
+    return max(0, int(round(t * 1000)))
+
+
 def time_cues(raws: Sequence[RawCue], opts: CueOptions, audio_end: float | None = None) -> list[Cue]:
     """Time untimed cues in order: monotonic starts, extension to the reading time, no overlaps, and
     (``audio_end`` not ``None``) no time past the end of the audio."""
@@ -642,7 +648,7 @@ def time_cues(raws: Sequence[RawCue], opts: CueOptions, audio_end: float | None 
         target = min(opts.max_dur, max(opts.min_dur, r.chars / opts.cps))
         if e - s < target:
             e = s + target
-        if k + 1 < len(raws):
+        if k + 1 < len(raws) and _ms(starts[k + 1]) > _ms(s):  # else shown together: no cue of no length
             e = min(e, starts[k + 1])
         out.append(Cue(s, min(e, limit), r.lines))
     return out

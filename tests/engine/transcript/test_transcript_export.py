@@ -248,3 +248,25 @@ def test_live_close_keeps_a_last_cue_that_starts_at_the_audio_end_visible(tmp_pa
     cues = list(srt.parse(p.read_text(encoding="utf-8")))
     assert [c.content for c in cues] == ["It is all", "over"]
     assert cues[-1].start.total_seconds() == 6.0 and cues[-1].end.total_seconds() > 6.0
+
+
+def test_live_lines_decoded_at_one_instant_are_all_shown(tmp_path):
+    """Two short Voxtral sentences held back by the delay both land on the audio's end when the session finishes:
+    the live file gave the first "00:00:10,000 --> 00:00:10,000" (export QA), a cue players never show."""
+    p = tmp_path / "live.srt"
+    with LiveSrtWriter(p) as w:
+        w.add(Line("It is all over now", 7.0, 9.2))
+        w.add(Line("Yes.", 10.0, 10.0))
+        w.add(Line("Thank you.", 10.0, 10.0))
+        w.close(audio_end=10.0)
+    cues = list(srt.parse(p.read_text(encoding="utf-8")))
+    assert [c.content for c in cues] == ["It is all over now", "Yes.", "Thank you."]
+    assert all(c.end > c.start for c in cues)
+    assert cues[1].start == cues[2].start  # shown together
+
+
+def test_cues_that_start_together_are_shown_together():
+    cues = make_cues([Line("Yes.", 4.0, 4.0), Line("No.", 4.0002, 4.5), Line("Maybe so.", 5.0, 6.0)])
+    assert [c.text for c in cues] == ["Yes.", "No.", "Maybe so."]
+    assert cues[0].end - cues[0].start == pytest.approx(0.83)  # its own time, over "No." (the same millisecond)
+    assert cues[1].end - cues[1].start == pytest.approx(0.83) and cues[1].end <= cues[2].start  # later: not over
