@@ -35,10 +35,22 @@ def format_timestamp(t: float, sep: str = ".") -> str:
     return f"{h:02d}:{m:02d}:{s:02d}{sep}{ms:03d}"
 
 
+WORD_JOINER = "\u2060"
+
+
+def srt_text(text: str) -> str:
+    """``text`` for an SRT cue: SubRip has no escapes, and players read ``<...>`` as a tag (``a < b and c > d``
+    showed as ``a d``, half of it bold) and ``\\N`` as a line break, so an invisible word joiner (U+2060) follows
+    every ``<`` and backslash (checked with ffmpeg's SubRip decoder). Braces stay as they are: libass hides
+    ``{...}`` whatever is inside."""
+    return text.replace("<", "<" + WORD_JOINER).replace("\\", "\\" + WORD_JOINER)
+
+
 def srt_block(number: int, cue: Cue) -> str:
-    """One SRT cue block (number, times, text lines), ending with a newline, no blank line after."""
+    """One SRT cue block (number, times, text lines through :func:`srt_text`), ending with a newline, no blank
+    line after."""
     times = f"{format_timestamp(cue.start, ',')} --> {format_timestamp(cue.end, ',')}"
-    return f"{number}\n{times}\n" + "".join(t + "\n" for t in cue.lines)
+    return f"{number}\n{times}\n" + "".join(srt_text(t) + "\n" for t in cue.lines)
 
 
 def cues_to_srt(cues: Sequence[Cue], first_number: int = 1) -> str:

@@ -132,6 +132,17 @@ def test_srt_round_trip_property(lines):
 # ---------------------------------------------------------------- WebVTT
 
 
+def test_srt_text_that_looks_like_markup_is_not_read_as_markup():
+    """SubRip has no escapes: players (ffmpeg's decoder, so mpv) showed "a < b and c > d" as "a d" with " d" in
+    bold, dropped "<html>" and broke the line at "C:\\New" (export QA). A word joiner after each "<" and
+    backslash keeps them text; the characters shown stay the same."""
+    text = "a < b and c > d, <html> and <i>x</i> at C:\\New\\hint"
+    out = format_srt([Line(text, 1.0, 3.0)])
+    assert not re.search(r"<[A-Za-z/ ]|\\[A-Za-z]", out)
+    [sub] = srt.parse(out)
+    assert squash(sub.content.replace("\u2060", "")) == squash(text)
+
+
 def test_vtt_layout_and_round_trip():
     text = format_vtt(LINES)
     assert text.startswith("WEBVTT\n\n")
