@@ -137,7 +137,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
         st, mode = None, _new_file_mode()
     if st is not None and not stat.S_ISREG(st.st_mode):
         try:
-            with open(target, "w", encoding="utf-8", newline="\n") as f:
+            with open(target, "w", encoding="utf-8", errors="replace", newline="\n") as f:
                 f.write(text)
         except OSError as err:
             raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None
@@ -148,13 +148,15 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     except OSError as err:
         raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="replace", newline="\n") as f:  # a lone surrogate: "?"
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
-    except OSError as err:
+    except BaseException as err:  # an interrupt too: no temporary file is left behind
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None
+        if isinstance(err, OSError):
+            raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None
+        raise

@@ -60,7 +60,7 @@ class LiveSrtWriter:
                 if number + k > 1 and (k > 0 or self._pending is None):
                     self._file.write(b"\n")
                 self._pending_offset = self._file.tell()
-                self._file.write(srt_block(number + k, cue).encode("utf-8"))
+                self._file.write(srt_block(number + k, cue).encode("utf-8", "replace"))
             self._file.flush()
             os.fsync(self._file.fileno())
         except OSError as err:
@@ -90,7 +90,7 @@ class LiveSrtWriter:
         try:
             self._file.seek(self._pending_offset)
             self._file.truncate()
-            self._file.write(srt_block(self._count, cue).encode("utf-8"))
+            self._file.write(srt_block(self._count, cue).encode("utf-8", "replace"))
             self._file.flush()
             os.fsync(self._file.fileno())
         except OSError as err:

@@ -309,3 +309,15 @@ def test_a_journal_whose_folder_went_writes_itself_again(tmp_path):
     moved.add(Line("two", 1.0, 2.0))
     moved.close()
     assert [ln.text for ln in journal.read_journal_data(moved.path).lines] == ["one", "two"]
+
+
+def test_control_characters_in_a_journal_line_are_not_read_back(tmp_path):
+    """A damaged or edited journal's NUL, ESC or BEL went on into every export (export QA: ffmpeg then dropped
+    the SRT cue, a NUL cut the WebVTT text); they are read as the engines commit text, tab and newline as spaces."""
+    from engine.events import Word
+
+    j = journal.Journal(tmp_path, {"source": "microphone"})
+    j.add(Line("ctl\x00nul\x1besc\x07bel\x7fdel\tand\nmore", 1.0, 2.0, words=(Word("ctl\x00nul", 1.0, 1.5),)))
+    j.close()
+    [line] = journal.read_journal_data(tmp_path / f"{j.session_id}.jsonl").lines
+    assert line.text == "ctlnulescbeldel and more" and line.words[0].text == "ctlnul"

@@ -270,3 +270,25 @@ def test_cues_that_start_together_are_shown_together():
     assert [c.text for c in cues] == ["Yes.", "No.", "Maybe so."]
     assert cues[0].end - cues[0].start == pytest.approx(0.83)  # its own time, over "No." (the same millisecond)
     assert cues[1].end - cues[1].start == pytest.approx(0.83) and cues[1].end <= cues[2].start  # later: not over
+
+
+def test_a_lone_surrogate_is_written_as_a_question_mark_and_leaves_no_temporary_file(tmp_path):
+    """It raised UnicodeEncodeError out of the export and left '.s.srt.XXXX.tmp' in the folder (export QA)."""
+    p = tmp_path / "s.srt"
+    write_transcript([Line("bad \udc80 text", 1.0, 2.0)], p)
+    assert "bad ? text" in p.read_text(encoding="utf-8")
+    assert [f.name for f in tmp_path.iterdir()] == ["s.srt"]
+    live = tmp_path / "live.srt"
+    with LiveSrtWriter(live) as w:
+        w.add(Line("bad \udc80 text", 1.0, 2.0))
+    assert "bad ? text" in live.read_text(encoding="utf-8")
+
+
+def test_an_interrupted_write_leaves_no_temporary_file(tmp_path, monkeypatch):
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_transcript([Line("text", 1.0, 2.0)], tmp_path / "s.srt")
+    assert list(tmp_path.iterdir()) == []
