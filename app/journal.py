@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine.events import Line, Word
-from engine.text import caption_safe
 
 log = logging.getLogger(__name__)
 
@@ -267,10 +266,13 @@ def _line(record: dict[str, Any]) -> Line | None:
     )
 
 
+_CONTROLS = {c: None for c in (*range(0x20), *range(0x7F, 0xA0)) if not chr(c).isspace()}
+
+
 def _clean_text(value: str) -> str:
-    """``value`` without lone surrogates (JSON can carry them; UTF-8 files cannot) and control characters (a
-    damaged or edited journal: a NUL made ffmpeg drop the exported SRT cue), as the engines commit text."""
-    return caption_safe(value.encode("utf-8", "replace").decode("utf-8"))
+    """``value`` without lone surrogates (JSON can carry them; UTF-8 files cannot) and control characters other
+    than whitespace (a damaged or edited journal: a NUL made ffmpeg drop the exported SRT cue)."""
+    return value.encode("utf-8", "replace").decode("utf-8").translate(_CONTROLS)
 
 
 def _records(f: Any) -> Any:

@@ -313,11 +313,11 @@ def test_a_journal_whose_folder_went_writes_itself_again(tmp_path):
 
 def test_control_characters_in_a_journal_line_are_not_read_back(tmp_path):
     """A damaged or edited journal's NUL, ESC or BEL went on into every export (export QA: ffmpeg then dropped
-    the SRT cue, a NUL cut the WebVTT text); they are read as the engines commit text, tab and newline as spaces."""
+    the SRT cue, a NUL cut the WebVTT text); they are not read back. Whitespace stays (the exports collapse it)."""
     from engine.events import Word
 
     j = journal.Journal(tmp_path, {"source": "microphone"})
     j.add(Line("ctl\x00nul\x1besc\x07bel\x7fdel\tand\nmore", 1.0, 2.0, words=(Word("ctl\x00nul", 1.0, 1.5),)))
     j.close()
     [line] = journal.read_journal_data(tmp_path / f"{j.session_id}.jsonl").lines
-    assert line.text == "ctlnulescbeldel and more" and line.words[0].text == "ctlnul"
+    assert line.text == "ctlnulescbeldel\tand\nmore" and line.words[0].text == "ctlnul"
