@@ -81,6 +81,7 @@ class ExportDialog(QDialog):
         self.setWindowTitle("Export transcript")
         self.setMinimumWidth(560)
         self._lines = list(lines)
+        self._spoken = sum(1 for line in self._lines if line.text.strip())  # blank Lines give no cue, no text
         self._audio_end = audio_end
         self.saved_path: Path | None = None
         self._confirmed: Path | None = None  # chosen in the file dialog, which asked about replacing it
@@ -118,7 +119,7 @@ class ExportDialog(QDialog):
         self.export_button = buttons.addButton("Export", QDialogButtonBox.ButtonRole.AcceptRole)
         self.export_button.setObjectName("exportButton")
         self.export_button.setDefault(True)
-        self.export_button.setEnabled(bool(self._lines))  # nothing to export: no empty file
+        self.export_button.setEnabled(self._spoken > 0)  # nothing to export: no empty file (players refuse an SRT)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
 
@@ -147,12 +148,14 @@ class ExportDialog(QDialog):
 
     def accept(self) -> None:
         """Write the file; on failure show why and stay open."""
-        path = self.path()
-        if not self._lines:
+        if not self._spoken:
             return
         if not self.path_edit.text().strip():
             self._show_error("Choose a file name first.")
             return
+        if not self.path().suffix:  # "notes" typed: players and file managers know a file by its extension
+            self.path_edit.setText(with_format(self.path_edit.text().strip(), self.format))
+        path = self.path()
         ext = path.suffix.lower()
         if ext in SUFFIXES and ext != self.format.suffix:  # SRT written into notes.txt, without a word
             self._show_error(
@@ -189,7 +192,7 @@ class ExportDialog(QDialog):
         self._update_preview()
 
     def _update_preview(self) -> None:
-        n = len(self._lines)
+        n = self._spoken
         self.summary.setText(f"{n} line{'s' if n != 1 else ''}" + (" \u2014 preview:" if n else " to export."))
         try:
             text = render(self._lines[:PREVIEW_LINES], self.format, self._audio_end)

@@ -20,7 +20,7 @@ from argparse import Namespace
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine.errors import LivecapError, UsageError, user_message
+from engine.errors import ExportError, LivecapError, UsageError, user_message
 
 
 def wanted(args: Namespace) -> bool:
@@ -80,19 +80,25 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
 
 
 def _export(store: Any, args: Namespace, out: _Out) -> int:
-    from engine.transcript import format_for_path, format_transcript
-    from engine.transcript.export import output_format
+    from engine.transcript import format_for_path, format_transcript, write_transcript
+    from engine.transcript.export import output_format, refuse_read_only
 
     fmt = output_format(args.format, args.output)
     if fmt is None:
         if args.output and args.output != "-":
             format_for_path(args.output)  # raises: the name's extension names no format
         raise UsageError("Say the format with --format srt|vtt|txt|json (or give -o a file name with that extension).")
-    if args.output and args.output != "-":
-        store.export(args.export_session, args.output, fmt, args.session_version)
+    to_file = bool(args.output and args.output != "-")
+    if to_file:
+        refuse_read_only(args.output)  # kept, as --save-transcript and livecap-transcribe -o keep one
+    lines = store.lines(args.export_session, args.session_version)
+    if fmt != "json" and not any(line.text.strip() for line in lines):  # an empty SRT: players refuse the file
+        raise ExportError(f"Session {args.export_session} has no captions to export.")
+    audio_end = store.audio_seconds(args.export_session)
+    if to_file:
+        write_transcript(lines, args.output, fmt, audio_end=audio_end)
     else:
-        lines = store.lines(args.export_session, args.session_version)
-        out.write(format_transcript(lines, fmt, audio_end=store.audio_seconds(args.export_session)))
+        out.write(format_transcript(lines, fmt, audio_end=audio_end))
     return 0
 
 

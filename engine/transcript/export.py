@@ -60,12 +60,7 @@ def check_target(
             f"Cannot save the transcript to '{target}': the file name is longer than the {name_max} bytes this "
             "folder's file system takes."
         )
-    with contextlib.suppress(OSError):
-        if os.stat(target).st_mode & 0o222 == 0:
-            raise UsageError(
-                f"Cannot save the transcript to '{target}': the file is read-only; choose another file or make "
-                "it writable."
-            )
+    refuse_read_only(target)
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".livecap-probe-", suffix=".tmp")
         os.close(fd)
@@ -74,6 +69,18 @@ def check_target(
         raise UsageError(
             f"Cannot save the transcript to '{target}': the folder {folder} cannot be written ({os_reason(err)})."
         ) from None
+
+
+def refuse_read_only(path: str | os.PathLike[str]) -> None:
+    """UsageError with one sentence when ``path`` is a file without any write permission bit (kept as a "do not
+    overwrite": the atomic replace would replace it all the same)."""
+    target = os.fspath(path)
+    with contextlib.suppress(OSError):
+        if os.stat(target).st_mode & 0o222 == 0:
+            raise UsageError(
+                f"Cannot save the transcript to '{target}': the file is read-only; choose another file or make "
+                "it writable."
+            )
 
 
 def _name_max(folder: str) -> int:

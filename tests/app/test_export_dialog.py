@@ -176,3 +176,26 @@ def test_a_past_sessions_export_is_named_by_its_start(qtbot, tmp_path):
     dialog = ExportDialog(LINES, folder=str(tmp_path), fmt_key="srt", started="2025-03-07T18:42:05")
     qtbot.addWidget(dialog)
     assert dialog.path().name == "livecap-2025-03-07-1842.srt"
+
+
+def test_a_session_of_blank_lines_has_nothing_to_export(qtbot, tmp_path):
+    """Moonshine commits lines with ids and no text: Export was enabled and wrote a 0-byte SRT (export QA)."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    dialog = ExportDialog([Line("   ", 0.0, 1.0), Line("", 1.0, 2.0)], folder=str(folder), fmt_key="srt")
+    qtbot.addWidget(dialog)
+    assert not dialog.export_button.isEnabled() and dialog.summary.text() == "0 lines to export."
+    dialog.accept()
+    assert list(folder.iterdir()) == []
+
+
+def test_a_name_typed_without_an_extension_is_given_the_formats(qtbot, tmp_path):
+    """'notes' typed with SRT chosen was written as 'notes', a file players and file managers do not know."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    dialog = ExportDialog(LINES, folder=str(folder), fmt_key="srt")
+    qtbot.addWidget(dialog)
+    dialog.path_edit.setText(str(folder / "notes"))
+    dialog.accept()
+    assert dialog.saved_path == folder / "notes.srt" and [f.name for f in folder.iterdir()] == ["notes.srt"]
+    assert dialog.path_edit.text() == str(folder / "notes.srt")

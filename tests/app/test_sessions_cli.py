@@ -338,3 +338,30 @@ def test_input_dash_is_refused_in_one_sentence(tmp_path):
     assert proc.returncode == 2 and proc.stderr == (
         "livecap: --input takes an audio file; for standard input use livecap-transcribe -.\n"
     )
+
+
+def test_an_export_with_nothing_to_show_or_onto_a_read_only_file_is_refused(tmp_path):
+    """Export QA: a session whose lines are all blank gave a 0-byte SRT (ffmpeg: "Invalid data found") and exit 0;
+    -o replaced a read-only file, which --save-transcript and livecap-transcribe -o refuse."""
+    from app.journal import Journal
+    from engine.events import Line
+
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    blank = Journal(folder, {"source": "microphone"})
+    blank.add(Line("  ", 0.0, 1.0, (5,)))
+    blank.close(audio_s=2.0)
+    said = Journal(folder, {"source": "microphone"})
+    said.add(Line("Hello there.", 0.0, 1.0))
+    said.close(audio_s=2.0)
+    out = tmp_path / "blank.srt"
+    where = ("--sessions-dir", str(folder))
+    proc = run_livecap(tmp_path, *where, "--export-session", blank.session_id, "-o", str(out), factory=None)
+    assert proc.returncode == 1 and "has no captions to export" in proc.stderr and not out.exists(), proc.stderr
+    kept = tmp_path / "kept.srt"
+    kept.write_text("KEEP")
+    kept.chmod(0o444)
+    proc = run_livecap(tmp_path, *where, "--export-session", said.session_id, "-o", str(kept), factory=None)
+    assert proc.returncode == 2 and "read-only" in proc.stderr and kept.read_text() == "KEEP", proc.stderr
+    proc = run_livecap(tmp_path, *where, "--export-session", said.session_id, "--format", "srt", factory=None)
+    assert proc.returncode == 0 and "Hello there." in proc.stdout
