@@ -212,6 +212,13 @@ class HistoryPane(QWidget):
         self.list.setAccessibleName("Transcript history")
         self.delegate = MatchDelegate(self.list)
         self.list.setItemDelegate(self.delegate)
+        # Following the end is a state the reader sets by scrolling (as in the caption view), not worked out from the
+        # bar when a line arrives: a smaller window, a font or a scale factor raises the bar's range without anyone
+        # scrolling, and the pane then stopped following (the newest line went off screen).
+        self._following = True
+        bar = self.list.verticalScrollBar()
+        bar.valueChanged.connect(self._on_scrolled)
+        bar.rangeChanged.connect(self._on_range)
         self.list.customContextMenuRequested.connect(self._context_menu)
         self.copy_button = QPushButton("Copy", self)
         self.copy_button.setToolTip("Copy the selected lines, or the whole transcript when none is selected")
@@ -237,10 +244,21 @@ class HistoryPane(QWidget):
         layout.addLayout(top)
         layout.addWidget(self.list, 1)
 
+    @property
+    def following(self) -> bool:
+        """Whether the pane keeps the newest line in sight (until the reader scrolls up)."""
+        return self._following
+
+    def _on_scrolled(self, value: int) -> None:
+        self._following = value >= self.list.verticalScrollBar().maximum() - 2
+
+    def _on_range(self, _low: int, high: int) -> None:
+        if self._following:
+            self.list.verticalScrollBar().setValue(high)
+
     def add_line(self, line: Line) -> None:
         """Append a committed line (keeps following the end unless the user scrolled up)."""
-        bar = self.list.verticalScrollBar()
-        follow = bar.value() >= bar.maximum() - 2
+        follow = self._following
         needle = self.search.text().strip().casefold()
         self._append(line, needle)
         self.copy_button.setEnabled(True)

@@ -228,3 +228,22 @@ def test_esc_in_the_search_field_clears_it(qtbot):
     assert all(pane.list.item(i).isHidden() for i in range(3))
     QTest.keyClick(pane.search, Qt.Key.Key_Escape)
     assert pane.search.text() == "" and not any(pane.list.item(i).isHidden() for i in range(3))
+
+
+def test_keeps_following_when_the_window_gets_smaller(qtbot):
+    """HiDPI QA: after the window was made smaller (the bar's range grew, nobody scrolled) the pane counted as
+    scrolled up and the newest lines went off screen, while the caption view kept following."""
+    pane = HistoryPane()
+    qtbot.addWidget(pane)
+    pane.resize(500, 600)
+    pane.show()
+    for i in range(8):
+        pane.add_line(Line(f"line {i} with a few more words to wrap when narrow", i, i + 1))
+    bar = pane.list.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=1000)
+    pane.resize(160, 150)
+    qtbot.waitUntil(lambda: bar.maximum() > 2, timeout=1000)
+    pane.add_line(Line("NEWEST line", 20, 21))
+    newest = pane.list.item(pane.list.count() - 1)
+    qtbot.waitUntil(lambda: pane.list.viewport().rect().intersects(pane.list.visualItemRect(newest)), timeout=1000)
+    assert pane.following
