@@ -221,7 +221,21 @@ class CaptionOverlay(QWidget):
     def visible_lines(self) -> list[str]:
         """The wrapped lines that are painted, top to bottom."""
         doc = self._layout_document()
-        return [text for text, _, _ in self._wrapped_lines(doc)[-self._style.lines :]]
+        return [text for text, _, _ in self._shown(self._wrapped_lines(doc))]
+
+    def _text_area(self) -> QRectF:
+        if self._presentation:
+            return self._presentation_area()
+        return QRectF(self.rect()).adjusted(PAD_X, PAD_Y, -PAD_X, -PAD_Y)
+
+    def _shown(self, lines: list[tuple[str, float, float]]) -> list[tuple[str, float, float]]:
+        """The last ``lines`` wrapped lines, less those at the top that do not fit whole: an overlay kept within
+        the screen, or made shorter by hand, cut its top line through the letters (the newest one always shows)."""
+        shown = lines[-self._style.lines :]
+        room = self._text_area().height() + 0.5
+        while len(shown) > 1 and shown[-1][2] - shown[0][1] > room:
+            shown = shown[1:]
+        return shown
 
     # -- modes -------------------------------------------------------------------------------------
     @property
@@ -331,11 +345,10 @@ class CaptionOverlay(QWidget):
         doc = self._layout_document()
         lines = self._wrapped_lines(doc)
         if lines:
-            shown = lines[-self._style.lines :]
+            shown = self._shown(lines)
             first_top, last_bottom = shown[0][1], shown[-1][2]
-            area = QRectF(self.rect()).adjusted(PAD_X, PAD_Y, -PAD_X, -PAD_Y)
+            area = self._text_area()
             if self._presentation:  # the lines sit low on the screen, like subtitles
-                area = self._presentation_area()
                 area.setTop(max(area.top(), area.bottom() - (last_bottom - first_top)))
             p.save()
             if self._adjust_from is not None:  # the keys' hint goes over the captions

@@ -357,3 +357,26 @@ def test_hiding_or_presenting_during_keyboard_adjusting(qtbot, settings, control
     QTest.keyClick(overlay, Qt.Key.Key_Escape)
     assert not overlay.presentation
     qtbot.waitUntil(lambda: QApplication.focusWidget() is parent, timeout=2000)
+
+
+def test_an_overlay_too_short_for_its_lines_shows_whole_lines_only(qtbot):
+    """HiDPI QA: an overlay kept within the screen (a large font, five lines on a laptop) or made shorter by hand
+    painted its top line cut through the letters; the lines that do not fit whole are left out, the newest shows."""
+    from PySide6.QtGui import QFontMetricsF
+
+    from app.overlay import PAD_Y
+
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    overlay.set_overlay_style(OverlayStyle(lines=5))
+    for i in range(6):
+        overlay.commit(Line(f"committed sentence number {i}", i, i + 1))
+    overlay.set_partial(CaptionEvent(partial=Line("and the open tail", 6, 7), partial_stable=8))
+    spacing = QFontMetricsF(overlay.caption_font()).lineSpacing()
+    overlay.resize(700, int(2 * PAD_Y + 2.5 * spacing))
+    shown = overlay.visible_lines()
+    assert len(shown) == 2 and shown[-1].endswith("open tail")
+    image = overlay.grab().toImage()
+    cut = range(PAD_Y + 1, PAD_Y + int(0.4 * spacing))  # where the lower half of a third line was drawn
+    assert not any(image.pixelColor(x, y).value() > 160 for y in cut for x in range(0, image.width(), 2))
+    assert any(image.pixelColor(x, y).value() > 160 for y in range(image.height()) for x in range(0, 400, 2))
