@@ -127,7 +127,7 @@ def apply_theme(app: QApplication, theme: str) -> str:
 def _style_sheet(name: str) -> str:
     path = resources_dir() / "themes" / f"{name}.qss"
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8").replace("@themes@", path.parent.as_posix())  # its images' folder
     except OSError:
         log.debug("no style sheet %s", path)
         return ""

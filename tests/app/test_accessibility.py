@@ -492,3 +492,34 @@ def test_a_start_that_fails_gives_the_keyboard_back_to_start(qtbot, settings, jo
         qtbot.waitUntil(lambda: QApplication.focusWidget() is start, timeout=2000)
     finally:
         controller.shutdown(5000)
+
+
+def test_dark_check_box_shows_its_box(qtbot, themed):
+    """HiDPI QA: an unchecked check box in the dark theme was a #181a1e square on the #23262b window with the
+    platform's outline (the window's colour darkened), about 1.1:1: "Keep audio" read as plain text. Its outline
+    now has at least 3:1 against the window (non-text contrast), and checked looks different."""
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QCheckBox, QStyle, QStyleOptionButton
+
+    themed("dark")
+    box = QCheckBox("Keep audio")
+    qtbot.addWidget(box)
+    box.show()
+    qtbot.waitExposed(box)
+    window = box.palette().color(QPalette.ColorRole.Window)
+    opt = QStyleOptionButton()
+    box.initStyleOption(opt)
+    rect = box.style().subElementRect(QStyle.SubElement.SE_CheckBoxIndicator, opt, box)
+
+    def visible(image) -> int:
+        return sum(
+            1
+            for y in range(rect.top(), rect.bottom() + 1)
+            for x in range(rect.left(), rect.right() + 1)
+            if _contrast(image.pixelColor(x, y), window) >= 3
+        )
+
+    unchecked = visible(box.grab().toImage())
+    assert unchecked >= 2 * rect.width(), (unchecked, rect)  # its outline, at least
+    box.setChecked(True)
+    assert visible(box.grab().toImage()) > unchecked * 1.5
