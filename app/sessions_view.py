@@ -35,7 +35,6 @@ from PySide6.QtWidgets import (
     QProgressBar,
     QPushButton,
     QSplitter,
-    QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -243,10 +242,9 @@ class SessionsWindow(QWidget):
         self.rename_button.clicked.connect(self._rename_clicked)
         self.delete_button = QPushButton("Delete", self)
         self.delete_button.clicked.connect(self._delete_clicked)
-        self.retranscribe_button = QToolButton(self)
-        self.retranscribe_button.setText("Re-transcribe with\u2026")
+        # a push button with a menu, as its neighbours: a tool button drew its menu arrow over the label's end
+        self.retranscribe_button = QPushButton("Re-transcribe with\u2026", self)
         self.retranscribe_button.setToolTip("Transcribe the kept audio again with another model, as a new version")
-        self.retranscribe_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.retranscribe_menu = QMenu(self.retranscribe_button)
         self.retranscribe_menu.aboutToShow.connect(self._fill_retranscribe_menu)
         self.retranscribe_button.setMenu(self.retranscribe_menu)
