@@ -20,9 +20,9 @@ class LiveSrtWriter:
     ``L1..Ln`` the file holds exactly ``format_srt([L1, ..., Ln], **cue_options)``. ``close(audio_end)``
     rewrites the last block once more so that it ends by the end of the audio (``audio_end`` seconds, at or
     after the lines' times): the file then holds ``format_srt(lines, audio_end=audio_end, **cue_options)``, but
-    where that last cue starts at the end itself (text decoded after the audio): cut to the end it would have no
-    length, and the blocks before it are final, so it keeps its reading time past the end (an export moves such
-    cues before the end, ``cues.end_slots``).
+    where the last cues start at the end itself (text decoded after the audio): cut to the end they would have no
+    length, and the blocks before the last are final, so they keep their reading time past the end, one after the
+    other (an export moves such cues before the end, ``cues.end_slots``).
     ``close()`` is idempotent; the writer is a context manager. OS failures raise
     :class:`engine.errors.ExportError`.
     """

@@ -252,7 +252,8 @@ def test_live_close_keeps_a_last_cue_that_starts_at_the_audio_end_visible(tmp_pa
 
 def test_live_lines_decoded_at_one_instant_are_all_shown(tmp_path):
     """Two short Voxtral sentences held back by the delay both land on the audio's end when the session finishes:
-    the live file gave the first "00:00:10,000 --> 00:00:10,000" (export QA), a cue players never show."""
+    the live file gave the first "00:00:10,000 --> 00:00:10,000" (export QA), a cue players never show. Shown
+    together instead, libass stacked them bottom-up: "Thank you." above "Yes." (export QA again)."""
     p = tmp_path / "live.srt"
     with LiveSrtWriter(p) as w:
         w.add(Line("It is all over now", 7.0, 9.2))
@@ -262,14 +263,15 @@ def test_live_lines_decoded_at_one_instant_are_all_shown(tmp_path):
     cues = list(srt.parse(p.read_text(encoding="utf-8")))
     assert [c.content for c in cues] == ["It is all over now", "Yes.", "Thank you."]
     assert all(c.end > c.start for c in cues)
-    assert cues[1].start == cues[2].start  # shown together
+    assert cues[1].end == cues[2].start  # one after the other, in reading order
 
 
-def test_cues_that_start_together_are_shown_together():
+def test_a_cue_that_would_start_with_the_one_before_comes_after_it():
     cues = make_cues([Line("Yes.", 4.0, 4.0), Line("No.", 4.0002, 4.5), Line("Maybe so.", 5.0, 6.0)])
     assert [c.text for c in cues] == ["Yes.", "No.", "Maybe so."]
-    assert cues[0].end - cues[0].start == pytest.approx(0.83)  # its own time, over "No." (the same millisecond)
-    assert cues[1].end - cues[1].start == pytest.approx(0.83) and cues[1].end <= cues[2].start  # later: not over
+    assert cues[0].end - cues[0].start == pytest.approx(0.83) and cues[1].start == cues[0].end  # its own time
+    assert cues[1].end == cues[2].start == 5.0  # "Maybe so." at its own time, which cuts "No." short
+    assert all(a.end <= b.start and c.end > c.start for a, b, c in zip(cues, cues[1:], cues))
 
 
 def test_a_lone_surrogate_is_written_as_a_question_mark_and_leaves_no_temporary_file(tmp_path):

@@ -122,7 +122,7 @@ def test_srt_round_trip_property(lines):
     assert len(subs) == len(cues)
     assert squash("".join(s.content for s in subs)) == squash("".join(l.text for l in lines))
     for a, b in zip(subs, subs[1:]):
-        assert a.start <= a.end and (a.end <= b.start or a.start == b.start)  # starting together: shown together
+        assert a.start <= a.end <= b.start
     assert all(sub.end > sub.start for sub in subs)  # no cue of no length: players never show one
     for sub, cue in zip(subs, cues):
         assert sub.content.split("\n") == list(cue.lines)
