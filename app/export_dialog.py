@@ -154,7 +154,8 @@ class ExportDialog(QDialog):
             self._show_error("Choose a file name first.")
             return
         if not self.path().suffix:  # "notes" typed: players and file managers know a file by its extension
-            self.path_edit.setText(with_format(self.path_edit.text().strip(), self.format))
+            typed = self.path_edit.text().strip()
+            self.path_edit.setText(with_format(typed.rstrip(".") if typed.endswith(".") else typed, self.format))
         path = self.path()
         ext = path.suffix.lower()
         if ext in SUFFIXES and ext != self.format.suffix:  # SRT written into notes.txt, without a word

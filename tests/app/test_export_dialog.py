@@ -199,3 +199,6 @@ def test_a_name_typed_without_an_extension_is_given_the_formats(qtbot, tmp_path)
     dialog.accept()
     assert dialog.saved_path == folder / "notes.srt" and [f.name for f in folder.iterdir()] == ["notes.srt"]
     assert dialog.path_edit.text() == str(folder / "notes.srt")
+    dialog.path_edit.setText(str(folder / "minutes."))  # not "minutes..srt"
+    dialog.accept()
+    assert dialog.saved_path == folder / "minutes.srt"
