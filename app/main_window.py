@@ -431,7 +431,9 @@ class MainWindow(QMainWindow):
 
     def _restore(self) -> None:
         s = self.settings
-        if not placement.restore(self, s.value(Key.WINDOW_GEOMETRY)):  # none saved, or not on today's screens
+        if not placement.restore(self, s.value(Key.WINDOW_GEOMETRY)) and not placement.place_relative(
+            self, s.value(Key.WINDOW_PLACE)
+        ):  # none saved, or not on today's screens
             placement.fit(self, *FIRST_SIZE)
         if s.value(Key.SPLITTER_STATE):
             self.splitter.restoreState(s.value(Key.SPLITTER_STATE))
@@ -1010,6 +1012,8 @@ class MainWindow(QMainWindow):
         """Save the layout, end the session cleanly (its lines are journaled), stop the worker."""
         s = self.settings
         s.set_value(Key.WINDOW_GEOMETRY, bytes(self.saveGeometry().data()))
+        if not self.isMaximized() and not self.isFullScreen():  # the geometry keeps those states; shares would not
+            s.set_value(Key.WINDOW_PLACE, placement.relative(self))
         s.set_value(Key.SPLITTER_STATE, bytes(self.splitter.saveState().data()))
         self.overlays.close()
         if self.sessions_window is not None:

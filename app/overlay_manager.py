@@ -32,7 +32,9 @@ class OverlayManager(QObject):
         self._parent = parent
         self.overlay = CaptionOverlay()
         self.overlay.set_overlay_style(self._load_style())
-        if not placement.restore(self.overlay, settings.value(Key.OVERLAY_GEOMETRY)):
+        if not placement.restore(self.overlay, settings.value(Key.OVERLAY_GEOMETRY)) and not placement.place_relative(
+            self.overlay, settings.value(Key.OVERLAY_PLACE)
+        ):
             self._place_default()
         self.overlay.geometry_changed.connect(self.save_geometry)
         self.overlay.closed.connect(lambda: self._set_visible_action(False))
@@ -148,6 +150,7 @@ class OverlayManager(QObject):
     def save_geometry(self) -> None:
         if not self.overlay.presentation:
             self._settings.set_value(Key.OVERLAY_GEOMETRY, bytes(self.overlay.saveGeometry().data()))
+            self._settings.set_value(Key.OVERLAY_PLACE, placement.relative(self.overlay))
 
     def close(self) -> None:
         """Save the geometry and close the overlay window (the app is quitting)."""

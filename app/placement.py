@@ -3,8 +3,10 @@ placement that fits the screen.
 
 Why: ``QWidget.restoreGeometry`` refuses data saved on a screen of another size (a laptop undocked from a large
 monitor, another scale factor) and leaves the window where Qt puts a new one: 640 x 480 at the screen's corner,
-so the always-on-top caption overlay covered the main window's menus. And sizes chosen for a large desktop
-(a dialog's minimum of 800 x 640) put buttons out of reach on a small or scaled screen.
+so the always-on-top caption overlay covered the main window's menus. So a window's place is also kept as shares
+of its screen's available area (``relative``), and where Qt refuses the saved geometry the window goes to the same
+shares of today's screen (``place_relative``): an overlay moved to the bottom-right corner stays there. And sizes
+chosen for a large desktop (a dialog's minimum of 800 x 640) put buttons out of reach on a small or scaled screen.
 """
 
 from __future__ import annotations
@@ -49,3 +51,32 @@ def limit_minimum(widget: QWidget, width: int, height: int) -> None:
     if a is not None:
         width, height = min(width, a.width()), min(height, a.height())
     widget.setMinimumSize(width, height)
+
+
+def relative(widget: QWidget) -> str:
+    """``widget``'s geometry as shares of its screen's available area, ``"x y width height"`` (for
+    ``place_relative``); "" when there is no screen."""
+    a = area(widget)
+    if a is None or a.width() <= 0 or a.height() <= 0:
+        return ""
+    g = widget.geometry()
+    shares = ((g.x() - a.x()) / a.width(), (g.y() - a.y()) / a.height(), g.width() / a.width(), g.height() / a.height())
+    return " ".join(f"{v:.4f}" for v in shares)
+
+
+def place_relative(widget: QWidget, saved: str) -> bool:
+    """Put ``widget`` at the shares ``saved`` by ``relative`` of its screen's available area, its size within the
+    area and its minimum, the whole window inside it. False (nothing moved) when ``saved`` is not such a text."""
+    a = area(widget)
+    try:
+        x, y, w, h = (float(v) for v in saved.split())
+    except (AttributeError, ValueError):
+        return False
+    if a is None or not all(0 <= v <= 1.5 for v in (w, h)) or not all(-1 <= v <= 1 for v in (x, y)):
+        return False
+    width = max(widget.minimumWidth(), min(round(w * a.width()), a.width()))
+    height = max(widget.minimumHeight(), min(round(h * a.height()), a.height()))
+    left = min(max(a.x() + round(x * a.width()), a.left()), a.right() + 1 - width)
+    top = min(max(a.y() + round(y * a.height()), a.top()), a.bottom() + 1 - height)
+    widget.setGeometry(QRect(max(left, a.left()), max(top, a.top()), width, height))
+    return True

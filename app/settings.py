@@ -47,10 +47,12 @@ class Key(enum.Enum):
     CAPTION_FONT_SIZE = ("captions/font-size", 18)
     THEME = ("ui/theme", "system")
     WINDOW_GEOMETRY = ("window/geometry", b"")
+    WINDOW_PLACE = ("window/place", "")  # placement.relative(): where WINDOW_GEOMETRY is refused (another screen)
     WINDOW_STATE = ("window/state", b"")
     SPLITTER_STATE = ("window/splitter", b"")
     OVERLAY_VISIBLE = ("overlay/visible", False)
     OVERLAY_GEOMETRY = ("overlay/geometry", b"")
+    OVERLAY_PLACE = ("overlay/place", "")  # placement.relative(), as WINDOW_PLACE
     OVERLAY_LINES = ("overlay/lines", 2)
     OVERLAY_FONT = ("overlay/font", "")
     OVERLAY_FONT_SIZE = ("overlay/font-size", 26)

@@ -135,3 +135,36 @@ def test_a_long_message_fits_a_short_screen(tmp_path: Path):
     )
     screen, height, rows = map(int, on_screen(tmp_path, 683, 512, code).split())
     assert screen == 512 and height <= screen and rows == 30  # 30 rows need some 800 px: they scroll
+
+
+def test_a_place_from_another_screen_keeps_its_share_of_the_screen(
+    qtbot, tmp_path: Path, controller, settings, fake_sd, geometry_of_a_large_screen
+):
+    """HiDPI QA: moved to the bottom-right at one scale factor and started at another, the overlay and the main
+    window came back at their first-start places (Qt refuses the geometry). They keep their share of the screen."""
+    from app.main_window import MainWindow
+    from tests.app.conftest import REPO
+
+    code = SAVE.replace("import sys\n", f"import sys\nsys.path.insert(0, {str(REPO)!r})\n").replace(
+        "sys.stdout.write(bytes(w.saveGeometry().data()).hex())", "from app.placement import relative\nprint(relative(w))"
+    ).replace("w.setGeometry(1200, 900, 1400, 600)", "w.setGeometry(1100, 800, 1300, 500)")
+    place = on_screen(tmp_path, 2560, 1440, code)  # 1100, 800, 1300 x 500 of 2560 x 1440: low, right of centre
+    a = area()
+
+    def near(got: int, share: float, of: int, offset: int = 0) -> bool:
+        return abs(got - (offset + share * of)) <= 2
+
+    settings.set_value(Key.OVERLAY_GEOMETRY, geometry_of_a_large_screen)
+    settings.set_value(Key.OVERLAY_PLACE, place)
+    g = overlay_manager(qtbot, controller, settings).overlay.geometry()
+    assert near(g.x(), 1100 / 2560, a.width(), a.x()) and near(g.width(), 1300 / 2560, a.width()), (place, g, a)
+    assert a.contains(g) and g.bottom() > a.center().y()  # low on the screen, as it was
+    settings.set_value(Key.WINDOW_GEOMETRY, geometry_of_a_large_screen)
+    settings.set_value(Key.WINDOW_PLACE, place)
+    w = MainWindow(controller, settings, sounddevice=fake_sd)
+    qtbot.addWidget(w)
+    assert near(w.x(), 1100 / 2560, a.width(), a.x()) and a.contains(w.geometry()), (place, w.geometry(), a)
+    for damaged in ("", "1 2", "x y z w", "0.5 0.5 9 9"):  # nothing, or not shares: the first-start place
+        settings.set_value(Key.OVERLAY_PLACE, damaged)
+        g = overlay_manager(qtbot, controller, settings).overlay.geometry()
+        assert a.contains(g) and abs(g.center().x() - a.center().x()) <= 1, damaged
