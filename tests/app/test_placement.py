@@ -145,9 +145,11 @@ def test_a_place_from_another_screen_keeps_its_share_of_the_screen(
     from app.main_window import MainWindow
     from tests.app.conftest import REPO
 
-    code = SAVE.replace("import sys\n", f"import sys\nsys.path.insert(0, {str(REPO)!r})\n").replace(
-        "sys.stdout.write(bytes(w.saveGeometry().data()).hex())", "from app.placement import relative\nprint(relative(w))"
-    ).replace("w.setGeometry(1200, 900, 1400, 600)", "w.setGeometry(1100, 800, 1300, 500)")
+    code = (
+        SAVE.replace("import sys\n", f"import sys\nsys.path.insert(0, {str(REPO)!r})\n")
+        .replace("sys.stdout.write(bytes(w.saveGeometry().data()).hex())", "from app import placement")
+        .replace("w.setGeometry(1200, 900, 1400, 600)", "w.setGeometry(1100, 800, 1300, 500)")
+    ) + "print(placement.relative(w))\n"
     place = on_screen(tmp_path, 2560, 1440, code)  # 1100, 800, 1300 x 500 of 2560 x 1440: low, right of centre
     a = area()
 
