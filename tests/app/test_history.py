@@ -44,13 +44,21 @@ def test_timestamps_search_and_copy(qtbot):
     ]
 
 
-def test_follows_new_lines_unless_scrolled_up(qtbot):
+def following_pane(qtbot, width: int, height: int, texts: list[str]) -> HistoryPane:
+    """A shown pane of ``width x height`` with a line for each of ``texts``, scrolled to the end by following."""
     pane = HistoryPane()
     qtbot.addWidget(pane)
-    pane.resize(300, 150)
+    pane.resize(width, height)
     pane.show()
-    for i in range(50):
-        pane.add_line(Line(f"line {i}", i, i + 1))
+    for i, text in enumerate(texts):
+        pane.add_line(Line(text, i, i + 1))
+    bar = pane.list.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=1000)
+    return pane
+
+
+def test_follows_new_lines_unless_scrolled_up(qtbot):
+    pane = following_pane(qtbot, 300, 150, [f"line {i}" for i in range(50)])
     bar = pane.list.verticalScrollBar()
     qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum(), timeout=1000)
     bar.setValue(0)
@@ -233,14 +241,8 @@ def test_esc_in_the_search_field_clears_it(qtbot):
 def test_keeps_following_when_the_window_gets_smaller(qtbot):
     """HiDPI QA: after the window was made smaller (the bar's range grew, nobody scrolled) the pane counted as
     scrolled up and the newest lines went off screen, while the caption view kept following."""
-    pane = HistoryPane()
-    qtbot.addWidget(pane)
-    pane.resize(500, 600)
-    pane.show()
-    for i in range(8):
-        pane.add_line(Line(f"line {i} with a few more words to wrap when narrow", i, i + 1))
+    pane = following_pane(qtbot, 500, 600, [f"line {i} with a few more words to wrap when narrow" for i in range(8)])
     bar = pane.list.verticalScrollBar()
-    qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=1000)
     pane.resize(160, 150)
     qtbot.waitUntil(lambda: bar.maximum() > 2, timeout=1000)
     pane.add_line(Line("NEWEST line", 20, 21))
