@@ -24,10 +24,10 @@ at most ``max_chars`` characters, and times them. Contract:
   extended into the following silence to ``max(min_dur, chars / cps)`` (at most ``max_dur``) but never
   past the next cue's start, and is cut to ``max_dur``. Starts are non-decreasing and a cue never
   overlaps the next one, so ``end - start`` is at most ``max_dur`` and at least
-  ``min(min_dur, next.start - start)``. A cue that would start in the same millisecond as the one before (two
-  short Lines decoded at one instant, such as Voxtral's at the end of a live session) starts when that one's own
-  time ends instead: cut at its start, the one before had no length, which players never show, and shown
-  together libass stacks them bottom-up, out of reading order. So a start depends on the cues before it only.
+  ``min(min_dur, next.start - start)`` (input times permitting: a cue squeezed between two starts
+  that coincide can have zero length; the usual such cues, Lines decoded after the audio and timed at its end,
+  get room before the end: ``end_slots``. Pushing them later instead delayed every cue after them, up to 22 s in
+  review; shown together, libass stacked them out of reading order).
 - ``audio_end`` (seconds of audio the Lines come from; ``None``: unknown, no limit): no time passes it.
   Line and word times past it are brought back to it before the cut, and a cue's extension into the
   silence stops there (the last cue of a transcript ends by the end of the audio; starts and ends are
@@ -626,34 +626,24 @@ def _join(atoms: list[_Atom]) -> str:
 # ---------------------------------------------------------------- timing
 
 
-def _ms(t: float) -> int:
-    """``t`` in whole milliseconds, as the formats write it."""
-    return max(0, int(round(t * 1000)))
-
-
 def time_cues(raws: Sequence[RawCue], opts: CueOptions, audio_end: float | None = None) -> list[Cue]:
-    """Time untimed cues in order: monotonic starts (a cue starting with the one before comes after it),
-    extension to the reading time, no overlaps, and (``audio_end`` not ``None``) no time past the end of the
-    audio."""
+    """Time untimed cues in order: monotonic starts, extension to the reading time, no overlaps, and
+    (``audio_end`` not ``None``) no time past the end of the audio."""
     limit = check_audio_end(audio_end)
     if limit is None:
         limit = math.inf
-
-    def own_end(r: RawCue, s: float) -> float:  # the cue's end before the next start cuts it
-        target = min(opts.max_dur, max(opts.min_dur, r.chars / opts.cps))
-        return max(min(max(r.end, s), s + opts.max_dur), s + target)
-
     starts: list[float] = []
     prev = -math.inf
-    for k, r in enumerate(raws):
+    for r in raws:
         prev = max(r.start, prev)
-        if starts and _ms(prev) <= _ms(starts[-1]):  # with the cue before: after it, in reading order
-            prev = max(prev, own_end(raws[k - 1], starts[-1]))
         starts.append(min(prev, limit))
     out = []
     for k, r in enumerate(raws):
         s = starts[k]
-        e = own_end(r, s)
+        e = min(max(r.end, s), s + opts.max_dur)
+        target = min(opts.max_dur, max(opts.min_dur, r.chars / opts.cps))
+        if e - s < target:
+            e = s + target
         if k + 1 < len(raws):
             e = min(e, starts[k + 1])
         out.append(Cue(s, min(e, limit), r.lines))

@@ -22,13 +22,14 @@ from engine.transcript.cues import Cue, make_cues, settle_end
 FORMATS = ("txt", "srt", "vtt", "json")
 
 
-def _ms(t: float) -> int:
+def milliseconds(t: float) -> int:
+    """``t`` seconds as the whole milliseconds the formats write (negative times as zero)."""
     return max(0, int(round(t * 1000)))
 
 
 def format_timestamp(t: float, sep: str = ".") -> str:
     """``hh:mm:ss<sep>mmm`` (hours grow past two digits when needed); ``sep`` is ``,`` for SRT."""
-    ms = _ms(t)
+    ms = milliseconds(t)
     h, rest = divmod(ms, 3_600_000)
     m, rest = divmod(rest, 60_000)
     s, ms = divmod(rest, 1000)
@@ -104,12 +105,13 @@ def format_json(lines: Sequence[Line], *, audio_end: float | None = None) -> str
     committed), plus ``tokens`` and ``words`` (``[{text, start, end}]``) when the Line has them."""
     items = []
     for line in settle_end(lines, audio_end):
-        item: dict = {"start": _ms(line.start) / 1000, "end": _ms(line.end) / 1000, "text": line.text}
+        item: dict = {"start": milliseconds(line.start) / 1000, "end": milliseconds(line.end) / 1000, "text": line.text}
         if line.tokens:
             item["tokens"] = [int(t) for t in line.tokens]
         if line.words:
             item["words"] = [
-                {"text": w.text, "start": _ms(w.start) / 1000, "end": _ms(w.end) / 1000} for w in line.words
+                {"text": w.text, "start": milliseconds(w.start) / 1000, "end": milliseconds(w.end) / 1000}
+                for w in line.words
             ]
         items.append(item)
     return json.dumps(items, ensure_ascii=False, indent=2) + "\n"
