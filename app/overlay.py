@@ -15,6 +15,7 @@ Wayland compositors may ignore "always on top" and window positions; the View me
 from __future__ import annotations
 
 import collections
+import math
 import unicodedata
 from dataclasses import dataclass, replace
 
@@ -186,8 +187,9 @@ class CaptionOverlay(QWidget):
         return font
 
     def _text_height(self, font: QFont) -> float:
-        """The height of ``lines`` lines in ``font``."""
-        return QFontMetricsF(font).lineSpacing() * self._style.lines + 1
+        """The height of ``lines`` lines in ``font``, as the document lays them out: each line on whole pixels
+        (sized by the unrounded spacing, the overlay lost its top line to the whole-lines rule at 24 pt, 3 lines)."""
+        return math.ceil(QFontMetricsF(font).lineSpacing()) * self._style.lines + 1
 
     def _presentation_area(self) -> QRectF:
         """Where the text goes in presentation mode: inside the padding, less a margin above and below."""
@@ -277,8 +279,7 @@ class CaptionOverlay(QWidget):
             self.show()
 
     def _natural_height(self) -> int:
-        spacing = QFontMetricsF(self.caption_font()).lineSpacing()
-        return int(spacing * self._style.lines + 2 * PAD_Y + 2)
+        return int(self._text_height(self.caption_font()) + 2 * PAD_Y + 1)
 
     # -- painting ----------------------------------------------------------------------------------
     def _layout_document(self) -> QTextDocument:

@@ -380,3 +380,25 @@ def test_an_overlay_too_short_for_its_lines_shows_whole_lines_only(qtbot):
     cut = range(PAD_Y + 1, PAD_Y + int(0.4 * spacing))  # where the lower half of a third line was drawn
     assert not any(image.pixelColor(x, y).value() > 160 for y in cut for x in range(0, image.width(), 2))
     assert any(image.pixelColor(x, y).value() > 160 for y in range(image.height()) for x in range(0, 400, 2))
+
+
+def test_at_its_own_height_the_overlay_shows_every_line_it_is_set_to(qtbot):
+    """Review: the height came from the unrounded line spacing while the document lays lines out on whole pixels,
+    so the whole-lines rule dropped the top line at many sizes with nobody resizing (24 pt with 3 lines showed 2;
+    519 of 1472 size and line-count pairs)."""
+    from PySide6.QtGui import QFont
+
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    overlay.resize(900, overlay.height())
+    for k in range(12):
+        overlay.commit(Line(f"line {k} " + "word " * 60, 0.0, 1.0))
+    short = []
+    for size in [x / 2 for x in range(16, 100)]:
+        font = QFont(overlay.font())
+        font.setPointSizeF(size)
+        for lines in (2, 3, 4, 5):
+            overlay.set_overlay_style(OverlayStyle(lines=lines, font=font))
+            if len(overlay.visible_lines()) < lines:
+                short.append((size, lines))
+    assert short == []
