@@ -153,7 +153,7 @@ class ExportDialog(QDialog):
         if not self.path_edit.text().strip():
             self._show_error("Choose a file name first.")
             return
-        if not self.path().suffix:  # "notes" typed: players and file managers know a file by its extension
+        if not self.path().suffix and not self.path().is_dir():  # "notes": a file is known by its extension
             typed = self.path_edit.text().strip()
             self.path_edit.setText(with_format(typed.rstrip(".") if typed.endswith(".") else typed, self.format))
         path = self.path()

@@ -216,6 +216,7 @@ class HistoryPane(QWidget):
         # bar when a line arrives: a smaller window, a font or a scale factor raises the bar's range without anyone
         # scrolling, and the pane then stopped following (the newest line went off screen).
         self._following = True
+        self._kept_following: bool | None = None  # while a search hides rows: the state before it, kept
         bar = self.list.verticalScrollBar()
         bar.valueChanged.connect(self._on_scrolled)
         bar.rangeChanged.connect(self._on_range)
@@ -250,10 +251,11 @@ class HistoryPane(QWidget):
         return self._following
 
     def _on_scrolled(self, value: int) -> None:
-        self._following = value >= self.list.verticalScrollBar().maximum() - 2
+        if self._kept_following is None:  # hiding rows for a search moves the bar: not the reader's scrolling
+            self._following = value >= self.list.verticalScrollBar().maximum() - 2
 
     def _on_range(self, _low: int, high: int) -> None:
-        if self._following:
+        if self._following and self._kept_following is None:
             self.list.verticalScrollBar().setValue(high)
 
     def add_line(self, line: Line) -> None:
@@ -271,6 +273,7 @@ class HistoryPane(QWidget):
         """Replace the content with ``lines``, showing the end. One scroll and one count for all of them: per
         line, each scroll lays out every row before it (an hour's session took 3 s to open, three hours ~30)."""
         self.clear()
+        self._following = True  # new content shows its end (nothing scrolls when the old one was at its top)
         needle = self.search.text().strip().casefold()
         for line in lines:
             self._append(line, needle)
@@ -287,6 +290,7 @@ class HistoryPane(QWidget):
             item.setHidden(needle not in line.text.casefold())
 
     def clear(self) -> None:
+        self._following = True
         self.list.clear()
         self.delegate.forget_rows()
         self.copy_button.setEnabled(False)  # nothing to copy (it would empty the clipboard)
@@ -322,6 +326,10 @@ class HistoryPane(QWidget):
 
     def _apply_filter(self, text: str) -> None:
         needle = text.strip().casefold()
+        if needle and self._kept_following is None:
+            self._kept_following = self._following
+        elif not needle and self._kept_following is not None:
+            self._following, self._kept_following = self._kept_following, None
         self.delegate.needle = needle
         for i in range(self.list.count()):
             item = self.list.item(i)

@@ -72,8 +72,8 @@ def place_relative(widget: QWidget, saved: str) -> bool:
         x, y, w, h = (float(v) for v in saved.split())
     except (AttributeError, ValueError):
         return False
-    if a is None or not all(0 <= v <= 1.5 for v in (w, h)) or not all(-1 <= v <= 1 for v in (x, y)):
-        return False
+    if a is None or not all(0.05 <= v <= 1.5 for v in (w, h)) or not all(-1 <= v <= 1 for v in (x, y)):
+        return False  # not shares a window was saved with ("0 0 0 0" opened the main window at its minimum)
     width = max(widget.minimumWidth(), min(round(w * a.width()), a.width()))
     height = max(widget.minimumHeight(), min(round(h * a.height()), a.height()))
     left = min(max(a.x() + round(x * a.width()), a.left()), a.right() + 1 - width)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from PySide6.QtCore import QDir
 from PySide6.QtGui import QColor, QFont, QFontMetricsF, QPalette
 from PySide6.QtWidgets import QApplication
 
@@ -125,9 +126,12 @@ def apply_theme(app: QApplication, theme: str) -> str:
 
 
 def _style_sheet(name: str) -> str:
+    """The style sheet ``name``; its images are named ``themes:FILE`` (a search path, not the folder's path written
+    into a url: an apostrophe in it, as in C:\\Users\\O'Brien, made Qt drop the rule)."""
     path = resources_dir() / "themes" / f"{name}.qss"
+    QDir.setSearchPaths("themes", [str(path.parent)])
     try:
-        return path.read_text(encoding="utf-8").replace("@themes@", path.parent.as_posix())  # its images' folder
+        return path.read_text(encoding="utf-8")
     except OSError:
         log.debug("no style sheet %s", path)
         return ""

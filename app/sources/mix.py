@@ -141,6 +141,12 @@ class EchoGate:
         """Drop the remembered echo delay (the tracks were moved against each other)."""
         self._lag = None
 
+    def reset(self) -> None:
+        """Forget the echo path (its delay and level) for a new start of the capture; the gated total stays. The
+        speakers may have been turned up meanwhile: the old level let 0.75 s of echo through as double talk."""
+        self.forget_lag()
+        self._ratios.clear()
+
     def apply(self, mic: np.ndarray, system: np.ndarray, history: np.ndarray, tail: np.ndarray) -> np.ndarray:
         """``mic`` with echo frames zeroed. ``system`` is the system track for the same samples, ``history``
         the system samples just before them, ``tail`` any system samples just after them."""
@@ -330,6 +336,7 @@ class MixSource:
         self._t0 = self._clock()
         self._out = 0
         self._tracks = {"mic": _Track("mic"), "system": _Track("system")}
+        self.gate.reset()
         self.aligner = EchoAligner(self.gate)
         self._open = True
         self.description = f"{self.mic.description} + {self.system.description}"

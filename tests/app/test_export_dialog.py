@@ -202,3 +202,8 @@ def test_a_name_typed_without_an_extension_is_given_the_formats(qtbot, tmp_path)
     dialog.path_edit.setText(str(folder / "minutes."))  # not "minutes..srt"
     dialog.accept()
     assert dialog.saved_path == folder / "minutes.srt"
+    (folder / "Documents").mkdir()
+    dialog.path_edit.setText(str(folder / "Documents"))  # a folder: said, not written as "Documents.srt" beside it
+    dialog.accept()
+    assert dialog.saved_path == folder / "minutes.srt" and "is a directory" in dialog.error_label.text()
+    assert sorted(f.name for f in folder.iterdir()) == ["Documents", "minutes.srt", "notes.srt"]

@@ -249,3 +249,24 @@ def test_keeps_following_when_the_window_gets_smaller(qtbot):
     newest = pane.list.item(pane.list.count() - 1)
     qtbot.waitUntil(lambda: pane.list.viewport().rect().intersects(pane.list.visualItemRect(newest)), timeout=1000)
     assert pane.following
+
+
+def test_a_new_session_follows_and_a_search_keeps_the_readers_state(qtbot):
+    """Review: a reader at the very top of one session left the next one not following (clearing moves no scroll
+    bar, so nothing said "at the end"), and a search that hid rows turned following on for a reader scrolled up."""
+    pane = following_pane(qtbot, 300, 200, [f"line {i} with a few more words" for i in range(40)])
+    bar = pane.list.verticalScrollBar()
+    qtbot.waitUntil(lambda: bar.maximum() > 0 and bar.value() == bar.maximum(), timeout=1000)
+    bar.setValue(10)  # scrolled up
+    pane.search.setText("line 1")
+    qtbot.wait(20)
+    pane.search.setText("")
+    qtbot.wait(20)
+    assert not pane.following  # still the reader's choice
+    bar.setValue(0)
+    pane.set_lines([])  # the next session
+    for i in range(40):
+        pane.add_line(Line(f"new {i} with a few more words", i, i + 1))
+    newest = pane.list.item(pane.list.count() - 1)
+    qtbot.waitUntil(lambda: pane.list.viewport().rect().intersects(pane.list.visualItemRect(newest)), timeout=1000)
+    assert pane.following

@@ -166,7 +166,7 @@ def test_a_place_from_another_screen_keeps_its_share_of_the_screen(
     w = MainWindow(controller, settings, sounddevice=fake_sd)
     qtbot.addWidget(w)
     assert near(w.x(), 1100 / 2560, a.width(), a.x()) and a.contains(w.geometry()), (place, w.geometry(), a)
-    for damaged in ("", "1 2", "x y z w", "0.5 0.5 9 9"):  # nothing, or not shares: the first-start place
+    for damaged in ("", "1 2", "x y z w", "0.5 0.5 9 9", "0 0 0 0"):  # nothing, or not shares: the first place
         settings.set_value(Key.OVERLAY_PLACE, damaged)
         g = overlay_manager(qtbot, controller, settings).overlay.geometry()
         assert a.contains(g) and abs(g.center().x() - a.center().x()) <= 1, damaged

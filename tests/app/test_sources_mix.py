@@ -282,3 +282,23 @@ def test_a_voice_at_the_microphone_over_the_echo_is_kept():
     assert not np.any(zeroed & spoken & (v >= e))  # the voice as loud as the echo or louder: every frame kept
     assert np.sum(v[spoken & zeroed]) < 0.2 * np.sum(v[spoken])  # was 0.5
     assert mix.gated_seconds > 0.5 * third / RATE * np.mean(np.abs(speech[:third]) > 0.01)  # echo alone still goes
+
+
+def test_a_new_start_forgets_the_echo_paths_level():
+    """Review: Resume reopens the same source, and the gate kept the echo's level from before: with the speakers
+    turned up 10 dB meanwhile, 12 frames (0.75 s) of echo went through as double talk, against 2 for a new gate."""
+    speech = np.tile(speech_16k(), 2)
+    clock = Clock()
+    mix = MixSource(ScriptedSource("microphone"), ScriptedSource("system"), clock=clock)
+    mix.open()
+    drive(mix, clock, 0.3 * echo_room(speech, 0.12), speech, len(speech) / RATE)
+    mix.close()
+    mix.open()  # resumed, the speakers 10 dB louder
+    before = mix.gate.gated_samples
+    drive(mix, clock, 3.16 * 0.3 * echo_room(speech, 0.12), speech, len(speech) / RATE)
+    again = mix.gate.gated_samples - before
+    fresh_clock = Clock()
+    fresh = MixSource(ScriptedSource("microphone"), ScriptedSource("system"), clock=fresh_clock)
+    fresh.open()
+    drive(fresh, fresh_clock, 3.16 * 0.3 * echo_room(speech, 0.12), speech, len(speech) / RATE)
+    assert again >= fresh.gate.gated_samples - 2 * fresh.gate.frame
