@@ -40,7 +40,7 @@ def fit(widget: QWidget, width: int, height: int, share: float = 0.9) -> None:
     smaller (a first start on a small or scaled screen)."""
     a = area(widget)
     if a is not None:
-        width, height = min(width, int(a.width() * share)), min(height, int(a.height() * share))
+        width, height = min(width, int(a.width() * share)), min(height, int(a.height() * share), _room(a))
     widget.resize(width, height)
 
 
@@ -49,8 +49,17 @@ def limit_minimum(widget: QWidget, width: int, height: int) -> None:
     minimum is larger than the screen keeps its buttons off it)."""
     a = area(widget)
     if a is not None:
-        width, height = min(width, a.width()), min(height, a.height())
+        width, height = min(width, a.width()), min(height, _room(a))
     widget.setMinimumSize(width, height)
+
+
+TITLE_BAR = 40  # logical px a window manager's title bar takes above a window's content (Windows 31, GNOME 37)
+
+
+def _room(a: QRect) -> int:
+    """The content height a framed window can have in the available area ``a``: a dialog as tall as the area (the
+    model dialog on 1366 x 768 at 125 %) had its bottom buttons pushed off the screen by its title bar."""
+    return max(a.height() - TITLE_BAR, a.height() // 2)
 
 
 def relative(widget: QWidget) -> str:

@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QWidget
 
+from app.placement import TITLE_BAR
 from app.settings import Key
 
 SAVE = """
@@ -116,6 +117,9 @@ def test_model_dialog_is_never_larger_than_the_screen(tmp_path: Path):
     aw, ah, min_w, min_h, w, h = map(int, on_screen(tmp_path, 800, 500, code).split())
     assert (aw, ah) == (800, 500)
     assert min_w <= aw and min_h <= ah and w <= aw and h <= ah
+    # 1093 x 614: 1366 x 768 at 125 % (HiDPI QA): as tall as the screen, its title bar pushed the buttons off it
+    aw, ah, min_w, min_h, w, h = map(int, on_screen(tmp_path, 1093, 614, code).split())
+    assert min_h + TITLE_BAR <= ah and h + TITLE_BAR <= ah
 
 
 def test_a_long_message_fits_a_short_screen(tmp_path: Path):
