@@ -29,6 +29,7 @@ from app.capture import Block, BlockResampler, refresh_devices
 from app.file_source import FileSource
 from app.session_audio import AudioRecorder
 from app.sources.base import LevelSum
+from app.timeline import Timeline
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError, LivecapError, user_message
 from engine.events import CaptionEvent
@@ -37,6 +38,8 @@ from engine.protocols import Model, Session
 log = logging.getLogger(__name__)
 
 TICK_MS = 20
+STALL_S = 1.0  # no tick for this long: this thread did not run (the process was stopped, the machine froze or slept)
+STALL_GRACE_S = 3.0  # after a stall, the time the input has to hand over what it buffered before it counts as lost
 STATS_EVERY_S = 0.1
 MAX_SECONDS_PER_TICK = 1.0
 SILENCE_HINT_AFTER_S = 4.0
@@ -98,8 +101,8 @@ class Stats:
     level_db: float  # RMS of the latest audio, dBFS (-90 when silent)
     latency_s: float | None  # audio-to-caption latency of the latest caption update
     backlog_s: float  # audio captured but not yet fed to the model
-    dropped_s: float  # audio dropped because the queue was full (this session)
-    audio_s: float  # audio fed to the session so far
+    dropped_s: float  # audio dropped because the queue was full (this session), but while livecap could not run
+    audio_s: float  # the session's audio so far: fed, and lost on the way (the lines' timeline)
     tracks: dict[str, float] | None = None  # "Both": each input's level, dBFS ({"mic": .., "system": ..})
     invalid_samples: int = 0  # NaN/inf/huge samples the engine replaced by silence (this session)
 
@@ -314,16 +317,37 @@ class EngineWorker(QObject):
         self._next_recover = 0.0
         self._fell_back = False  # capturing on the default devices after a loss (``_try_return``)
         self._next_return = 0.0
+        self._timeline = Timeline()  # where audio was lost on the way: line times as spoken
+        self._drop_source: Any = None  # the input whose dropped seconds ``_drop_seen`` counts
+        self._drop_seen = 0.0  # its dropped seconds already put on the timeline
+        self._last_tick = time.monotonic()
+        self._stall_until = 0.0  # after a stall, until then: no loss judged, drops are the stall's
+        self._stall_s = 0.0  # how long the last stall was
+        self._stall_lost = 0.0  # audio lost to stalls (not the model's doing), this session
+        self._stall_told = 0.0  # of which the user was told
 
     def _tick(self) -> None:
+        now = time.monotonic()
+        if self._session is not None and now - getattr(self, "_last_tick", now) > STALL_S:
+            self._stall_s, self._stall_until = now - self._last_tick, now + STALL_GRACE_S  # see STALL_GRACE_S
+            log.info("no tick for %.1f s: livecap did not run", self._stall_s)
+        self._last_tick = now
         if self._session is None or self._state != "running":
             return
         source = self._source
+        stalled = now < self._stall_until
+        if not stalled and self._stall_lost > self._stall_told + 0.05:
+            self._stall_told = self._stall_lost
+            self.notice.emit(
+                f"livecap could not run for {self._stall_s:.0f} s (the computer was busy or asleep), and "
+                f"{self._stall_lost:.1f} s of audio were lost; the caption times after it stay right."
+            )
         if self._recovering:
             self._try_recover()
-        elif source.lost:
+        elif source.lost and not stalled:  # a stall is not a lost input: it hands over what it buffered
             self._handle_loss()
         else:
+            self._note_drops(source, stalled)
             blocks = source.read(MAX_SECONDS_PER_TICK)
             notices = getattr(source, "notices", list)()  # output changes, hints
             for text in notices:
@@ -342,6 +366,21 @@ class EngineWorker(QObject):
         if now - self._last_stats >= STATS_EVERY_S:
             self._last_stats = now
             self._emit_stats()
+
+    def _note_drops(self, source: Any, stalled: bool) -> None:
+        """Put audio the input dropped (its queue overflowed) on the timeline, where it is next fed (the oldest
+        blocks go), and in the kept audio as silence; "Both" keeps its own timeline through gaps."""
+        dropped = source.dropped_seconds
+        if source is not self._drop_source or dropped < self._drop_seen:  # another input, or its count began again
+            self._drop_source, self._drop_seen = source, 0.0
+        gap, self._drop_seen = dropped - self._drop_seen, dropped
+        if gap <= 0:
+            return
+        if stalled:
+            self._stall_lost += gap
+        if not getattr(source, "fills_gaps", False):
+            self._timeline.add_gap(self._fed / SAMPLE_RATE, gap)
+            self._record(np.zeros(round(gap * SAMPLE_RATE), np.float32))
 
     def _feed(self, blocks: list[Block]) -> bool:
         """Resample and feed ``blocks``; emit the events. False when the session failed (and ended)."""
@@ -391,7 +430,7 @@ class EngineWorker(QObject):
                 arrived = self._arrival_of(line.end)
                 if arrived is not None:
                     self._latency = max(now - arrived, 0.0)
-        self.captions.emit(list(events))
+        self.captions.emit([self._timeline.event(event) for event in events])
 
     def _arrival_of(self, seconds: float) -> float | None:
         """When the audio at session time ``seconds`` arrived from the source (``None``: unknown)."""
@@ -404,11 +443,12 @@ class EngineWorker(QObject):
     def _emit_stats(self) -> None:
         level = self._level.take()
         source = self._source
-        dropped = self._dropped_before + (source.dropped_seconds if source is not None else 0.0)
+        dropped = self._dropped_before + (source.dropped_seconds if source is not None else 0.0) - self._stall_lost
         backlog = source.backlog_seconds if source is not None else 0.0
         tracks = source.track_levels() if hasattr(source, "track_levels") else None
         invalid = int(getattr(self._session, "invalid_samples", 0) or 0)
-        self.stats.emit(Stats(level, self._latency, backlog, dropped, self._fed / SAMPLE_RATE, tracks, invalid))
+        audio = self._fed / SAMPLE_RATE + self._timeline.missing  # the session's timeline, gaps included
+        self.stats.emit(Stats(level, self._latency, backlog, max(dropped, 0.0), audio, tracks, invalid))
 
     def _handle_loss(self) -> None:
         source = self._source

@@ -307,6 +307,7 @@ class MixSource:
 
     kind = "both"
     silence_hint = None
+    fills_gaps = True  # a track behind the clock gets silence: audio its queue dropped keeps its place in time
 
     def __init__(
         self, mic: Any, system: Any, gate: EchoGate | None = None, clock: Callable[[], float] = time.monotonic

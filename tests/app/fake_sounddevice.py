@@ -76,6 +76,8 @@ class FakeInputStream:
         period = self.blocksize / self.samplerate / self.sd.speed
         next_t = time.monotonic()
         while not self._stop.is_set():
+            while self.sd.frozen.is_set() and not self._stop.is_set():
+                time.sleep(0.005)  # the schedule runs on: once thawed, the blocks due come back to back
             if self.device["name"] in self.sd.unplugged:
                 self.active = False
                 if self.finished_callback:
@@ -131,6 +133,7 @@ class FakeSoundDevice:
         self.speed = speed
         self.deny = deny
         self.unplugged: set[str] = set()
+        self.frozen = threading.Event()  # set: no callbacks (the process stopped); cleared: the backlog at once
         self.streams: list[FakeInputStream] = []
         self.rescans = 0
         self._pending: list[dict] | None = None

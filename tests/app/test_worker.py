@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 from PySide6.QtCore import QObject, Slot
@@ -269,3 +270,42 @@ def test_a_catalog_model_is_named_as_the_welcome_names_it():
     assert ModelInfo(small.repo_id, "moonshine_streaming", "numpy").name == small.name == "Moonshine Streaming small"
     assert ModelInfo("/models/my-model/", "moonshine_streaming", "numpy").name == "my-model"
     assert ModelInfo("someone/other-model", "voxtral_realtime", "numpy").name == "other-model"
+
+
+def test_a_stall_of_livecap_is_no_lost_input_and_later_lines_keep_their_times(qtbot, journal_dir):
+    """Freeze QA: livecap stopped for 3 s (SIGSTOP; a busy or sleeping computer) took its microphone for lost when
+    it ran again before the capture thread had handed over what the sound server kept, moved to the default one
+    and lost that audio; and audio the full queue dropped moved every later line earlier by as much."""
+    from PySide6.QtCore import QTimer
+
+    from app.controller import SessionController
+
+    speech = fake_engine.speechlike([(0.5, 0.5)] * 40)  # 40 s of bursts, one line each
+    sd = FakeSoundDevice([make_device("Headset"), make_device("Laptop Mic")], signal=speech, speed=4.0)
+    sd.default.device = [1, -1]
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    lost, notices, stats = [], [], []
+    c.device_lost.connect(lost.append)
+    c.message.connect(lambda _level, text: notices.append(text))
+    c.stats_changed.connect(stats.append)
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake", "auto")
+        c.start(SessionSpec(device="Headset"))
+        run_until_lines(qtbot, c, 2)
+        sd.frozen.set()  # the whole process stops: the capture thread, and the worker (below) ...
+        QTimer.singleShot(0, c.worker, lambda: time.sleep(3.0))
+        qtbot.wait(3200)  # ... which runs again a moment before the capture thread hands over its backlog
+        sd.frozen.clear()
+        qtbot.waitUntil(lambda: c.state == "idle" or len(c.lines) >= 30, timeout=15000)
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            c.stop()
+        assert lost == []  # the same microphone throughout
+        assert stats[-1].dropped_s == 0.0  # not counted as the model's "can't keep up"
+        expected = {round(line.start, 1) for line in fake_engine.transcribe(speech)}
+        starts = [round(line.start, 1) for line in c.lines]
+        assert len(starts) >= 25
+        assert all(any(abs(s - e) <= 0.2 for e in expected) for s in starts), starts  # as spoken, after it too
+        assert any("could not run" in text for text in notices), notices
+    finally:
+        c.shutdown(5000)
