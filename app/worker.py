@@ -320,7 +320,7 @@ class EngineWorker(QObject):
         self._timeline = Timeline()  # where audio was lost on the way: line times as spoken
         self._drop_source: Any = None  # the input whose dropped seconds ``_drop_seen`` counts
         self._drop_seen = 0.0  # its dropped seconds already put on the timeline
-        self._last_tick = time.monotonic()
+        self._last_tick = time.monotonic()  # when the last tick ended
         self._stall_until = 0.0  # after a stall, until then: no loss judged, drops are the stall's
         self._stall_s = 0.0  # how long the last stall was
         self._stall_lost = 0.0  # audio lost to stalls (not the model's doing), this session
@@ -328,10 +328,16 @@ class EngineWorker(QObject):
 
     def _tick(self) -> None:
         now = time.monotonic()
+        # from the end of the last tick: a worker busy feeding a slow model is no stall (its losses are judged)
         if self._session is not None and now - getattr(self, "_last_tick", now) > STALL_S:
             self._stall_s, self._stall_until = now - self._last_tick, now + STALL_GRACE_S  # see STALL_GRACE_S
             log.info("no tick for %.1f s: livecap did not run", self._stall_s)
-        self._last_tick = now
+        try:
+            self._run_tick(now)
+        finally:
+            self._last_tick = time.monotonic()
+
+    def _run_tick(self, now: float) -> None:
         if self._session is None or self._state != "running":
             return
         source = self._source

@@ -122,7 +122,8 @@ class FakeModel:
         self.backend_name = "numpy" if backend in ("auto", "numpy") else backend
         self.sessions: list[FakeSession] = []
         self.load_thread = threading.get_ident()
-        self.real_time_factor = 0.5 if "slow" in source else 0.0  # seconds of work per second of audio
+        # seconds of work per second of audio ("fake-slower": a feed of a second of audio takes 1.5 s)
+        self.real_time_factor = 1.5 if "slower" in source else 0.5 if "slow" in source else 0.0
         self.fail_after: float | None = 1.0 if "explode" in source else None
 
     def start_session(self, **options: object) -> FakeSession:

@@ -309,3 +309,24 @@ def test_a_stall_of_livecap_is_no_lost_input_and_later_lines_keep_their_times(qt
         assert any("could not run" in text for text in notices), notices
     finally:
         c.shutdown(5000)
+
+
+def test_a_worker_busy_with_a_slow_model_is_no_stall(qtbot, journal_dir, speech):
+    """A feed that takes longer than a stall (1.5 s for each second of audio) is the worker at work, not livecap
+    stopped: audio the full queue drops is the model's "can't keep up", not "livecap could not run"."""
+    from app.controller import SessionController
+
+    sd = FakeSoundDevice([make_device("Mic")], signal=np.tile(speech, 6), speed=8.0)
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    notices = []
+    c.message.connect(lambda _level, text: notices.append(text))
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake-slower", "auto")
+        c.start(SessionSpec())
+        qtbot.waitUntil(lambda: c.last_stats is not None and c.last_stats.dropped_s > 1.0, timeout=12000)
+        qtbot.wait(2000)
+        assert c.worker._stall_lost == 0.0  # all of it the model's (counted from each tick's start: 26 of 37 s)
+        assert not any("could not run" in text for text in notices), notices
+    finally:
+        c.shutdown(15000)
