@@ -29,7 +29,7 @@ from app.capture import Block, BlockResampler, refresh_devices
 from app.file_source import FileSource
 from app.session_audio import AudioRecorder
 from app.sources.base import LevelSum
-from app.timeline import Timeline
+from app.timeline import StallWatch, Timeline
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError, LivecapError, user_message
 from engine.events import CaptionEvent
@@ -38,7 +38,7 @@ from engine.protocols import Model, Session
 log = logging.getLogger(__name__)
 
 TICK_MS = 20
-STALL_S = 1.0  # no tick for this long: this thread did not run (the process was stopped, the machine froze or slept)
+STALL_S = 1.0  # livecap did not run this long: the process was stopped, the machine froze or slept (StallWatch)
 STALL_GRACE_S = 3.0  # after a stall, the time the input has to hand over what it buffered before it counts as lost
 STATS_EVERY_S = 0.1
 MAX_SECONDS_PER_TICK = 1.0
@@ -153,6 +153,7 @@ class EngineWorker(QObject):
         self._resampler = BlockResampler()
         self._timer: QTimer | None = None
         self._recorder: AudioRecorder | None = None
+        self._stall_watch: StallWatch | None = None  # while a session runs
         self._state = "idle"
         self._reset_counters()
 
@@ -200,6 +201,7 @@ class EngineWorker(QObject):
         self._source, self._session = source, session
         self._recorder = AudioRecorder(spec.audio_path) if spec.audio_path else None
         self._reset_counters()
+        self._stall_watch = StallWatch(STALL_S)
         self._ensure_timer().start()
         self.session_started.emit(source.description)
         self._set_state("running")
@@ -320,7 +322,7 @@ class EngineWorker(QObject):
         self._timeline = Timeline()  # where audio was lost on the way: line times as spoken
         self._drop_source: Any = None  # the input whose dropped seconds ``_drop_seen`` counts
         self._drop_seen = 0.0  # its dropped seconds already put on the timeline
-        self._last_tick = time.monotonic()  # when the last tick ended
+        self._stall_seen = self._last_tick = time.monotonic()  # stalls that ended before are dealt with; tick end
         self._stall_until = 0.0  # after a stall, until then: no loss judged, drops are the stall's
         self._stall_s = 0.0  # how long the last stall was
         self._stall_lost = 0.0  # audio lost to stalls (not the model's doing), this session
@@ -328,10 +330,15 @@ class EngineWorker(QObject):
 
     def _tick(self) -> None:
         now = time.monotonic()
-        # from the end of the last tick: a worker busy feeding a slow model is no stall (its losses are judged)
-        if self._session is not None and now - getattr(self, "_last_tick", now) > STALL_S:
-            self._stall_s, self._stall_until = now - self._last_tick, now + STALL_GRACE_S  # see STALL_GRACE_S
-            log.info("no tick for %.1f s: livecap did not run", self._stall_s)
+        # livecap did not run: this thread's own wait since its last tick ended (no race with the other threads
+        # waking) or the watch (a stall while a feed ran; a feed of a slow model alone is no stall)
+        stall = self._stall_watch.since(self._stall_seen) if self._stall_watch is not None else None
+        if now - self._last_tick > STALL_S:
+            stall = (now, now - self._last_tick)
+        if stall is not None and self._session is not None:
+            self._stall_seen, self._stall_s = stall
+            self._stall_until = now + STALL_GRACE_S  # see STALL_GRACE_S
+            log.info("livecap did not run for %.1f s", self._stall_s)
         try:
             self._run_tick(now)
         finally:
@@ -343,10 +350,10 @@ class EngineWorker(QObject):
         source = self._source
         stalled = now < self._stall_until
         if not stalled and self._stall_lost > self._stall_told + 0.05:
-            self._stall_told = self._stall_lost
+            lost, self._stall_told = self._stall_lost - self._stall_told, self._stall_lost
             self.notice.emit(
                 f"livecap could not run for {self._stall_s:.0f} s (the computer was busy or asleep), and "
-                f"{self._stall_lost:.1f} s of audio were lost; the caption times after it stay right."
+                f"{lost:.1f} s of audio were lost; the caption times after it stay right."
             )
         if self._recovering:
             self._try_recover()
@@ -591,6 +598,9 @@ class EngineWorker(QObject):
                 self.notice.emit(recorder.failed)
 
     def _end(self, reason: str) -> None:
+        if self._stall_watch is not None:
+            self._stall_watch.close()
+            self._stall_watch = None
         if self._recorder is not None:
             self._recorder.close()  # compresses to FLAC before the session counts as ended
             self._recorder = None

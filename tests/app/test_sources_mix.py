@@ -302,3 +302,10 @@ def test_a_new_start_forgets_the_echo_paths_level():
     fresh.open()
     drive(fresh, fresh_clock, 3.16 * 0.3 * echo_room(speech, 0.12), speech, len(speech) / RATE)
     assert again >= fresh.gate.gated_samples - 2 * fresh.gate.frame
+
+
+def test_audio_both_inputs_lost_together_counts_once():
+    """Freeze QA: a 30 s stall was said to have lost 39.2 s under Both (the two inputs' drops added up)."""
+    mix = MixSource(ScriptedSource("microphone"), ScriptedSource("system"), clock=Clock())
+    mix.mic.dropped_seconds, mix.system.dropped_seconds = 19.6, 19.6
+    assert mix.dropped_seconds == 19.6

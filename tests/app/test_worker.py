@@ -272,16 +272,30 @@ def test_a_catalog_model_is_named_as_the_welcome_names_it():
     assert ModelInfo("someone/other-model", "voxtral_realtime", "numpy").name == "other-model"
 
 
-def test_a_stall_of_livecap_is_no_lost_input_and_later_lines_keep_their_times(qtbot, journal_dir):
+def test_a_stall_of_livecap_is_no_lost_input_and_later_lines_keep_their_times(qtbot, journal_dir, monkeypatch):
     """Freeze QA: livecap stopped for 3 s (SIGSTOP; a busy or sleeping computer) took its microphone for lost when
     it ran again before the capture thread had handed over what the sound server kept, moved to the default one
     and lost that audio; and audio the full queue dropped moved every later line earlier by as much."""
     from PySide6.QtCore import QTimer
 
+    from app import timeline, worker
     from app.controller import SessionController
 
     speech = fake_engine.speechlike([(0.5, 0.5)] * 40)  # 40 s of bursts, one line each
     sd = FakeSoundDevice([make_device("Headset"), make_device("Laptop Mic")], signal=speech, speed=4.0)
+
+    class FrozenToo(timeline.StallWatch):  # the whole process stops: this thread as well
+        def _run(self) -> None:
+            before = time.monotonic()
+            while not self._stop.wait(self.EVERY_S):
+                while sd.frozen.is_set():
+                    time.sleep(0.005)
+                now = time.monotonic()
+                if now - before > self.stall_s:
+                    self._last = (now, now - before)
+                before = now
+
+    monkeypatch.setattr(worker, "StallWatch", FrozenToo)
     sd.default.device = [1, -1]
     c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
     lost, notices, stats = [], [], []
