@@ -353,7 +353,7 @@ class EngineWorker(QObject):
             lost, self._stall_told = self._stall_lost - self._stall_told, self._stall_lost
             self.notice.emit(
                 f"livecap could not run for {self._stall_s:.0f} s (the computer was busy or asleep), and "
-                f"{lost:.1f} s of audio were lost; the caption times after it stay right."
+                f"{lost:.1f} s of audio were lost."
             )
         if self._recovering:
             self._try_recover()
