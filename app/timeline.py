@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from engine.events import CaptionEvent, Line, Word
@@ -67,7 +68,7 @@ class StallWatch:
 
     EVERY_S = 0.1
 
-    def __init__(self, stall_s: float = 1.0, clock=time.monotonic) -> None:
+    def __init__(self, stall_s: float = 1.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.stall_s = stall_s
         self._clock = clock
         self._last: tuple[float, float] | None = None
@@ -84,6 +85,7 @@ class StallWatch:
             before = now
 
     def since(self, t: float) -> tuple[float, float] | None:
+        """The last stall that ended after monotonic time ``t``: ``(its end, its length)``; None when none did."""
         last = self._last
         return last if last is not None and last[0] > t else None
 
