@@ -72,6 +72,7 @@ class StallWatch:
         self.stall_s = stall_s
         self._clock = clock
         self._last: tuple[float, float] | None = None
+        self.beat = clock()  # its last wake-up: long ago, it has not run yet since livecap ran again
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="livecap-stall-watch", daemon=True)
         self._thread.start()
@@ -82,12 +83,17 @@ class StallWatch:
             now = self._clock()
             if now - before > self.stall_s:
                 self._last = (now, now - before)
-            before = now
+            before = self.beat = now
 
     def since(self, t: float) -> tuple[float, float] | None:
         """The last stall that ended after monotonic time ``t``: ``(its end, its length)``; None when none did."""
         last = self._last
         return last if last is not None and last[0] > t else None
+
+    def current(self, now: float) -> bool:
+        """Whether the watch has woken within the last few wake-ups: after livecap ran again, whichever thread runs
+        first, it may not have seen the stall yet (its thread may come second)."""
+        return now - self.beat <= 3 * self.EVERY_S
 
     def close(self) -> None:
         self._stop.set()

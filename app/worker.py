@@ -358,7 +358,9 @@ class EngineWorker(QObject):
         if self._recovering:
             self._try_recover()
         elif source.lost and not stalled:  # a stall is not a lost input: it hands over what it buffered
-            self._handle_loss()
+            watch = self._stall_watch
+            if watch is None or watch.current(time.monotonic()):  # else the watch has not run since: ask again
+                self._handle_loss()
         else:
             self._note_drops(source, stalled)
             blocks = source.read(MAX_SECONDS_PER_TICK)

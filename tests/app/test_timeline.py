@@ -39,3 +39,16 @@ def test_the_watch_sees_the_whole_process_stopped_and_not_a_busy_thread():
         assert 5.0 <= length < 5.5 and watch.since(ended) is None
     finally:
         watch.close()
+
+
+def test_the_watch_says_when_it_has_not_run_since():
+    """Freeze QA: after livecap ran again the worker judged a loss before the watch's thread had woken to see the
+    stall; the worker asks it again until the watch is current."""
+    jump = [0.0]
+    watch = StallWatch(stall_s=0.5, clock=lambda: time.monotonic() + jump[0])
+    try:
+        time.sleep(0.25)
+        assert watch.current(time.monotonic())
+        assert not watch.current(time.monotonic() + 5.0)  # as the worker sees it right after a 5 s stop
+    finally:
+        watch.close()
