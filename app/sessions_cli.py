@@ -66,17 +66,25 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
         if args.export_session is not None:
             return _export(store, args, out)
         return _retranscribe(store, args, loader, out)
-    except LivecapError as exc:
-        print(f"livecap: {exc}", file=sys.stderr)
-        return exc.exit_code
     except KeyboardInterrupt as stop:  # Ctrl+C (or SIGTERM) during a re-transcription: nothing half-stored
-        from engine.cli import stop_signal
+        from engine import stops
 
-        print("livecap: stopped; no new version was stored.", file=sys.stderr)
-        return 128 + stop_signal(stop)
+        return _stopped(stops.signal_of(stop))
     except Exception as exc:  # one sentence, never a traceback
+        from engine import stops
+
+        if stops.received():  # a library's view of the interrupt (an ImportError, ...)
+            return _stopped(stops.received())
+        if isinstance(exc, LivecapError):
+            print(f"livecap: {exc}", file=sys.stderr)
+            return exc.exit_code
         print(f"livecap: {user_message(exc, 'the session command failed')}", file=sys.stderr)
         return 1
+
+
+def _stopped(signum: int) -> int:
+    print("livecap: stopped; no new version was stored.", file=sys.stderr)
+    return 128 + signum
 
 
 def _export(store: Any, args: Namespace, out: _Out) -> int:
@@ -134,16 +142,17 @@ def _flag(name: str) -> str:
 def _retranscribe(store: Any, args: Namespace, loader: Any, out: _Out) -> int:
     from app.retranscribe import retranscribe
     from app.settings import weight_bits
-    from engine.cli import raise_on_sigterm
+    from engine import stops
 
     if not args.model:
         raise UsageError("Say which model re-transcribes the session: --model SOURCE.")
 
     def progress(done: float, total: float) -> None:
+        stops.check()  # a Ctrl+C that a library swallowed while the model loaded: nothing is stored
         out.write(json.dumps({"progress": round(done, 3), "total": round(total, 3)}) + "\n")
 
     options = {"delay_ms": args.delay_ms} if args.delay_ms is not None else None
-    raise_on_sigterm()
+    stops.catch()
     version = retranscribe(
         store,
         args.retranscribe,

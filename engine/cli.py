@@ -21,6 +21,7 @@ import signal
 import sys
 import time
 
+from . import stops
 from .errors import AudioError, LivecapError, UsageError, os_reason
 
 # Nothing heavier than the standard library is imported at module level: NumPy and the engine load inside ``main``,
@@ -97,6 +98,7 @@ def run(argv: list[str] | None = None) -> int:
                 options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
         session = model.start_session(**options)
         step = min(max(1, round(args.chunk_ms * SAMPLE_RATE / 1000)), 1 << 24)
+        stops.check()  # a Ctrl+C while the model loaded that a library swallowed
         lines, fed, stopped = transcribe(session, audio, step, args.realtime)
     if not fed and args.audio == "-" and audio.format == "raw float32" and not stopped:  # the command before | failed?
         raise AudioError("Standard input held no audio (nothing, or less than one sample); nothing was written.")
@@ -146,15 +148,6 @@ def check_delay_ms(delay_ms: int | None, family: str | None = None) -> None:
         raise UsageError("--delay-ms applies to Voxtral models only.")
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a service manager), raised where Ctrl+C would raise KeyboardInterrupt."""
-
-
-def stop_signal(stop: KeyboardInterrupt) -> int:
-    """The signal behind ``stop``: SIGTERM for ``Terminated``, else SIGINT (Ctrl+C). Shared with ``livecap``."""
-    return int(signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
-
-
 def transcribe(session, audio, step: int, realtime: bool = False) -> tuple[list, int, int]:
     """Feed ``audio`` (an ``AudioStream``) in chunks of ``step`` samples, then finish; the committed lines, the
     number of samples fed, and the signal that stopped the feed early (Ctrl+C: SIGINT, ``Terminated``: SIGTERM;
@@ -174,14 +167,17 @@ def transcribe(session, audio, step: int, realtime: bool = False) -> tuple[list,
             for ev in session.feed(chunk):
                 lines.extend(ev.committed)
             fed += len(chunk)
+            stops.check()
     except KeyboardInterrupt as stop:  # keep what was heard; a second Ctrl+C while finishing ends at once
-        stopped = stop_signal(stop)
+        stopped = stops.signal_of(stop)
     try:
         for ev in session.finish():
             lines.extend(ev.committed)
     except Exception:  # noqa: BLE001 - stopped inside a step: the lines committed before it stand
         if not stopped:
             raise
+    if not stopped:
+        stops.check()  # stopped while finishing: as a KeyboardInterrupt there, nothing to keep
     return lines, fed, stopped
 
 
@@ -247,23 +243,30 @@ def _drop_stdout(stream) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point: run and map errors to exit codes."""
-    raise_on_sigterm()
+    stops.catch()
     say_warnings()
     try:
         return run(argv)
-    except LivecapError as e:
+    except KeyboardInterrupt as stop:  # before the feed (loading the model) or while finishing: nothing to keep
+        return 128 + stops.signal_of(stop)
+    except Exception as e:
+        if stops.received():  # the failure is a library's view of the interrupt (an ImportError, ...)
+            return 128 + stops.received()
+        return _failed(e)
+
+
+def _failed(e: Exception) -> int:
+    """Say ``e`` in one sentence on stderr (a traceback with LIVECAP_DEBUG set); the exit code."""
+    if isinstance(e, LivecapError):
         print(f"{PROG}: {e}", file=sys.stderr)
         return e.exit_code
-    except KeyboardInterrupt as stop:  # before the feed (loading the model) or while finishing: nothing to keep
-        return 128 + stop_signal(stop)
-    except MemoryError:
+    if isinstance(e, MemoryError):
         print(f"{PROG}: Out of memory; try a smaller model or the MLX backend.", file=sys.stderr)
         return 1
-    except Exception as e:  # noqa: BLE001 - never a traceback for the user unless asked
-        if os.environ.get("LIVECAP_DEBUG"):
-            raise
-        print(f"{PROG}: Unexpected error ({type(e).__name__}: {e}); set LIVECAP_DEBUG=1 for details.", file=sys.stderr)
-        return 1
+    if os.environ.get("LIVECAP_DEBUG"):
+        raise e
+    print(f"{PROG}: Unexpected error ({type(e).__name__}: {e}); set LIVECAP_DEBUG=1 for details.", file=sys.stderr)
+    return 1
 
 
 class _Said(logging.Handler):
@@ -284,18 +287,6 @@ def say_warnings() -> None:
         return
     handler = _Said(logging.WARNING)
     root.addHandler(handler)
-
-
-def raise_on_sigterm() -> None:
-    """From now on SIGTERM raises ``Terminated`` (a KeyboardInterrupt) in the main thread, as Ctrl+C raises
-    KeyboardInterrupt, so that a run stops the same way for both; nothing changes where SIGTERM is handled
-    already or does not exist. Shared with ``livecap``'s session commands."""
-    if hasattr(signal, "SIGTERM") and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _terminate)
-
-
-def _terminate(signum, frame) -> None:
-    raise Terminated
 
 
 if __name__ == "__main__":

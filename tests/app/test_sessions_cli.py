@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -317,6 +318,31 @@ def test_ctrl_c_during_a_retranscription_is_one_sentence_and_stores_nothing(tmp_
 
     argv = ["--retranscribe", sid, "--model", "fake-moonshine", "--sessions-dir", str(tmp_path)]
     assert sessions_cli.run(build_parser().parse_args(argv), interrupted) == 130
+    assert capsys.readouterr().err == "livecap: stopped; no new version was stored.\n"
+    assert [v.number for v in store.summary(sid).versions] == [1]
+
+
+def test_a_ctrl_c_that_the_model_load_swallowed_stores_no_version(tmp_path, capsys):
+    """Ctrl+C inside ``import onnxruntime`` became an ImportError there (the runtime taken for missing) and the
+    re-transcription went on to store a new version."""
+    import signal
+
+    from app import sessions_cli
+    from app.main import build_parser
+    from tests.app.kept_sessions import dead_pid, unfinished_with_audio
+
+    store, sid, _ = unfinished_with_audio(tmp_path, pid=dead_pid())
+
+    def swallowing(source, **kwargs):
+        try:
+            signal.raise_signal(signal.SIGINT)
+            time.sleep(10)
+        except KeyboardInterrupt:
+            pass
+        return fake_engine.load_model(source, **kwargs)
+
+    argv = ["--retranscribe", sid, "--model", "fake-moonshine", "--sessions-dir", str(tmp_path)]
+    assert sessions_cli.run(build_parser().parse_args(argv), swallowing) == 130
     assert capsys.readouterr().err == "livecap: stopped; no new version was stored.\n"
     assert [v.number for v in store.summary(sid).versions] == [1]
 
