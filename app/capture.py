@@ -12,7 +12,6 @@ so tests can drive the whole path with a fake one.
 from __future__ import annotations
 
 import collections
-import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -24,19 +23,9 @@ from engine.audio import SAMPLE_RATE, Resampler
 from engine.errors import AudioError
 
 BLOCK_SECONDS = 0.064
-log = logging.getLogger(__name__)
-_left_closing: list[threading.Thread] = []  # streams whose close did not end in time (``MicSource.close``)
-
 LOST_AFTER_SECONDS = 2.0
-CLOSE_TIMEOUT_S = 1.5  # a stream not closed by then is left to close on its own thread (a frozen sound server)
 STALLED_SECONDS = 0.5  # no block for this long: close aborts (a stop would wait for the stalled capture thread)
 FIRST_BLOCK_GRACE_SECONDS = 6.0  # a PulseAudio monitor of an idle null sink starts after ~2 s
-
-
-def streams_left_closing() -> bool:
-    """Whether a stream that did not close in time is still closing: PortAudio's own end (sounddevice's exit
-    handler) would then wait for it, for as long as the sound server does not answer."""
-    return any(t.is_alive() for t in _left_closing)
 
 
 @dataclass(frozen=True)
@@ -330,28 +319,17 @@ class MicSource(QueuedInput):
         (nothing yet, or nothing for ``STALLED_SECONDS``) is aborted, not stopped: stopping waits for PortAudio's
         capture thread, which a vanished device (a PulseAudio sink unloaded mid-session) or a source that has
         not started (Stop pressed within a silent microphone's first seconds) leaves blocked, and the worker hung
-        with it (Stop, Pause and quitting waited); aborting cancels that thread.
-        Even an abort waits for a sound server that stopped answering (SIGSTOP, a hung PipeWire: the ALSA PulseAudio
-        plug-in waits for its reply): after ``CLOSE_TIMEOUT_S`` the stream is left to close on its own thread."""
+        with it (Stop, Pause and quitting waited); aborting cancels that thread."""
         dead = self.lost or not self._got_block or time.monotonic() - self._last_callback > STALLED_SECONDS
         stream, self._stream = self._stream, None
         if stream is None:
             return
         self._closing = True
-
-        def end() -> None:
-            for op in ("abort" if dead else "stop", "close"):
-                try:
-                    getattr(stream, op)()
-                except Exception:  # a vanished device may fail to stop; it is gone anyway
-                    pass
-
-        closer = threading.Thread(target=end, name="stream-close", daemon=True)
-        closer.start()
-        closer.join(CLOSE_TIMEOUT_S)
-        if closer.is_alive():
-            log.warning("%s did not close within %.1f s; left to close by itself", self.name, CLOSE_TIMEOUT_S)
-            _left_closing.append(closer)
+        for op in ("abort" if dead else "stop", "close"):
+            try:
+                getattr(stream, op)()
+            except Exception:  # a vanished device may fail to stop; it is gone anyway
+                pass
 
     @property
     def lost(self) -> bool:

@@ -314,7 +314,6 @@ class EngineWorker(QObject):
         self._hinted = False
         self._dropped_before = 0.0
         self._recovering = False
-        self._server_waited = False  # the input delivers nothing because the sound server does not answer
         self._kept: set[str] = set()  # under "both", the sides that still delivered when the input was lost
         self._resume_reports = False  # paused while lost: resume says what it captures (device_recovered)
         self._next_recover = 0.0
@@ -360,16 +359,9 @@ class EngineWorker(QObject):
             self._try_recover()
         elif source.lost and not stalled:  # a stall is not a lost input: it hands over what it buffered
             watch = self._stall_watch
-            if watch is not None and not watch.current(time.monotonic()):
-                pass  # the watch has not run since: ask again
-            elif self._server_waited or self._audio_system().server_silent():
-                self._wait_for_server()
-            else:
+            if watch is None or watch.current(time.monotonic()):  # else the watch has not run since: ask again
                 self._handle_loss()
         else:
-            if self._server_waited:
-                self._server_waited = False
-                self.notice.emit("The sound server answers again; captioning goes on.")
             self._note_drops(source, stalled)
             blocks = source.read(MAX_SECONDS_PER_TICK)
             notices = getattr(source, "notices", list)()  # output changes, hints
@@ -472,17 +464,6 @@ class EngineWorker(QObject):
         invalid = int(getattr(self._session, "invalid_samples", 0) or 0)
         audio = self._fed / SAMPLE_RATE + self._timeline.missing  # the session's timeline, gaps included
         self.stats.emit(Stats(level, self._latency, backlog, max(dropped, 0.0), audio, tracks, invalid))
-
-    def _wait_for_server(self) -> None:
-        """The input delivers nothing because the sound server stopped answering (SIGSTOP, a hung PipeWire): the
-        stream stays open and delivers again when the server does. Other devices are not tried: PortAudio's
-        re-scan and every stream through the server would wait for it too, and the worker with them (Stop hung)."""
-        if not self._server_waited:
-            self._server_waited = True
-            log.warning("the sound server does not answer; waiting for it")
-            self.notice.emit("The sound server is not answering (stopped or hung); captioning goes on when it does.")
-        elif not self._audio_system().server_silent():  # answering again, but this input still delivers nothing
-            self._server_waited = False
 
     def _handle_loss(self) -> None:
         source = self._source

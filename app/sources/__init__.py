@@ -76,15 +76,6 @@ class AudioSystem:
             log.warning("system audio check failed", exc_info=True)
             return f"System audio is unavailable ({type(exc).__name__})."
 
-    def server_silent(self) -> bool:
-        """Whether the sound server runs but does not answer (stopped or hung): inputs through it are not lost, they
-        wait for it. False where there is no such server or it cannot tell."""
-        try:
-            return bool(getattr(self.backend, "silent", lambda: False)())
-        except Exception:  # noqa: BLE001 - a broken sound system: judged by the streams
-            log.warning("sound server check failed", exc_info=True)
-            return False
-
     def default_kind(self) -> str:
         """What a first run starts with: System audio where it is available, else the microphone."""
         return SYSTEM if self.system_unavailable() is None else MIC

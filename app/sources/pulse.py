@@ -40,8 +40,6 @@ log = logging.getLogger(__name__)
 PULSE_DEVICE = "pulse"  # sounddevice's name for the ALSA plug-in that talks to PulseAudio
 MIC_PREFIX = "pulse:"  # microphone ids from PulseAudio, as stored in the settings
 CHECK_EVERY_S = 0.2
-CALL_TIMEOUT_S = 1.5  # a server call not answered by then is taken as a server that stopped answering
-STOPPED_ANSWERING = "The sound server stopped answering."
 NOT_A_MONITOR = 0xFFFFFFFF  # PA_INVALID_INDEX in a source's monitor_of_sink
 
 _env_lock = threading.Lock()
@@ -62,87 +60,45 @@ def pulse_source_env(source: str) -> Iterator[None]:
                 os.environ["PULSE_SOURCE"] = old
 
 
-class ServerSilent(AudioError):
-    """The sound server did not answer in time: it runs (its socket is open) but is stopped or hung."""
-
-
-_lock = threading.Lock()
-_unanswered: threading.Event | None = None  # a call left waiting for the server; set once it returned
-
-
-def server_answering() -> bool:
-    """False while a call to the sound server that did not answer in time still waits for it."""
-    return _unanswered is None or _unanswered.is_set()
-
-
 class PulseServer:
     """A short-lived connection to the PulseAudio server for listing and default look-ups.
 
-    Every method raises ``AudioError`` with one sentence when the server cannot be reached, and ``ServerSilent``
-    when it does not answer within ``CALL_TIMEOUT_S``: a stopped server (SIGSTOP, a hung PipeWire) keeps its socket
-    open and never replies, and ``pulsectl`` waits for as long. So each call runs on a thread of its own, and one
-    that does not answer in time is left to finish (or never) with its connection; until it has, every call of
-    this process fails at once (no thread and connection more per call), and the next one after it connects anew."""
+    Every method raises ``AudioError`` with one sentence when the server cannot be reached."""
 
     def __init__(self, pulsectl: Any = None, client_name: str = "livecap") -> None:
         self._mod = pulsectl
         self._name = client_name
         self._pulse: Any = None
 
-    def _connect(self) -> Any:
-        mod = self._mod
-        if mod is None:
+    def _conn(self) -> Any:
+        if self._pulse is None:
+            mod = self._mod
+            if mod is None:
+                try:
+                    import pulsectl as mod
+                except (ImportError, OSError) as exc:  # not installed, or libpulse missing
+                    raise AudioError("System audio needs the pulsectl package and libpulse.") from exc
+                self._mod = mod
             try:
-                import pulsectl as mod
-            except (ImportError, OSError) as exc:  # not installed, or libpulse missing
-                raise AudioError("System audio needs the pulsectl package and libpulse.") from exc
-            self._mod = mod
-        try:
-            return mod.Pulse(self._name)
-        except Exception as exc:  # PulseError: no server
-            raise AudioError("No PulseAudio or PipeWire sound server is running.") from exc
+                self._pulse = mod.Pulse(self._name)
+            except Exception as exc:  # PulseError: no server
+                raise AudioError("No PulseAudio or PipeWire sound server is running.") from exc
+        return self._pulse
 
     def _call(self, fn: str, *args: Any) -> Any:
-        global _unanswered
-        if not server_answering():
-            raise ServerSilent(STOPPED_ANSWERING)
-        pulse, self._pulse = self._pulse, None  # the call's own while it runs
-        done, box = threading.Event(), {}
-        abandoned = False
-
-        def call() -> None:
-            nonlocal pulse
-            try:
-                pulse = pulse if pulse is not None else self._connect()
-                box["value"] = getattr(pulse, fn)(*args)
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                box["error"] = exc
-            with _lock:
-                done.set()
-                if abandoned and pulse is not None:
-                    _close_quietly(pulse)
-
-        threading.Thread(target=call, name="pulse-call", daemon=True).start()
-        done.wait(CALL_TIMEOUT_S)
-        with _lock:
-            if not done.is_set():
-                abandoned, _unanswered = True, done
-                log.warning("the sound server did not answer %s within %.1f s", fn, CALL_TIMEOUT_S)
-                raise ServerSilent(STOPPED_ANSWERING)
-        error = box.get("error")
-        if isinstance(error, AudioError):
-            raise error
-        if error is not None:  # the server went away: reconnect next time
-            if pulse is not None:
-                _close_quietly(pulse)
-            raise AudioError(STOPPED_ANSWERING) from error
-        self._pulse = pulse
-        return box["value"]
+        try:
+            return getattr(self._conn(), fn)(*args)
+        except AudioError:
+            raise
+        except Exception as exc:  # the server went away: reconnect next time
+            self.close()
+            raise AudioError("The sound server stopped answering.") from exc
 
     def close(self) -> None:
         pulse, self._pulse = self._pulse, None
         if pulse is not None:
-            _close_quietly(pulse)
+            with contextlib.suppress(Exception):
+                pulse.close()
 
     def default_sink(self) -> str:
         """The name of the default output."""
@@ -200,11 +156,6 @@ class PulseServer:
                 continue
             out.append(Endpoint(MIC_PREFIX + str(s.name), str(s.description or s.name), str(s.name) == default))
         return out
-
-
-def _close_quietly(pulse: Any) -> None:
-    with contextlib.suppress(Exception):
-        pulse.close()
 
 
 class PulseCapture(MicSource):
@@ -428,20 +379,6 @@ class PulseBackend:
 
     def server(self) -> PulseServer:
         return PulseServer(self._pulsectl)
-
-    def silent(self) -> bool:
-        """Whether the sound server runs but does not answer (stopped, hung): not gone, and not to be replaced by
-        other devices (PortAudio would wait for it too); asks it, for at most ``CALL_TIMEOUT_S``."""
-        server = self.server()
-        try:
-            server.default_sink()
-        except ServerSilent:
-            return True
-        except AudioError:
-            return False
-        finally:
-            server.close()
-        return False
 
     def unavailable_reason(self) -> str | None:
         """None when system audio can be captured here, else one sentence why not."""

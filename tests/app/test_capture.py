@@ -75,26 +75,3 @@ def test_no_device_and_denied_raise_one_sentence():
         MicSource(FakeSoundDevice([]), None).open()
     with pytest.raises(AudioError, match="could not be opened"):
         MicSource(FakeSoundDevice([make_device("Mic")], deny=True), None).open()
-
-
-def test_a_stream_that_does_not_close_in_time_is_left_to_close(monkeypatch):
-    """A sound server that stopped answering held PortAudio's abort, and Stop and Quit with it (QA: 25 s)."""
-    import threading
-
-    from app import capture
-
-    monkeypatch.setattr(capture, "CLOSE_TIMEOUT_S", 0.2)
-    monkeypatch.setattr(capture, "_left_closing", [])
-    sd = FakeSoundDevice([make_device("Mic")])
-    source = MicSource(sd, "Mic")
-    source.open()
-    stream, answer = sd.streams[-1], threading.Event()
-    stream.abort = stream.stop = lambda: answer.wait(30)
-    began = time.monotonic()
-    source.close()
-    assert 0.2 <= time.monotonic() - began < 1.0 and not source.is_open and capture.streams_left_closing()
-    answer.set()
-    deadline = time.monotonic() + 5
-    while capture.streams_left_closing() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not capture.streams_left_closing()
