@@ -18,7 +18,8 @@ from engine.errors import user_message
 def save_transcript(window: MainWindow, save_to: str) -> bool:
     """Write the session's lines to ``save_to`` (format by extension) at the end of an unattended run. On
     failure: one sentence in the window and on stderr, the session's journal left unfinished so that its lines
-    are offered for recovery at the next start, and False."""
+    are offered for recovery at the next start, and False. A transcript with no words is written, and stderr says
+    so (an empty SRT file looks broken: ffmpeg refuses it)."""
     try:
         export(window.controller.lines, save_to, audio_end=window.controller.audio_seconds)
     except Exception as exc:  # one sentence, no traceback; the lines stay in the session backup
@@ -27,6 +28,8 @@ def save_transcript(window: MainWindow, save_to: str) -> bool:
         window.show_message("error", user_message(exc, f"The transcript could not be saved to {save_to}") + " " + kept)
         print(f"livecap: {user_message(exc, 'The transcript could not be saved')} {kept}", file=sys.stderr)
         return False
+    if not any(line.text.strip() for line in window.controller.lines):  # an empty SRT: players refuse the file
+        print(f"livecap: warning: nothing was recognised; {save_to} holds no captions.", file=sys.stderr)
     return True
 
 

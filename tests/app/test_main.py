@@ -46,6 +46,15 @@ def test_replay_saves_txt_equal_to_committed_text(tmp_path, wav):
     assert len(journals) == 1 and '"type": "end"' in journals[0].read_text().splitlines()[-1]
 
 
+def test_a_replay_with_nothing_said_saves_an_empty_transcript_and_says_so(tmp_path):
+    """Silence to SRT gave a 0-byte file and a clean exit without a word: it looked broken (ffmpeg refuses it)."""
+    silence = fake_engine.write_wav(tmp_path / "silence.wav", np.zeros(16000 * 3, np.float32))
+    out = tmp_path / "out.srt"
+    proc = replay(tmp_path, silence, out)
+    assert proc.returncode == 0 and out.read_text(encoding="utf-8") == ""
+    assert proc.stderr == f"livecap: warning: nothing was recognised; {out} holds no captions.\n"
+
+
 def test_a_file_cut_short_is_transcribed_as_far_as_it_goes_with_one_warning(tmp_path, wav):
     """A recording cut short (an interrupted copy) was replayed to a partial transcript without a word."""
     data = wav.read_bytes()

@@ -703,3 +703,14 @@ def test_engine_warnings_are_said_with_the_programs_name(capsys, monkeypatch):
     logging.getLogger("engine.backends.cpu_twin").warning("CPU twin %d stopped (%s)", 8714, "no answer within 50 ms")
     logging.getLogger("engine.loader").info("not said")
     assert capsys.readouterr().err == "livecap-transcribe: warning: CPU twin 8714 stopped (no answer within 50 ms)\n"
+
+
+def test_a_file_with_nothing_said_writes_an_empty_transcript_and_says_so(capsys, tmp_path):
+    """Three seconds of silence to SRT gave a 0-byte file and nothing on stderr: it looked broken (ffmpeg refuses
+    it, "Invalid data found")."""
+    silence = tmp_path / "silence.wav"
+    write_wav(silence, np.zeros(16000 * 3))
+    out_file = tmp_path / "out.srt"
+    code, out, err = cli(capsys, silence, "--model", MODEL, "-o", out_file)
+    assert code == 0 and out_file.read_text(encoding="utf-8") == ""
+    assert err == f"livecap-transcribe: warning: nothing was recognised in '{silence}'; the transcript is empty.\n"
