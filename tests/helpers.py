@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -54,6 +55,13 @@ def run_engine_cli(*args, timeout: float = 120, **run_kwargs) -> subprocess.Comp
     ``run_kwargs`` go to ``subprocess.run`` (``capture_output``, ``stdout``, ``preexec_fn``, ...)."""
     cmd = [sys.executable, "-m", "engine.cli", *map(str, args)]
     return subprocess.run(cmd, cwd=REPO, text=True, timeout=timeout, **run_kwargs)
+
+
+def sigint_default() -> None:
+    """``preexec_fn`` for a child that is sent Ctrl+C: it starts with SIGINT's default action. A shell's background
+    job inherits SIGINT ignored, and Python then never raises KeyboardInterrupt (CI started that way here saw
+    every Ctrl+C test exit 0)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def alive(pid: int) -> bool:

@@ -342,7 +342,11 @@ def test_a_ctrl_c_that_the_model_load_swallowed_stores_no_version(tmp_path, caps
         return fake_engine.load_model(source, **kwargs)
 
     argv = ["--retranscribe", sid, "--model", "fake-moonshine", "--sessions-dir", str(tmp_path)]
-    assert sessions_cli.run(build_parser().parse_args(argv), swallowing) == 130
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's (not a background job's)
+    try:
+        assert sessions_cli.run(build_parser().parse_args(argv), swallowing) == 130
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert capsys.readouterr().err == "livecap: stopped; no new version was stored.\n"
     assert [v.number for v in store.summary(sid).versions] == [1]
 

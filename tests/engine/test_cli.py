@@ -16,7 +16,7 @@ import pytest
 
 from engine.cli import main
 from tests.conftest import FIXTURES, golden
-from tests.helpers import run_engine_cli
+from tests.helpers import run_engine_cli, sigint_default
 
 MODEL = FIXTURES / "models" / "moon_small_like"
 SPEECH = FIXTURES / "audio" / "speech.wav"
@@ -355,6 +355,7 @@ def test_a_file_cut_short_is_transcribed_with_a_warning(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=sigint_default,
     )
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith(f"livecap-transcribe: warning: '{cut}' ends early: only ") and r.stderr.count("\n") == 1
@@ -491,7 +492,7 @@ def test_an_interrupted_run_writes_what_it_transcribed(tmp_path, sig):
     assert expected.returncode == 0 and expected.stdout.strip(), expected.stderr
     out = tmp_path / "out.txt"
     cmd = [sys.executable, "-m", "engine.cli", "-", "--model", str(MODEL), "--no-vad", "-o", str(out)]
-    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=False)
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=False, preexec_fn=sigint_default)
     try:
         p.stdin.write(audio.tobytes())  # two seconds, and the pipe stays open: the feed waits for more
         p.stdin.flush()
@@ -528,7 +529,11 @@ def test_ctrl_c_in_the_first_moments_is_no_traceback():
     script = str(Path(sys.executable).parent / "livecap-transcribe")
     for delay in (1.5 * startup, 1.5 * startup + 0.05):  # while NumPy and the engine load
         p = subprocess.Popen(
-            [script, str(SPEECH), "--model", str(MODEL)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [script, str(SPEECH), "--model", str(MODEL)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=sigint_default,
         )
         time.sleep(delay)
         p.send_signal(signal.SIGINT)
@@ -571,6 +576,7 @@ def test_a_stop_signal_that_a_library_swallowed_still_stops_the_run(tmp_path, si
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=sigint_default,
     )
     assert (r.returncode, r.stderr) == (code, "") and not out.exists(), (r.returncode, r.stderr)
 
@@ -620,6 +626,7 @@ def test_a_ctrl_c_swallowed_in_the_first_step_stops_the_feed_there(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
+        preexec_fn=sigint_default,
     )
     assert r.returncode == 130 and out.exists(), (r.returncode, r.stderr)
     assert r.stderr == (

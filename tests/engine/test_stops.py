@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, sigint_default
 
 SLOW_IMPORT = """
 import signal, sys, time
@@ -57,5 +57,10 @@ def test_a_stop_acted_on_before_the_import_deferral_asks_again_leaves_no_alarm(t
 def run(folder, *, work_s: float, after: str) -> subprocess.CompletedProcess:
     script = SLOW_IMPORT.format(work_s=work_s, after=after)
     return subprocess.run(
-        [sys.executable, "-c", script, str(folder)], cwd=REPO, capture_output=True, text=True, timeout=60
+        [sys.executable, "-c", script, str(folder)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=sigint_default,
     )
