@@ -66,25 +66,17 @@ def run(args: Namespace, loader: Any = None, out: TextIO | None = None) -> int:
         if args.export_session is not None:
             return _export(store, args, out)
         return _retranscribe(store, args, loader, out)
+    except LivecapError as exc:
+        print(f"livecap: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt as stop:  # Ctrl+C (or SIGTERM) during a re-transcription: nothing half-stored
         from engine import stops
 
-        return _stopped(stops.signal_of(stop))
+        print("livecap: stopped; no new version was stored.", file=sys.stderr)
+        return 128 + stops.signal_of(stop)
     except Exception as exc:  # one sentence, never a traceback
-        from engine import stops
-
-        if stops.received():  # a library's view of the interrupt (an ImportError, ...)
-            return _stopped(stops.received())
-        if isinstance(exc, LivecapError):
-            print(f"livecap: {exc}", file=sys.stderr)
-            return exc.exit_code
         print(f"livecap: {user_message(exc, 'the session command failed')}", file=sys.stderr)
         return 1
-
-
-def _stopped(signum: int) -> int:
-    print("livecap: stopped; no new version was stored.", file=sys.stderr)
-    return 128 + signum
 
 
 def _export(store: Any, args: Namespace, out: _Out) -> int:
@@ -153,17 +145,21 @@ def _retranscribe(store: Any, args: Namespace, loader: Any, out: _Out) -> int:
 
     options = {"delay_ms": args.delay_ms} if args.delay_ms is not None else None
     stops.catch()
-    version = retranscribe(
-        store,
-        args.retranscribe,
-        args.model,
-        backend=args.backend or "auto",
-        quantize=weight_bits(args.weights or "stored") or None,
-        loader=loader,
-        options=options,
-        progress=progress,
-        warn=lambda text: out.write(json.dumps({"warning": text}) + "\n"),
-    )
+    try:
+        version = retranscribe(
+            store,
+            args.retranscribe,
+            args.model,
+            backend=args.backend or "auto",
+            quantize=weight_bits(args.weights or "stored") or None,
+            loader=loader,
+            options=options,
+            progress=progress,
+            warn=lambda text: out.write(json.dumps({"warning": text}) + "\n"),
+        )
+    except Exception:
+        stops.check()  # a library's view of a Ctrl+C (an ImportError, ...) is the Ctrl+C
+        raise
     summary = store.summary(args.retranscribe)
     out.write(json.dumps({"id": summary.id, "version": version, "model": args.model, "lines": summary.lines}) + "\n")
     return 0

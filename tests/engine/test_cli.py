@@ -355,7 +355,6 @@ def test_a_file_cut_short_is_transcribed_with_a_warning(tmp_path):
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=sigint_default,
     )
     assert r.returncode == 0, r.stderr
     assert r.stderr.startswith(f"livecap-transcribe: warning: '{cut}' ends early: only ") and r.stderr.count("\n") == 1
@@ -541,26 +540,35 @@ def test_ctrl_c_in_the_first_moments_is_no_traceback():
         assert "Traceback" not in err and p.returncode in (130, -signal.SIGINT), (delay, p.returncode, err)
 
 
-SWALLOWING_LOADER = """
-import os, signal, sys, time
+SWALLOWING = """
+import signal, sys, time
 import engine.loader as loader
 from engine import cli
 
 real = loader.load_model
 
 
-def load_model(*args, **kwargs):  # a library that swallows the KeyboardInterrupt raised inside it
+def swallow(sig):  # a library that swallows the KeyboardInterrupt raised inside it
     try:
-        signal.raise_signal(signal.{sig})  # the handler raises here
+        signal.raise_signal(sig)  # the handler raises here
         time.sleep(10)
     except KeyboardInterrupt:
         {swallow}
+
+"""
+
+SWALLOWING_LOADER = (
+    SWALLOWING
+    + """
+def load_model(*args, **kwargs):
+    swallow(signal.{sig})
     return real(*args, **kwargs)
 
 
 loader.load_model = load_model
 sys.exit(cli.main(sys.argv[1:]))
 """
+)
 
 
 @pytest.mark.parametrize("sig, code", [("SIGINT", 130), ("SIGTERM", 143)])
@@ -581,14 +589,9 @@ def test_a_stop_signal_that_a_library_swallowed_still_stops_the_run(tmp_path, si
     assert (r.returncode, r.stderr) == (code, "") and not out.exists(), (r.returncode, r.stderr)
 
 
-SWALLOWING_FEED = """
-import os, signal, sys, time
-import engine.loader as loader
-from engine import cli
-
-real = loader.load_model
-
-
+SWALLOWING_FEED = (
+    SWALLOWING.format(swallow="pass")
+    + """
 def load_model(*args, **kwargs):
     model = real(*args, **kwargs)
     start = model.start_session
@@ -599,11 +602,7 @@ def load_model(*args, **kwargs):
 
         def first_feed(chunk):  # ONNX Runtime imported by the first step, the Ctrl+C swallowed there
             session.feed = feed
-            try:
-                signal.raise_signal(signal.SIGINT)
-                time.sleep(10)
-            except KeyboardInterrupt:
-                pass
+            swallow(signal.SIGINT)
             return feed(chunk)
 
         session.feed = first_feed
@@ -616,6 +615,7 @@ def load_model(*args, **kwargs):
 loader.load_model = load_model
 sys.exit(cli.main(sys.argv[1:]))
 """
+)
 
 
 def test_a_ctrl_c_swallowed_in_the_first_step_stops_the_feed_there(tmp_path):
