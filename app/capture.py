@@ -91,7 +91,8 @@ class AudioQueue:
     """A bounded, thread-safe FIFO of ``Block``s holding at most ``max_seconds`` of audio.
 
     ``put`` never blocks: when full it drops the oldest blocks and adds them to ``dropped_seconds`` /
-    ``dropped_blocks``. ``take_all`` empties the queue. Safe to call from any thread.
+    ``dropped_blocks``. ``take_all`` empties the queue and notes ``dropped_at_take``, the seconds dropped by then:
+    all of that audio came before the blocks it returned. Safe to call from any thread.
     """
 
     def __init__(self, max_seconds: float = 10.0) -> None:
@@ -101,6 +102,7 @@ class AudioQueue:
         self._lock = threading.Lock()
         self.dropped_seconds = 0.0
         self.dropped_blocks = 0
+        self.dropped_at_take = 0.0
 
     def put(self, block: Block) -> None:
         """Append ``block``; drop the oldest blocks while more than ``max_seconds`` are queued."""
@@ -119,6 +121,7 @@ class AudioQueue:
         out: list[Block] = []
         taken = 0.0
         with self._lock:
+            self.dropped_at_take = self.dropped_seconds  # with the take: a drop after it is audio after its blocks
             while self._blocks and (max_seconds is None or taken < max_seconds):
                 if before is not None and self._blocks[0].time >= before:
                     break
@@ -232,6 +235,12 @@ class QueuedInput:
     @property
     def dropped_seconds(self) -> float:
         return self.queue.dropped_seconds
+
+    @property
+    def dropped_before_read(self) -> float:
+        """The dropped seconds as the last ``read`` took its blocks: that audio came before them (the capture
+        thread may drop more between a look at ``dropped_seconds`` and the read, after a stall)."""
+        return self.queue.dropped_at_take
 
 
 class MicSource(QueuedInput):
