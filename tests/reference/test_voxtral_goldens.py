@@ -149,8 +149,8 @@ def test_generate_variants_lengths() -> None:
 
 def test_committed_model_is_reproducible(tmp_path) -> None:
     """Rebuilding with the committed seed gives the committed HF weights (bit-identical on the CPU that made them;
-    elsewhere within 1e-6: a few rows differ by an ulp where torch's float32 kernels differ by instruction set)
-    and the same config."""
+    elsewhere within 1e-5: a few values differ where torch's float32 kernels differ by instruction set: on an AMD
+    EPYC with AVX2 only, 63 of the embedding's 86016 by up to 2.5e-6, its largest value 3.9) and the same config."""
     from safetensors.numpy import load_file
 
     out = mv.build_voxtral(mv.COMMITTED_SEED, tmp_path / "hf", "hf")
@@ -159,7 +159,7 @@ def test_committed_model_is_reproducible(tmp_path) -> None:
     assert sorted(got) == sorted(want)
     for key in want:
         assert got[key].dtype == want[key].dtype == np.float32, key
-        np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-6, err_msg=key)
+        np.testing.assert_allclose(got[key], want[key], rtol=0, atol=1e-5, err_msg=key)
     for fname in ("config.json", "generation_config.json", "processor_config.json", "tekken.json"):
         assert json.loads((out / fname).read_text()) == json.loads((MODELS_DIR / "vox_tiny_hf" / fname).read_text())
 

@@ -230,7 +230,11 @@ def test_decoder_blocks_cut_by_heads_compute_what_the_op_by_op_path_does(bits, m
         g = golden("moon_small_like", clip)
         logits, want = forced(m, g), forced(ops, g)
         assert np.array_equal(logits, forced(one_by_one, g))
-        assert np.abs(logits - want).max() < 1e-4 * np.abs(want).max(), clip
+        # to float rounding, but for a row where that rounding flipped an int8 activation (accuracy level 4
+        # quantizes each block of a row on the fly): on an AMD EPYC (Zen 2, AVX2) "speech"'s first row differed
+        # by 0.31 of 45.6, every other row by 1e-5
+        rows = np.abs(logits - want).max(-1) / np.abs(want).max()
+        assert np.sum(rows >= 1e-4) <= 1 and rows.max() < 1e-2, (clip, rows)
         assert np.array_equal(logits.argmax(-1), want.argmax(-1)), clip
 
 
