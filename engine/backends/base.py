@@ -191,7 +191,8 @@ class Backend:
 
     def prepare_norm_linear(self, norm: Array, eps: float, w: Array) -> Array:
         """The form ``norm_linear`` computes with, from a weight ``prepare_linear`` returned: ``w`` here; a backend
-        may fuse the norm into the product (the result is then for ``norm_linear`` with this ``norm`` only)."""
+        may fuse the norm into the product (the result is then for ``norm_linear`` with this ``norm`` only) or
+        rearrange ``w`` in place (the caller must not use it as it was)."""
         return w
 
     def norm_linear(self, x: Array, norm: Array, eps: float, w: Array, dtype: str) -> Array:

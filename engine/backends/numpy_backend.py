@@ -216,6 +216,11 @@ class NumpyBackend(Backend):
     def prepare_norm_linear(self, norm, eps, w):
         if isinstance(w, ort_kernels.NBitsLinear) and w.norm is None and w.q is not None and self._ln_op(eps):
             return self._nbits(w.q, np.asarray(norm, np.float32), eps)
+        if isinstance(w, np.ndarray):  # a step's product (a head, a query): the layout few rows read fastest
+            t = numpy_blocks.step_layout(w)
+            if t is not w and t.nbytes >= TWIN_BYTES:
+                self.twin.register(t)
+            return t
         return w
 
     def norm_linear(self, x, norm, eps, w, dtype):
@@ -395,8 +400,8 @@ class NumpyBackend(Backend):
         step = numpy_blocks.block_rows(w, rows)
         chunks = CHUNKS if (w.nbytes >= SPLIT_BYTES or rows * w.size >= SPLIT_MACS) and n >= 8 * CHUNKS else 1
         halves = chunks == 1 and w.nbytes >= TWIN_BYTES and n >= 16  # for the twin only: no helper thread
-        if step >= n and not halves and chunks == 1:
-            y = np.ascontiguousarray((w @ x2.T).T)  # few rows: W @ x^T runs ~2x faster than x @ W^T
+        if step >= n and not halves and chunks == 1:  # few rows: W @ x^T runs ~2x faster than x @ W^T
+            y = np.ascontiguousarray(numpy_blocks.product(w, x2))  # (x @ W^T over a step_layout matrix)
         else:
             y = self._linear_split(x2, w, step, 2 if halves else chunks, threads=not halves)
         y = y.reshape(*x.shape[:-1], n)
@@ -459,13 +464,13 @@ class NumpyBackend(Backend):
         edges = [n * i // chunks for i in range(chunks + 1)]
         half = cpu_twin.caller_share(chunks)
         ticket = self.twin.submit(w, x, edges[half:], step)
-        xt = (x if ticket is None else ticket[1]).T
+        xs = x if ticket is None else ticket[1]
 
         def job(a: int, c: int):
             def run():
                 for s in range(a, c, step):
                     e = min(c, s + step)
-                    np.matmul(w[s:e], xt, out=out[s:e])
+                    cpu_twin.product_into(w[s:e], xs, out[s:e])
 
             return run
 

@@ -181,7 +181,8 @@ class MoonshineModel:
         query, the gated MLP as one block (``Backend.prepare_norm_linear``, ``prepare_residual_norm_linear``,
         ``prepare_gated_mlp``); or, where the backend has them, each attention with its projections as one block
         (``prepare_attention_block``: NumPy's float32 blocks cut by heads), and then the whole decoder as one
-        stack of them (``prepare_block_stack``). Once only: the matrices it is given may be rearranged."""
+        stack of them (``prepare_block_stack``); the head with its norm. Once only: the matrices it is given may
+        be rearranged."""
         B, c = self.B, self.cfg
         heads = (c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.head_dim**-0.5)
         for layer in self.dec_layers:
@@ -204,6 +205,7 @@ class MoonshineModel:
                 own, cross = layer.blocks
                 sublayers += [(layer.ln_in, own), (layer.ln_post, cross), (layer.ln_final, layer.fc1)]
             self.stack = B.prepare_block_stack(sublayers, 1e-5)  # None: the blocks run one by one
+        self.proj_out = B.prepare_norm_linear(self.dec_norm, 1e-5, self.proj_out)
 
     # ---- sessions -----------------------------------------------------------------------------
     def start_session(
