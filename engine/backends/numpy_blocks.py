@@ -15,8 +15,9 @@ Contract:
 - Results do not depend on the twin: a half is the same NumPy code on the same memory (one OpenBLAS thread)
   whoever computes it, and the shares are added in the same order.
 - They differ from the uncut block in the last bits (the output projection's sum is cut in two).
-- The matrices are rearranged in place into the halves' layout (each half one contiguous block), so no copy
-  stays: whoever gave them must not use them as they were.
+- The matrices are rearranged in place into the halves' layout (each half one contiguous block, stored
+  transposed where it has more outputs than inputs: ``step_layout``), so no copy stays: whoever gave them must
+  not use them as they were.
 - ``run_chunk`` / ``run_half`` run NumPy calls only (they run in the twin too); ``shape`` (and ``bounds``) are
   what ``cpu_twin`` asks of what it runs.
 """
