@@ -23,7 +23,8 @@ Contract:
   and the next product forks a fresh one. A product over an unknown matrix is the caller's.
 - It never makes a product wait long: a half the twin has not finished ``DEADLINE_S`` (or four times what the
   caller's own half took, for very large products) after the caller's is computed by the caller, the twin is
-  killed and the backend goes on alone (logged once).
+  killed and the backend goes on alone; a new twin is started ``RETRY_S`` later (a busy moment, a stall of the
+  machine), after the last of those waits none (logged each time). A twin that cannot start is not tried again.
 - A registered program (``numpy_stack.SplitStack``, a whole decoder step) runs in both processes at once:
   each computes its halves and they swap their shares through shared memory (``Channel``); the caller gives
   up on the twin's share as on a product's (``DEADLINE_S``), and the twin gives a program up when the caller
@@ -61,6 +62,7 @@ log = logging.getLogger(__name__)
 SPIN_S = 0.003  # the twin spins this long after its last job, then parks (times: perf_counter, which is fine-grained
 # on Windows too, where Python < 3.13's monotonic clock ticks every ~16 ms)
 DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is the caller's; the twin is killed
+RETRY_S = (2.0, 30.0, 300.0)  # and a new one started after these waits, one per twin that stopped answering; then none
 NUDGE_S = 0.0005  # a parked twin not yet awake is woken again this often (a wake-up may cross the park)
 MAX_ROWS = 32  # products of up to this many rows go to the twin
 MAX_CHUNKS = 64
@@ -121,6 +123,7 @@ class Twin:
         self._registry = threading.Lock()  # models may load on another thread than the one computing
         self._pid = self._known = self._seq = 0
         self._stale = False  # registered weights the twin does not know yet
+        self._retries, self._retry_at = 0, 0.0  # twins that stopped answering; no new one before then
         self.method = start_method()
         self.failed = self.method is None
         self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
@@ -293,7 +296,9 @@ class Twin:
 
     def _claim(self) -> bool:
         """Take the twin for one job (forking it first where needed); False when the caller must go alone."""
-        if self.failed or cpu_pool.contention.busy() or not self._lock.acquire(blocking=False):
+        if self.failed or time.perf_counter() < self._retry_at or cpu_pool.contention.busy():
+            return False
+        if not self._lock.acquire(blocking=False):
             return False
         try:
             if self._stale:
@@ -339,7 +344,7 @@ class Twin:
         while c[slot] < value:
             now = time.perf_counter()
             if now - start > limit:
-                self._fail(f"no answer within {limit * 1000:.0f} ms")
+                self._fail(f"no answer within {limit * 1000:.0f} ms", again=True)
                 return False
             if now > nudge:
                 if c[STATE] == PARKED:
@@ -372,9 +377,17 @@ class Twin:
         except OSError:
             pass
 
-    def _fail(self, why: str) -> None:
-        log.warning("CPU twin %d stopped (%s); products run on this process alone from now on", self._pid, why)
+    def _fail(self, why: str, again: bool = False) -> None:
+        """Kill the twin; with ``again``, a new one is started after the next of ``RETRY_S`` (none after the last)."""
+        pid = self._pid
         self.stop(kill=True)
+        if again and self._retries < len(RETRY_S):
+            wait = RETRY_S[self._retries]
+            self._retries += 1
+            self._retry_at, self._stale = time.perf_counter() + wait, True
+            log.warning("CPU twin %d stopped (%s); products run on this process alone for %.0f s", pid, why, wait)
+            return
+        log.warning("CPU twin %d stopped (%s); products run on this process alone from now on", pid, why)
         self.failed = True
 
     def _start(self) -> None:

@@ -48,18 +48,33 @@ def test_results_are_bit_identical_with_and_without_the_twin(B, rows):
         np.testing.assert_allclose(got, exact, atol=2e-5 * max(1.0, np.abs(exact).max()), rtol=0)
 
 
-def test_a_killed_twin_costs_one_deadline_and_the_caller_goes_on_alone(B):
+def test_a_killed_twin_costs_one_deadline_and_the_caller_goes_on_alone_until_a_new_one_starts(B, monkeypatch):
+    """A twin that stopped answering once (a busy moment, a stall) is not the model's last: before, one miss left
+    every later step on one core for as long as the model stayed loaded (seen on a noisy VM: 13.8 -> 15 ms)."""
+    monkeypatch.setattr(cpu_twin, "RETRY_S", (0.3, 0.3))
     w = B.prepare_linear(r(2048, 512))
     x = r(1, 512)
     first = B.linear(x, w)
-    pid = B.twin.pid
-    os.kill(pid, signal.SIGKILL)
-    t0 = time.monotonic()
-    again = B.linear(x, w)
-    assert time.monotonic() - t0 < 1.0
-    assert np.array_equal(again, first)
-    assert B.twin.failed and B.twin.pid == 0 and not alive(pid)
-    assert np.array_equal(B.linear(x, w), first)  # and on
+    for _ in cpu_twin.RETRY_S:
+        pid = B.twin.pid
+        assert pid and alive(pid)
+        os.kill(pid, signal.SIGKILL)
+        t0 = time.monotonic()
+        again = B.linear(x, w)
+        assert time.monotonic() - t0 < 1.0
+        assert np.array_equal(again, first)
+        assert not B.twin.failed and B.twin.pid == 0 and not alive(pid)
+        assert np.array_equal(B.linear(x, w), first) and B.twin.pid == 0  # alone for RETRY_S
+        time.sleep(0.35)
+        assert np.array_equal(B.linear(x, w), first) and B.twin.pid not in (0, pid)  # then a new twin
+        assert B.twin.wait_ready(5) and B.twin.served() >= 0
+        served = B.twin.served()
+        assert np.array_equal(B.linear(x, w), first) and B.twin.served() == served + 1
+    os.kill(B.twin.pid, signal.SIGKILL)  # once more than RETRY_S: alone for good
+    assert np.array_equal(B.linear(x, w), first)
+    assert B.twin.failed and B.twin.pid == 0
+    time.sleep(0.35)
+    assert np.array_equal(B.linear(x, w), first) and B.twin.pid == 0
 
 
 def test_a_stopped_twin_is_killed_after_the_deadline(B):
@@ -73,7 +88,7 @@ def test_a_stopped_twin_is_killed_after_the_deadline(B):
     waited = time.monotonic() - t0
     assert cpu_twin.DEADLINE_S <= waited < 1.0
     assert np.array_equal(again, first)
-    assert B.twin.failed and not alive(pid)
+    assert B.twin.pid == 0 and not alive(pid)
 
 
 def test_a_new_matrix_retires_the_twin_and_the_next_product_forks_one_that_knows_it(B):
@@ -256,7 +271,7 @@ def test_a_stopped_twin_during_attention_is_killed_and_the_caller_computes_every
     again = B.attention(q, k, v, 0.125)
     assert cpu_twin.DEADLINE_S <= time.monotonic() - t0 < 1.0
     assert np.array_equal(again, first)
-    assert B.twin.failed and not alive(pid)
+    assert B.twin.pid == 0 and not alive(pid)
 
 
 @pytest.mark.parametrize("bits", [8, 4])

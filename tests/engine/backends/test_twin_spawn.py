@@ -207,16 +207,22 @@ def test_what_cannot_go_over_stays_the_callers_with_identical_results(S):
 
 
 @started
-def test_a_started_twin_that_dies_is_given_up_and_the_caller_goes_on_alone(S):
+def test_a_started_twin_that_dies_is_given_up_and_the_caller_goes_on_alone_until_a_new_one_starts(S, monkeypatch):
+    monkeypatch.setattr(cpu_twin, "RETRY_S", (0.3,))
     w = S.prepare_linear(r(2048, 512))
     x = r(1, 512)
     assert S.twin.wait_ready(30)
+    dead = S.twin.pid
     S.twin._proc.kill()
     S.twin._proc.wait()
     t = time.monotonic()
     y = S.linear(x, w)
-    assert time.monotonic() - t < 1.0 and S.twin.failed and not S.twin.pid
+    assert time.monotonic() - t < 1.0 and not S.twin.pid
     assert np.array_equal(y, (w @ x.T).T)
+    time.sleep(0.35)
+    assert S.twin.wait_ready(30) and S.twin.pid not in (0, dead)  # started again over the same shared memory
+    served = S.twin.served()
+    assert np.array_equal(S.linear(x, w), y) and S.twin.served() == served + 1
 
 
 @started
