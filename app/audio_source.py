@@ -51,5 +51,6 @@ class AudioSource(Protocol):
 
     @property
     def dropped_seconds(self) -> float:
-        """Audio dropped because the reader fell behind."""
+        """Audio dropped because the reader fell behind, up to the blocks the last ``read`` returned (all of it
+        came before them)."""
         ...

@@ -234,12 +234,8 @@ class QueuedInput:
 
     @property
     def dropped_seconds(self) -> float:
-        return self.queue.dropped_seconds
-
-    @property
-    def dropped_before_read(self) -> float:
-        """The dropped seconds as the last ``read`` took its blocks: that audio came before them (the capture
-        thread may drop more between a look at ``dropped_seconds`` and the read, after a stall)."""
+        """The seconds dropped as the last ``read`` took its blocks: all of it came before them (the capture thread
+        may drop more between a look at the queue's running count and the read, after a stall)."""
         return self.queue.dropped_at_take
 
 

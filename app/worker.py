@@ -385,7 +385,7 @@ class EngineWorker(QObject):
     def _note_drops(self, source: Any, stalled: bool) -> None:
         """Put audio the input dropped (its queue overflowed) before the blocks just read on the timeline, where
         they are fed (the oldest blocks go), and in the kept audio as silence; "Both" keeps its own timeline."""
-        dropped = _dropped(source)
+        dropped = source.dropped_seconds
         if source is not self._drop_source or dropped < self._drop_seen:  # another input, or its count began again
             self._drop_source, self._drop_seen = source, 0.0
         gap, self._drop_seen = dropped - self._drop_seen, dropped
@@ -458,7 +458,7 @@ class EngineWorker(QObject):
     def _emit_stats(self) -> None:
         level = self._level.take()
         source = self._source
-        dropped = self._dropped_before + (_dropped(source) if source is not None else 0.0) - self._stall_lost
+        dropped = self._dropped_before + (source.dropped_seconds if source is not None else 0.0) - self._stall_lost
         backlog = source.backlog_seconds if source is not None else 0.0
         tracks = source.track_levels() if hasattr(source, "track_levels") else None
         invalid = int(getattr(self._session, "invalid_samples", 0) or 0)
@@ -618,10 +618,3 @@ def _named(source: Any) -> str:
     """``source`` as the user knows it, e.g. 'The output \u201cVirtual Headphones\u201d' (its name without the rate)."""
     what = {"microphone": "The microphone", "system": "The output"}.get(getattr(source, "kind", ""), "The audio input")
     return f"{what} \u201c{getattr(source, 'name', '') or source.description}\u201d"
-
-
-def _dropped(source: Any) -> float:
-    """The seconds ``source`` dropped before the blocks its last read returned, where it can tell (its queue notes
-    them with the read); else all it dropped so far."""
-    before = getattr(source, "dropped_before_read", None)
-    return source.dropped_seconds if before is None else before

@@ -296,9 +296,12 @@ class Twin:
 
     def _claim(self) -> bool:
         """Take the twin for one job (forking it first where needed); False when the caller must go alone."""
-        if self.failed or time.perf_counter() < self._retry_at or cpu_pool.contention.busy():
-            return False
-        if not self._lock.acquire(blocking=False):
+        if (
+            self.failed
+            or time.perf_counter() < self._retry_at
+            or cpu_pool.contention.busy()
+            or not self._lock.acquire(blocking=False)
+        ):
             return False
         try:
             if self._stale:
