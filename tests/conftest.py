@@ -1,4 +1,4 @@
-"""Shared test helpers: fixture locations."""
+"""Shared test helpers: fixture locations, and a cache folder of the suite's own."""
 
 from __future__ import annotations
 
@@ -21,3 +21,13 @@ def golden(model: str, clip: str) -> dict[str, np.ndarray]:
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_cache(tmp_path_factory: pytest.TempPathFactory):
+    """The suite's caches (the 8/4-bit copies of models, platformdirs' user cache) in a folder of its own, for the
+    children it starts too: written to the user's ~/.cache, they outlived their tests' models, and a hub test that
+    counts the bytes a delete frees (its sweep of stale copies included) counted those left by earlier runs."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield
