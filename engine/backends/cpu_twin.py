@@ -24,7 +24,8 @@ Contract:
 - It never makes a product wait long: a half the twin has not finished ``DEADLINE_S`` (or four times what the
   caller's own half took, for very large products) after the caller's is computed by the caller, the twin is
   killed and the backend goes on alone; a new twin is started ``RETRY_S`` later (a busy moment, a stall of the
-  machine), after the last of those waits none (logged each time). A twin that cannot start is not tried again.
+  machine), a longer wait for each twin that missed soon after the last one did (``FORGIVE_S``), the last
+  repeating (logged each time). A twin that cannot start is not tried again.
 - A registered program (``numpy_stack.SplitStack``, a whole decoder step) runs in both processes at once:
   each computes its halves and they swap their shares through shared memory (``Channel``); the caller gives
   up on the twin's share as on a product's (``DEADLINE_S``), and the twin gives a program up when the caller
@@ -62,7 +63,12 @@ log = logging.getLogger(__name__)
 SPIN_S = 0.003  # the twin spins this long after its last job, then parks (times: perf_counter, which is fine-grained
 # on Windows too, where Python < 3.13's monotonic clock ticks every ~16 ms)
 DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is the caller's; the twin is killed
-RETRY_S = (2.0, 30.0, 300.0)  # and a new one started after these waits, one per twin that stopped answering; then none
+RETRY_S = (2.0, 30.0, 300.0)  # and a new one started after these waits, one per twin that stopped answering soon
+# after the last one did; the last wait repeats
+FORGIVE_S = 10.0  # a twin that answered this long before it missed was no sign of a machine it cannot help: the
+# wait after it is the first again (seen on a noisy 2-vCPU VM: one live session missed 3 times in ~2 min, another
+# none in 4; a miss costs one DEADLINE_S, a twin away for 300 s that long at one CPU's speed, while a machine
+# that cannot run one, such as a container held to one CPU's time, stops it within a second or two)
 NUDGE_S = 0.0005  # a parked twin not yet awake is woken again this often (a wake-up may cross the park)
 MAX_ROWS = 32  # products of up to this many rows go to the twin
 MAX_CHUNKS = 64
@@ -124,6 +130,7 @@ class Twin:
         self._pid = self._known = self._seq = 0
         self._stale = False  # registered weights the twin does not know yet
         self._retries, self._retry_at = 0, 0.0  # twins that stopped answering; no new one before then
+        self._born = 0.0  # when the current twin was started
         self.method = start_method()
         self.failed = self.method is None
         self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
@@ -381,11 +388,14 @@ class Twin:
             pass
 
     def _fail(self, why: str, again: bool = False) -> None:
-        """Kill the twin; with ``again``, a new one is started after the next of ``RETRY_S`` (none after the last)."""
+        """Kill the twin; with ``again`` (it stopped answering), a new one is started after the next of ``RETRY_S``,
+        or after the first when this one answered for ``FORGIVE_S``; else (it cannot start) none."""
         pid = self._pid
         self.stop(kill=True)
-        if again and self._retries < len(RETRY_S):
-            wait = RETRY_S[self._retries]
+        if again:
+            if time.perf_counter() - self._born >= FORGIVE_S:
+                self._retries = 0
+            wait = RETRY_S[min(self._retries, len(RETRY_S) - 1)]
             self._retries += 1
             self._retry_at, self._stale = time.perf_counter() + wait, True
             log.warning("CPU twin %d stopped (%s); products run on this process alone for %.0f s", pid, why, wait)
@@ -403,6 +413,7 @@ class Twin:
             self._known, self._stale = len(weights), False
         if not weights:
             return
+        self._born = time.perf_counter()
         max_k = max(w.shape[1] for w in weights)
         max_n = max(w.shape[0] for w in weights)
         sizes = (CTRL_BYTES, 4 * MAX_ROWS * max_k, 4 * MAX_ROWS * max_n, 4 * 4 * MAX_ROWS * max_k)  # control block,

@@ -70,11 +70,42 @@ def test_a_killed_twin_costs_one_deadline_and_the_caller_goes_on_alone_until_a_n
         assert B.twin.wait_ready(5) and B.twin.served() >= 0
         served = B.twin.served()
         assert np.array_equal(B.linear(x, w), first) and B.twin.served() == served + 1
-    os.kill(B.twin.pid, signal.SIGKILL)  # once more than RETRY_S: alone for good
+    pid = B.twin.pid
+    os.kill(pid, signal.SIGKILL)  # once more than RETRY_S: the last wait again (before, alone for good)
     assert np.array_equal(B.linear(x, w), first)
-    assert B.twin.failed and B.twin.pid == 0
+    assert not B.twin.failed and B.twin.pid == 0
     time.sleep(0.35)
+    assert np.array_equal(B.linear(x, w), first) and B.twin.pid not in (0, pid)
+
+
+def kill_and_compute(B, w, x, first) -> int:
+    """Kill the twin, compute once (the caller alone after the deadline); the killed twin's pid."""
+    pid = B.twin.pid
+    assert pid and alive(pid)
+    os.kill(pid, signal.SIGKILL)
     assert np.array_equal(B.linear(x, w), first) and B.twin.pid == 0
+    return pid
+
+
+def test_the_waits_grow_for_twins_that_miss_soon_and_start_over_after_one_that_answered_long(B, monkeypatch):
+    """A live session on a noisy 2-vCPU VM missed 3 times in ~2 min, and the fourth miss left every later step
+    on one CPU for the rest of the process: sporadic misses in a long session no longer add up."""
+    monkeypatch.setattr(cpu_twin, "RETRY_S", (0.3, 30.0))
+    monkeypatch.setattr(cpu_twin, "FORGIVE_S", 1.0)
+    w = B.prepare_linear(r(2048, 512))
+    x = r(1, 512)
+    first = B.linear(x, w)
+    time.sleep(1.1)  # this twin answered for FORGIVE_S
+    old = kill_and_compute(B, w, x, first)
+    time.sleep(0.35)
+    assert np.array_equal(B.linear(x, w), first) and B.twin.pid not in (0, old)  # the first wait
+    time.sleep(1.1)
+    old = kill_and_compute(B, w, x, first)  # again after FORGIVE_S: the first wait again, not the second
+    time.sleep(0.35)
+    assert np.array_equal(B.linear(x, w), first) and B.twin.pid not in (0, old)
+    kill_and_compute(B, w, x, first)  # this one missed at once: the second wait
+    time.sleep(0.35)
+    assert np.array_equal(B.linear(x, w), first) and B.twin.pid == 0 and not B.twin.failed
 
 
 def test_a_stopped_twin_is_killed_after_the_deadline(B):
