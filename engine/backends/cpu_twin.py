@@ -67,8 +67,8 @@ RETRY_S = (2.0, 30.0, 300.0)  # and a new one started after these waits, one per
 # after the last one did; the last wait repeats
 FORGIVE_S = 10.0  # a twin that answered this long before it missed was no sign of a machine it cannot help: the
 # wait after it is the first again (seen on a noisy 2-vCPU VM: one live session missed 3 times in ~2 min, another
-# none in 4; a miss costs one DEADLINE_S, a twin away for 300 s that long at one CPU's speed, while a machine
-# that cannot run one, such as a container held to one CPU's time, stops it within a second or two)
+# none in 4; a miss costs one DEADLINE_S, a twin away for 300 s that long at one CPU's speed); where the machine
+# cannot give it a CPU of its own, each new twin should miss soon after its start, and the waits grow
 NUDGE_S = 0.0005  # a parked twin not yet awake is woken again this often (a wake-up may cross the park)
 MAX_ROWS = 32  # products of up to this many rows go to the twin
 MAX_CHUNKS = 64
