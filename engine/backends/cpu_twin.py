@@ -129,7 +129,7 @@ class Twin:
         self._registry = threading.Lock()  # models may load on another thread than the one computing
         self._pid = self._known = self._seq = 0
         self._stale = False  # registered weights the twin does not know yet
-        self._retries, self._retry_at = 0, 0.0  # twins that stopped answering; no new one before then
+        self._retries, self._retry_at = 0, 0.0  # twins that stopped answering soon after the last; no new one before
         self._born = 0.0  # when the current twin was started
         self.method = start_method()
         self.failed = self.method is None

@@ -48,6 +48,15 @@ def test_results_are_bit_identical_with_and_without_the_twin(B, rows):
         np.testing.assert_allclose(got, exact, atol=2e-5 * max(1.0, np.abs(exact).max()), rtol=0)
 
 
+def kill_and_compute(B, w, x, first) -> int:
+    """Kill the twin, compute once (the caller alone after the deadline); the killed twin's pid."""
+    pid = B.twin.pid
+    assert pid and alive(pid)
+    os.kill(pid, signal.SIGKILL)
+    assert np.array_equal(B.linear(x, w), first) and B.twin.pid == 0
+    return pid
+
+
 def test_a_killed_twin_costs_one_deadline_and_the_caller_goes_on_alone_until_a_new_one_starts(B, monkeypatch):
     """A twin that stopped answering once (a busy moment, a stall) is not the model's last: before, one miss left
     every later step on one core for as long as the model stayed loaded (seen on a noisy VM: 13.8 -> 15 ms)."""
@@ -70,21 +79,10 @@ def test_a_killed_twin_costs_one_deadline_and_the_caller_goes_on_alone_until_a_n
         assert B.twin.wait_ready(5) and B.twin.served() >= 0
         served = B.twin.served()
         assert np.array_equal(B.linear(x, w), first) and B.twin.served() == served + 1
-    pid = B.twin.pid
-    os.kill(pid, signal.SIGKILL)  # once more than RETRY_S: the last wait again (before, alone for good)
-    assert np.array_equal(B.linear(x, w), first)
-    assert not B.twin.failed and B.twin.pid == 0
+    pid = kill_and_compute(B, w, x, first)  # once more than RETRY_S: the last wait again (before, alone for good)
+    assert not B.twin.failed
     time.sleep(0.35)
     assert np.array_equal(B.linear(x, w), first) and B.twin.pid not in (0, pid)
-
-
-def kill_and_compute(B, w, x, first) -> int:
-    """Kill the twin, compute once (the caller alone after the deadline); the killed twin's pid."""
-    pid = B.twin.pid
-    assert pid and alive(pid)
-    os.kill(pid, signal.SIGKILL)
-    assert np.array_equal(B.linear(x, w), first) and B.twin.pid == 0
-    return pid
 
 
 def test_the_waits_grow_for_twins_that_miss_soon_and_start_over_after_one_that_answered_long(B, monkeypatch):
