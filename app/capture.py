@@ -12,8 +12,10 @@ so tests can drive the whole path with a fake one.
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,10 +24,31 @@ import numpy as np
 from engine.audio import SAMPLE_RATE, Resampler
 from engine.errors import AudioError
 
+log = logging.getLogger(__name__)
+
 BLOCK_SECONDS = 0.064
 LOST_AFTER_SECONDS = 2.0
+CLOSE_TIMEOUT_S = 1.5  # a stream not closed by then is left to close on its own thread (a frozen sound server)
 STALLED_SECONDS = 0.5  # no block for this long: close aborts (a stop would wait for the stalled capture thread)
 FIRST_BLOCK_GRACE_SECONDS = 6.0  # a PulseAudio monitor of an idle null sink starts after ~2 s
+
+
+_left_closing: list[threading.Thread] = []  # streams whose close did not end in time (``MicSource.close``)
+_close_may_wait: list[Callable[[], bool]] = []  # see ``close_may_wait``
+
+
+def close_may_wait(check: Callable[[], bool]) -> None:
+    """Register ``check``, a sound-server backend's answer to "would closing a stream through it wait now?" (True
+    while its server does not answer), asked on every ``MicSource.close``: the stream is then aborted on a thread
+    of its own, waited for ``CLOSE_TIMEOUT_S`` at most."""
+    _close_may_wait.append(check)
+
+
+def streams_left_closing() -> bool:
+    """Whether a stream that did not close in time is still closing: PortAudio's re-scan and its end at exit
+    (sounddevice's exit handler) would wait for it, for as long as the sound server does not answer."""
+    _left_closing[:] = [t for t in _left_closing if t.is_alive()]
+    return bool(_left_closing)
 
 
 @dataclass(frozen=True)
@@ -184,7 +207,10 @@ def list_input_devices(sd: Any) -> list[InputDevice]:
 
 
 def refresh_devices(sd: Any) -> None:
-    """Make PortAudio re-scan the devices (closes every open stream; call it only while idle)."""
+    """Make PortAudio re-scan the devices (closes every open stream; call it only while idle). Nothing while a
+    stream is still closing (``streams_left_closing``): the re-scan would wait for it, and end it under it."""
+    if streams_left_closing():
+        return
     terminate = getattr(sd, "_terminate", None)
     initialize = getattr(sd, "_initialize", None)
     if terminate and initialize:
@@ -324,17 +350,35 @@ class MicSource(QueuedInput):
         (nothing yet, or nothing for ``STALLED_SECONDS``) is aborted, not stopped: stopping waits for PortAudio's
         capture thread, which a vanished device (a PulseAudio sink unloaded mid-session) or a source that has
         not started (Stop pressed within a silent microphone's first seconds) leaves blocked, and the worker hung
-        with it (Stop, Pause and quitting waited); aborting cancels that thread."""
+        with it (Stop, Pause and quitting waited); aborting cancels that thread.
+        Even an abort waits for a sound server that stopped answering (SIGSTOP, a hung PipeWire: the ALSA PulseAudio
+        plug-in waits for its reply), so when a backend says it would (``close_may_wait``), the stream is aborted on
+        a thread of its own, and one not closed within ``CLOSE_TIMEOUT_S`` is left to close by itself
+        (``streams_left_closing``). Only then: a stream of a server that was killed, aborted on such a thread, once
+        left PortAudio's capture thread spinning on its error (gigabytes of the same line on stderr)."""
         dead = self.lost or not self._got_block or time.monotonic() - self._last_callback > STALLED_SECONDS
         stream, self._stream = self._stream, None
         if stream is None:
             return
         self._closing = True
-        for op in ("abort" if dead else "stop", "close"):
-            try:
-                getattr(stream, op)()
-            except Exception:  # a vanished device may fail to stop; it is gone anyway
-                pass
+
+        def end() -> None:
+            for op in ("abort" if dead else "stop", "close"):
+                try:
+                    getattr(stream, op)()
+                except Exception:  # a vanished device may fail to stop; it is gone anyway
+                    pass
+
+        if not any(check() for check in _close_may_wait):
+            end()
+            return
+        dead = True  # stopping waits for the capture thread, which waits for the server
+        closer = threading.Thread(target=end, name="stream-close", daemon=True)
+        closer.start()
+        closer.join(CLOSE_TIMEOUT_S)
+        if closer.is_alive():
+            log.warning("%s did not close within %.1f s; left to close by itself", self.name, CLOSE_TIMEOUT_S)
+            _left_closing.append(closer)
 
     @property
     def lost(self) -> bool:

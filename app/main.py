@@ -259,20 +259,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = run.exit_code
     if run is not None and run.interrupted and code == 0:  # stopped before it could end: not a whole transcript
         code = run.interrupted
-    if controller.worker_thread.isRunning():
+    from app.capture import streams_left_closing
+
+    if controller.worker_thread.isRunning() or streams_left_closing():
         _exit_now(code)
     return code
 
 
 def _exit_now(code: int) -> None:
     """End the process now, with ``code``: the window closed while the engine worker's thread still runs, in a
-    model load (``SessionController.shutdown`` does not wait for one) or stuck past shutdown's timeout. A load is
+    model load (``SessionController.shutdown`` does not wait for one) or stuck past shutdown's timeout, or while an
+    audio stream is still closing (a sound server that stopped answering: PortAudio's end would wait for it). A load is
     library code (a hub download, quantizing) that cannot be interrupted and may take minutes, and a QThread
     destroyed while it runs aborts the process (SIGABRT), which a normal return does as Python tears down.
     Everything that matters is done by now: the session's journal has its end record and the settings are saved
     (the window's ``closeEvent``); what is left is to end a download child process (its bytes are kept and resumed
     next time; left alone it would go on downloading), flush the log and the streams."""
-    log.info("exiting while the engine worker still runs (a model load)")
+    log.info("exiting while the engine worker or an audio stream's close still runs")
     hub = sys.modules.get("engine.hub")
     if hub is not None:
         hub.stop_transfers()

@@ -44,6 +44,7 @@ STATS_EVERY_S = 0.1
 MAX_SECONDS_PER_TICK = 1.0
 SILENCE_HINT_AFTER_S = 4.0
 RECOVER_EVERY_S = 2.0
+SERVER_GRACE_S = 3.0  # once a sound server that did not answer does, its streams have this long to deliver again
 
 ModelLoader = Callable[..., Model]
 
@@ -314,6 +315,8 @@ class EngineWorker(QObject):
         self._hinted = False
         self._dropped_before = 0.0
         self._recovering = False
+        self._server_waited = False  # the input delivers nothing because the sound server does not answer
+        self._server_grace = 0.0  # until then a lost input is not handled: the server just answered again
         self._kept: set[str] = set()  # under "both", the sides that still delivered when the input was lost
         self._resume_reports = False  # paused while lost: resume says what it captures (device_recovered)
         self._next_recover = 0.0
@@ -357,10 +360,18 @@ class EngineWorker(QObject):
             )
         if self._recovering:
             self._try_recover()
-        elif source.lost and not stalled:  # a stall is not a lost input: it hands over what it buffered
+        elif source.lost and not stalled and now >= self._server_grace:  # a stall hands over what it buffered
             watch = self._stall_watch
-            if watch is None or watch.current(time.monotonic()):  # else the watch has not run since: ask again
+            if watch is not None and not watch.current(time.monotonic()):
+                pass  # the watch has not run since: ask again
+            elif self._audio_system().server_silent():
+                self._wait_for_server()
+            elif self._server_waited:
+                self._server_answers()
+            else:
                 self._handle_loss()
+        elif self._server_waited and not source.lost:  # delivering again before a check saw the server answer
+            self._server_answers()
         else:
             blocks = source.read(MAX_SECONDS_PER_TICK)
             self._note_drops(source, stalled)  # after the read: what it dropped by then came before these blocks
@@ -465,6 +476,23 @@ class EngineWorker(QObject):
         audio = self._fed / SAMPLE_RATE + self._timeline.missing  # the session's timeline, gaps included
         self.stats.emit(Stats(level, self._latency, backlog, max(dropped, 0.0), audio, tracks, invalid))
 
+    def _wait_for_server(self) -> None:
+        """The input delivers nothing because the sound server does not answer (SIGSTOP, a hung PipeWire): the
+        stream stays open and delivers again when the server does. Nothing is closed or tried instead: closing,
+        PortAudio's re-scan and any stream through the server would wait for it, and the worker with them (Stop and
+        Quit hung)."""
+        if not self._server_waited:
+            self._server_waited = True
+            log.warning("the sound server does not answer; waiting for it")
+            self.notice.emit("The sound server is not answering (stopped or hung); captioning goes on when it does.")
+
+    def _server_answers(self) -> None:
+        """The server answers again: the input has ``SERVER_GRACE_S`` to deliver before it is taken for lost."""
+        self._server_waited = False
+        self._server_grace = time.monotonic() + SERVER_GRACE_S
+        log.info("the sound server answers again")
+        self.notice.emit("The sound server answers again; captioning goes on.")
+
     def _handle_loss(self) -> None:
         source = self._source
         log.warning("input lost: %s", source.description)
@@ -516,6 +544,8 @@ class EngineWorker(QObject):
         if now < self._next_recover:
             return
         self._next_recover = now + RECOVER_EVERY_S
+        if self._audio_system().server_silent():  # the re-scan and every stream through it would wait for it
+            return
         sd = self._sounddevice()
         try:
             refresh_devices(sd)

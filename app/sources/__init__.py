@@ -76,6 +76,16 @@ class AudioSystem:
             log.warning("system audio check failed", exc_info=True)
             return f"System audio is unavailable ({type(exc).__name__})."
 
+    def server_silent(self, fresh: bool = False) -> bool:
+        """Whether the sound server runs but does not answer (stopped or hung): inputs through it wait for it, and
+        nothing can be opened through it. False where there is no such server or it cannot tell. Asks it (a second
+        at most), or, unless ``fresh``, takes a recent call it did not answer for the answer."""
+        try:
+            return bool(getattr(self.backend, "silent", lambda fresh=False: False)(fresh=fresh))
+        except Exception:  # a broken sound system: judged by the streams
+            log.warning("sound server check failed", exc_info=True)
+            return False
+
     def default_kind(self) -> str:
         """What a first run starts with: System audio where it is available, else the microphone."""
         return SYSTEM if self.system_unavailable() is None else MIC
@@ -138,6 +148,8 @@ class AudioSystem:
         with one sentence when the kind cannot work here."""
         notify = notify or (lambda text: None)
         names = names or {}
+        if self.server_silent(fresh=True):  # opening a stream through it would wait for it
+            raise AudioError("The sound server is not answering (stopped or hung); start again once it does.")
         if kind == MIC:
             return self._mic(device, notify, names)
         if kind == SYSTEM:

@@ -18,6 +18,13 @@ the capture to the new sink's monitor without ending the session: the blocks kee
 ``PulseMicSource`` does the same for a microphone chosen by name (PulseAudio moves its recording to the default
 source when it is unplugged). The ``pulsectl`` and ``sounddevice`` modules are injected, so tests can use fakes
 or a private server.
+
+A server that stops answering (SIGSTOP, a hung PipeWire) keeps its socket open and never replies, and pulsectl
+waits for a reply without a time-out: the worker hung in the output check, and Stop and Quit with it. So every
+server call has a deadline (``CALL_TIMEOUT_S``), kept by a poll function of our own on the same thread (pulsectl's
+``set_poll_func``, which libpulse's main loop calls for each wait); a call not answered by then raises
+``ServerSilent``, and for ``SILENT_BACKOFF_S`` after it every call fails at once, so a worker checking every
+``CHECK_EVERY_S`` is not held a second per check while the server stays stopped.
 """
 
 from __future__ import annotations
@@ -25,11 +32,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+from app import capture
 from app.capture import Block, MicSource, resolve_device
 from app.sources.base import Endpoint, SystemCapture
 from engine.audio import SAMPLE_RATE
@@ -40,6 +49,9 @@ log = logging.getLogger(__name__)
 PULSE_DEVICE = "pulse"  # sounddevice's name for the ALSA plug-in that talks to PulseAudio
 MIC_PREFIX = "pulse:"  # microphone ids from PulseAudio, as stored in the settings
 CHECK_EVERY_S = 0.2
+CALL_TIMEOUT_S = 1.0  # a server call not answered by then: the server is stopped or hung (it answers in ~0.3 ms)
+SILENT_BACKOFF_S = 2.0  # after one, calls fail at once for this long before the server is asked again
+SILENT = "The sound server is not answering (stopped or hung)."
 NOT_A_MONITOR = 0xFFFFFFFF  # PA_INVALID_INDEX in a source's monitor_of_sink
 
 _env_lock = threading.Lock()
@@ -60,15 +72,46 @@ def pulse_source_env(source: str) -> Iterator[None]:
                 os.environ["PULSE_SOURCE"] = old
 
 
+class ServerSilent(AudioError):
+    """The sound server did not answer in time: it runs (its socket is open) but is stopped or hung."""
+
+
+_silent = False  # the last call to the sound server was not answered in time
+_ask_again_at = 0.0  # until then, while silent, every call fails at once
+
+
+def server_silent() -> bool:
+    """Whether the last call to the sound server was not answered in time (and none has been answered since)."""
+    return _silent
+
+
+def _note_silent(silent: bool) -> None:
+    global _silent, _ask_again_at
+    _silent = silent
+    _ask_again_at = time.monotonic() + SILENT_BACKOFF_S if silent else 0.0
+
+
+def _closing_would_wait() -> bool:
+    """For ``capture.close_may_wait``: whether the server is known not to answer, or does not answer now (asked,
+    for ``CALL_TIMEOUT_S`` at most; at once when there is no server)."""
+    return _silent or PulseBackend(None).silent()
+
+
+capture.close_may_wait(_closing_would_wait)  # a stream through a server that does not answer waits for it to close
+
+
 class PulseServer:
     """A short-lived connection to the PulseAudio server for listing and default look-ups.
 
-    Every method raises ``AudioError`` with one sentence when the server cannot be reached."""
+    Every method raises ``AudioError`` with one sentence when the server cannot be reached, and ``ServerSilent``
+    when it does not answer within ``CALL_TIMEOUT_S`` (or one did not within the last ``SILENT_BACKOFF_S``)."""
 
     def __init__(self, pulsectl: Any = None, client_name: str = "livecap") -> None:
         self._mod = pulsectl
         self._name = client_name
         self._pulse: Any = None
+        self._deadline = 0.0
+        self._timed_out = False
 
     def _conn(self) -> Any:
         if self._pulse is None:
@@ -80,19 +123,57 @@ class PulseServer:
                     raise AudioError("System audio needs the pulsectl package and libpulse.") from exc
                 self._mod = mod
             try:
-                self._pulse = mod.Pulse(self._name)
-            except Exception as exc:  # PulseError: no server
+                pulse = mod.Pulse(self._name, connect=False)
+                pulse.set_poll_func(self._poll_func(pulse), lambda *exc: log.debug("poll failed", exc_info=exc))
+                self._pulse = pulse
+                pulse.connect()  # the poll function keeps the call's deadline
+            except Exception as exc:  # PulseError: no server, or one that does not answer
+                self.close()
+                if self._timed_out:
+                    raise ServerSilent(SILENT) from exc
                 raise AudioError("No PulseAudio or PipeWire sound server is running.") from exc
         return self._pulse
 
+    def _poll_func(self, pulse: Any) -> Any:
+        """libpulse's poll for ``pulse``'s main loop, waiting no later than the current call's deadline; past it,
+        the connection is marked lost, so pulsectl's wait for the reply ends (``PulseOperationFailed``)."""
+
+        def poll(fds: list[Any], timeout: float) -> int:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                self._timed_out, pulse.connected = True, False
+                return 0
+            wait = left if timeout < 0 else min(timeout, left)
+            poller = select.poll()
+            wanted: dict[int, int] = {}
+            for fd in fds:
+                wanted[fd.fd] = wanted.get(fd.fd, 0) | fd.events
+            for fd, events in wanted.items():
+                poller.register(fd, events)
+            ready = dict(poller.poll(max(0, int(wait * 1000 + 0.999))))
+            for fd in fds:
+                fd.revents = ready.get(fd.fd, 0) & (fd.events | select.POLLERR | select.POLLHUP | select.POLLNVAL)
+            return sum(1 for fd in fds if fd.revents)
+
+        return poll
+
     def _call(self, fn: str, *args: Any) -> Any:
+        if _silent and time.monotonic() < _ask_again_at:
+            raise ServerSilent(SILENT)
+        self._deadline, self._timed_out = time.monotonic() + CALL_TIMEOUT_S, False
         try:
-            return getattr(self._conn(), fn)(*args)
-        except AudioError:
-            raise
-        except Exception as exc:  # the server went away: reconnect next time
+            value = getattr(self._conn(), fn)(*args)
+        except Exception as exc:  # the server went away or did not answer: reconnect next time
             self.close()
+            _note_silent(self._timed_out)  # else it answered, if only by closing the connection
+            if self._timed_out:
+                log.warning("the sound server did not answer %s within %.1f s", fn, CALL_TIMEOUT_S)
+                raise ServerSilent(SILENT) from exc
+            if isinstance(exc, AudioError):
+                raise
             raise AudioError("The sound server stopped answering.") from exc
+        _note_silent(False)
+        return value
 
     def close(self) -> None:
         pulse, self._pulse = self._pulse, None
@@ -379,6 +460,24 @@ class PulseBackend:
 
     def server(self) -> PulseServer:
         return PulseServer(self._pulsectl)
+
+    def silent(self, fresh: bool = False) -> bool:
+        """Whether the sound server runs but does not answer (stopped, hung); asks it, for ``CALL_TIMEOUT_S`` at
+        most (unless ``fresh``, True at once within ``SILENT_BACKOFF_S`` of a call that was not answered: a worker
+        asking on every tick is not held a second each time)."""
+        global _ask_again_at
+        if fresh:
+            _ask_again_at = 0.0
+        server = self.server()
+        try:
+            server.default_sink()
+        except ServerSilent:
+            return True
+        except AudioError:
+            return False
+        finally:
+            server.close()
+        return False
 
     def unavailable_reason(self) -> str | None:
         """None when system audio can be captured here, else one sentence why not."""

@@ -75,3 +75,49 @@ def test_no_device_and_denied_raise_one_sentence():
         MicSource(FakeSoundDevice([]), None).open()
     with pytest.raises(AudioError, match="could not be opened"):
         MicSource(FakeSoundDevice([make_device("Mic")], deny=True), None).open()
+
+
+@pytest.mark.parametrize("would_wait", [False, True])
+def test_a_stream_whose_close_would_wait_for_the_sound_server_is_left_to_close(monkeypatch, would_wait):
+    """A sound server that stopped answering held PortAudio's abort, and Stop and Quit with it (QA: 25 s). Where
+    a backend says closing would wait, the close is aborted on a thread of its own and left after
+    ``CLOSE_TIMEOUT_S``; else it stays on the calling thread (a killed server's stream closed on another thread
+    once left PortAudio's capture thread spinning)."""
+    import threading
+
+    from app import capture
+
+    monkeypatch.setattr(capture, "CLOSE_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(capture, "_left_closing", [])
+    monkeypatch.setattr(capture, "_close_may_wait", [])
+    capture.close_may_wait(lambda: would_wait)
+    sd = FakeSoundDevice([make_device("Mic")], speed=8.0)
+    source = MicSource(sd, None)
+    source.open()
+    time.sleep(0.1)  # delivering: a stream the old path stops
+    stream, answer, calls = sd.streams[-1], threading.Event(), []
+
+    def hangs(op):
+        def call():
+            calls.append((op, threading.current_thread()))
+            if would_wait:
+                answer.wait(30)
+
+        return call
+
+    stream.abort, stream.stop = hangs("abort"), hangs("stop")
+    began = time.monotonic()
+    source.close()
+    took = time.monotonic() - began
+    assert not source.is_open
+    if not would_wait:
+        assert calls[0][0] == "stop" and {thread for _, thread in calls} == {threading.current_thread()}
+        assert not capture.streams_left_closing()
+        return
+    assert 0.2 <= took < 1.0 and capture.streams_left_closing()
+    assert calls[0][0] == "abort" and calls[0][1] is not threading.current_thread()
+    answer.set()
+    deadline = time.monotonic() + 5
+    while capture.streams_left_closing() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not capture.streams_left_closing()

@@ -13,6 +13,7 @@ import srt
 
 from app.sources import AudioSystem, Endpoint
 from app.sources.pulse import PulseSystemSource
+from engine.errors import AudioError
 from tests.app import fake_engine
 from tests.app.conftest import REPO
 from tests.app.pulse_fixture import FifoWriter
@@ -624,3 +625,126 @@ def test_a_chosen_microphone_plugged_back_in_is_captioned_again(qtbot, pulse_ser
     finally:
         end_session(c, writer)
         usb.remove()
+
+
+def server_pid(server) -> int:
+    return int((server.runtime / "pulse" / "pid").read_text().strip())
+
+
+@pytest.mark.parametrize("source", ["system", "mic"])
+def test_a_sound_server_that_stops_answering_is_waited_for_and_never_holds_stop(
+    qtbot, pulse_server, journal_dir, settings, speech, source
+):
+    """The sound server stopped (SIGSTOP; a hung PipeWire) mid-session: the worker waited in pulsectl for its
+    reply, and in PortAudio's abort, so Stop and Quit hung until it went on (QA: 25 s and 20 s; for good with a
+    server that never does). Now nothing is switched or lost: the user is told, captioning goes on when the server
+    does, and Stop ends the session within a few seconds while it is still stopped."""
+    import os
+    import signal
+
+    pid = server_pid(pulse_server)
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings, SOURCE=source)
+    lost: list[str] = []
+    c.device_lost.connect(lost.append)
+    writer = None
+    try:
+        wait_recording(pulse_server)
+        if source == "mic":
+            writer = FifoWriter(pulse_server.fifo, speech, lead=0.0, wait=True)
+            writer.start()
+        qtbot.wait(2500)
+        os.kill(pid, signal.SIGSTOP)
+        qtbot.waitUntil(lambda: "not answering" in w.banner.label.text(), timeout=8000)
+        qtbot.wait(1000)
+        os.kill(pid, signal.SIGCONT)
+        qtbot.waitUntil(lambda: "answers again" in w.banner.label.text(), timeout=8000)
+        if writer is not None:
+            writer.go.set()
+        else:
+            pulse_server.play(speech, "virt_out")
+        qtbot.waitUntil(lambda: len(c.lines) >= 3, timeout=15000)
+        assert c.state == "running" and not lost, lost
+
+        os.kill(pid, signal.SIGSTOP)
+        qtbot.wait(500)
+        began = time.monotonic()
+        with qtbot.waitSignal(c.session_finished, timeout=10000):
+            c.stop()
+        assert time.monotonic() - began < 6 and not lost, (time.monotonic() - began, lost)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        if writer is not None:
+            writer.stop.set()
+        c.shutdown(5000)
+
+
+def test_a_server_call_not_answered_in_time_fails_and_the_next_ones_at_once(pulse_server, monkeypatch):
+    """pulsectl waits for a reply without a time-out: a stopped server held every call, and the worker with it.
+    Now a call fails after ``CALL_TIMEOUT_S`` (an open connection's and a new one's), the calls after it at once
+    for ``SILENT_BACKOFF_S``, and once the server goes on it answers again; a killed server is gone, not silent."""
+    import os
+    import signal
+    import threading
+
+    from app.sources import pulse
+
+    monkeypatch.setattr(pulse, "CALL_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(pulse, "_silent", False)
+    pid = server_pid(pulse_server)
+    backend = pulse.PulseBackend(pulse_server.sd)
+    kept = backend.server()
+    assert kept.default_sink() == "virt_out" and not backend.silent()
+
+    def timed(call) -> tuple[float, BaseException | None]:
+        """How long ``call`` took and what it raised (at most 10 s: a call that never returns fails the test)."""
+        box: list = [None]
+        began = time.monotonic()
+
+        def run() -> None:
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - handed to the test
+                box[0] = exc
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        thread.join(10)
+        assert not thread.is_alive(), "the call waited for the stopped server"
+        return time.monotonic() - began, box[0]
+
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        took, error = timed(kept.default_sink)  # on the open connection
+        assert isinstance(error, pulse.ServerSilent) and 0.5 <= took < 2.0, (took, error)
+        assert str(error) == "The sound server is not answering (stopped or hung)."
+        took, error = timed(backend.outputs)  # at once, while the server is taken for silent
+        assert isinstance(error, pulse.ServerSilent) and took < 0.1, (took, error)
+        assert backend.silent() and pulse.server_silent()
+        took, error = timed(lambda: backend.silent(fresh=True) or (_ for _ in ()).throw(AssertionError("answered")))
+        assert error is None and 0.5 <= took < 2.0, (took, error)  # a new connection: asked again, not answered
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert not backend.silent(fresh=True) and not pulse.server_silent()
+    assert [o.id for o in backend.outputs()] == ["virt_out", "virt_alt"]
+    os.kill(pid, signal.SIGKILL)
+    took, error = timed(kept.default_sink)
+    assert isinstance(error, AudioError) and not isinstance(error, pulse.ServerSilent) and took < 0.5, (took, error)
+    assert not backend.silent()
+
+
+def test_an_unattended_run_ends_on_time_while_the_sound_server_does_not_answer(tmp_path, pulse_server):
+    """``--quit-after`` with the sound server stopped mid-run (SIGSTOP; a hung PipeWire): livecap waited for it
+    to close the stream, and at exit in PortAudio's end, until the server went on. Now it saves the transcript
+    and exits on time."""
+    import os
+    import signal
+
+    pid = server_pid(pulse_server)
+    out = tmp_path / "frozen.srt"
+    began = time.monotonic()
+    try:
+        run_unattended(tmp_path, pulse_server, "system", str(out), 6, lambda server: os.kill(pid, signal.SIGSTOP))
+        took = time.monotonic() - began
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert out.exists() and took < 6 + 20, took
