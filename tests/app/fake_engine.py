@@ -48,6 +48,7 @@ class FakeSession:
         self._start = 0.0
         self._end = 0.0
         self._word_no = 0
+        self._audio_end = float("inf")  # set by ``finish``: what it pads is not audio
 
     def _line(self) -> Line:
         return Line(" ".join(self._words), self._start, self._end)
@@ -80,7 +81,7 @@ class FakeSession:
                 self._start = t0
             self._voiced += 1
             self._quiet = 0
-            self._end = t1
+            self._end = min(t1, self._audio_end)
             if self._voiced % FRAMES_PER_WORD == 0:
                 self._words.append(WORDS[self._word_no % len(WORDS)])
                 self._word_no += 1
@@ -107,6 +108,7 @@ class FakeSession:
 
     def finish(self) -> list[CaptionEvent]:
         self.threads.add(threading.get_ident())
+        self._audio_end = self.fed_samples / RATE  # the engines' contract: no time past the audio fed (the pad's)
         events = self.feed(np.zeros((-len(self._buf)) % FRAME, dtype=np.float32)) if len(self._buf) else []
         if self._words:
             events.append(self._commit())
