@@ -23,7 +23,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 
-CPUS = os.cpu_count() or 1
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on: its affinity mask where the system keeps one (``taskset``, a
+    container's cpuset; Linux and Windows), else every CPU. At least 1."""
+    try:
+        return max(1, len(psutil.Process().cpu_affinity()))
+    except (AttributeError, OSError, psutil.Error):  # macOS has no affinity masks
+        return os.cpu_count() or 1
+
+
+CPUS = usable_cpus()  # how wide products are cut, and whether a CPU twin helps
+SYSTEM_CPUS = os.cpu_count() or 1  # what the system's CPU times are shared by (``Contention``)
 BUSY_SHARE = 0.25  # other processes' share of all CPUs above which products stay on the calling thread
 SAMPLE_S = 0.5
 
@@ -77,7 +88,7 @@ class Contention:
             if cur is not None:
                 wall = cur[0] - self._last[0]
                 other = (cur[1] - self._last[1]) - (cur[2] - self._last[2])
-                self.other_share = max(0.0, other / (wall * CPUS))
+                self.other_share = max(0.0, other / (wall * SYSTEM_CPUS))
                 self._busy = self.other_share > self.busy_share
                 self._last = cur
         return self._busy

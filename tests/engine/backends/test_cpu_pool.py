@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -33,11 +34,11 @@ def settle(c: cpu_pool.Contention, seconds: float = 0.6) -> bool:
     return c.busy()
 
 
-@pytest.mark.skipif(cpu_pool.CPUS > 8, reason="one busy CPU is too small a share of this many to cross the line")
+@pytest.mark.skipif(cpu_pool.SYSTEM_CPUS > 8, reason="one busy CPU is too small a share of this many to cross the line")
 def test_a_process_that_keeps_a_cpu_busy_is_seen(burner):
-    c = cpu_pool.Contention(busy_share=0.5 / cpu_pool.CPUS, sample_s=0.2)
+    c = cpu_pool.Contention(busy_share=0.5 / cpu_pool.SYSTEM_CPUS, sample_s=0.2)
     assert settle(c)
-    assert c.other_share >= 0.8 / cpu_pool.CPUS  # one CPU's worth, less what the sampling misses
+    assert c.other_share >= 0.8 / cpu_pool.SYSTEM_CPUS  # one CPU's worth, less what the sampling misses
 
 
 def test_a_twin_of_ours_does_not_count_as_another_process(burner):
@@ -47,10 +48,10 @@ def test_a_twin_of_ours_does_not_count_as_another_process(burner):
     theirs = c.other_share
     c.also_ours(burner.pid)
     settle(c)
-    assert c.other_share <= theirs - 0.7 / cpu_pool.CPUS
+    assert c.other_share <= theirs - 0.7 / cpu_pool.SYSTEM_CPUS
     c.also_ours(burner.pid, False)
     settle(c)
-    assert c.other_share >= theirs - 0.3 / cpu_pool.CPUS
+    assert c.other_share >= theirs - 0.3 / cpu_pool.SYSTEM_CPUS
 
 
 def test_a_twin_that_died_or_never_was_is_ignored():
@@ -71,3 +72,21 @@ def test_without_the_systems_cpu_times_never_busy(monkeypatch):
     monkeypatch.setattr(psutil, "cpu_times", denied)
     c = cpu_pool.Contention(busy_share=-1.0, sample_s=0.0)  # would be busy at any load
     assert not c.busy()
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2, reason="needs two CPUs and affinity masks"
+)
+def test_products_are_cut_for_the_cpus_this_process_may_use():
+    """Under ``taskset -c 0`` (or a container's cpuset) on a 2-CPU machine, products were cut in two and a CPU twin
+    started for a CPU the process could not run on (``os.cpu_count()`` counts the machine's)."""
+    code = "from engine.backends import cpu_pool as p, cpu_twin as t; print(p.CPUS, p.SYSTEM_CPUS, t.enabled())"
+    one = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=lambda: os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}),
+    )
+    assert one.stdout.split() == ["1", str(os.cpu_count()), "False"], one.stderr
+    assert cpu_pool.CPUS == len(os.sched_getaffinity(0))
