@@ -64,6 +64,7 @@ class SessionController(QObject):
     device_recovered = Signal(str)
     device_returned = Signal(str)  # back on the chosen devices after a fallback: the input's description
     input_waiting = Signal()  # after a loss nothing can be captured until an input comes back (see ``waiting``)
+    server_waiting = Signal(bool)  # the sound server stopped answering (True) / answers again (see ``waiting``)
     session_saved = Signal(str)  # a session ended and is in the store: its id
 
     def __init__(
@@ -129,6 +130,7 @@ class SessionController(QObject):
         w.device_returned.connect(self._on_device_returned)
         w.input_moved.connect(self._on_input_moved)
         w.input_waiting.connect(self._on_input_waiting)
+        w.server_waiting.connect(self._on_server_waiting)
         w.notice.connect(lambda text: self.message.emit("warning", text))
         w.silence_hint.connect(self._on_silence_hint)
         w.error.connect(lambda text: self.message.emit("error", text))
@@ -386,6 +388,19 @@ class SessionController(QObject):
             "warning", f"{self._lost_text} No other input is available; captioning goes on when one is connected."
         )
         self.input_waiting.emit()
+
+    @Slot(bool)
+    def _on_server_waiting(self, waiting: bool) -> None:
+        """The sound server stopped answering, or answers again: nothing is captured meanwhile (the clock counts
+        time captured); the worker's notice says so."""
+        now = time.monotonic()
+        if waiting and self._resumed_at is not None:
+            self._elapsed += now - self._resumed_at
+            self._resumed_at = None
+        elif not waiting and self.waiting and self.state == "running":
+            self._resumed_at = now
+        self.waiting = waiting
+        self.server_waiting.emit(waiting)
 
     @Slot(str)
     def _on_device_recovered(self, description: str) -> None:

@@ -417,6 +417,7 @@ class MainWindow(QMainWindow):
         c.live_srt_stopped.connect(self._live_srt_stopped)
         c.input_waiting.connect(lambda: self.status.set_state("waiting"))  # not "Captioning": nothing is captured
         c.device_recovered.connect(lambda _d: self.status.set_state(self.controller.state))
+        c.server_waiting.connect(lambda waiting: self.status.set_state("server" if waiting else self.controller.state))
         c.lines_reset.connect(self._on_lines_reset)
         c.line_committed.connect(self.caption_view.commit)
         c.line_committed.connect(self.history.add_line)

@@ -94,11 +94,13 @@ class SessionStatusBar(QStatusBar):
 
     def set_state(self, state: str) -> None:
         """Show the session state: "Captioning" while running, "Paused" while paused, "Waiting for an input" while
-        running with no input to capture (lost, none to fall back to), nothing otherwise."""
+        running with no input to capture (lost, none to fall back to), "Waiting for the sound server" ("server")
+        while the server does not answer, nothing otherwise."""
         text = {
             "running": "\u25cf Captioning",
             "paused": "\u275a\u275a Paused",
             "waiting": "\u25cc Waiting for an input",
+            "server": "\u25cc Waiting for the sound server",
         }.get(state, "")
         self.state_label.setText(text)
         self.state_label.setProperty("state", state)

@@ -136,6 +136,7 @@ class EngineWorker(QObject):
     device_recovered = Signal(str)
     device_returned = Signal(str)  # back on the chosen devices after a fallback: the input's description
     input_waiting = Signal()  # after a loss no input can be opened now: captioning goes on when one comes back
+    server_waiting = Signal(bool)  # the sound server stopped answering (True), answers again (False); see notice
     notice = Signal(str)
     silence_hint = Signal()
     error = Signal(str)
@@ -484,6 +485,7 @@ class EngineWorker(QObject):
         if not self._server_waited:
             self._server_waited = True
             log.warning("the sound server does not answer; waiting for it")
+            self.server_waiting.emit(True)
             self.notice.emit("The sound server is not answering (stopped or hung); captioning goes on when it does.")
 
     def _server_answers(self) -> None:
@@ -491,6 +493,7 @@ class EngineWorker(QObject):
         self._server_waited = False
         self._server_grace = time.monotonic() + SERVER_GRACE_S
         log.info("the sound server answers again")
+        self.server_waiting.emit(False)
         self.notice.emit("The sound server answers again; captioning goes on.")
 
     def _handle_loss(self) -> None:

@@ -638,7 +638,8 @@ def test_a_sound_server_that_stops_answering_is_waited_for_and_never_holds_stop(
     """The sound server stopped (SIGSTOP; a hung PipeWire) mid-session: the worker waited in pulsectl for its
     reply, and in PortAudio's abort, so Stop and Quit hung until it went on (QA: 25 s and 20 s; for good with a
     server that never does). Now nothing is switched or lost: the user is told, captioning goes on when the server
-    does, and Stop ends the session within a few seconds while it is still stopped."""
+    does (the status bar says what it waits for, and the clock stops meanwhile), and Stop ends the session within
+    a few seconds while it is still stopped."""
     import os
     import signal
 
@@ -655,9 +656,13 @@ def test_a_sound_server_that_stops_answering_is_waited_for_and_never_holds_stop(
         qtbot.wait(2500)
         os.kill(pid, signal.SIGSTOP)
         qtbot.waitUntil(lambda: "not answering" in w.banner.label.text(), timeout=8000)
+        assert w.status.state_label.text().endswith("Waiting for the sound server")
+        clock = c.elapsed()
         qtbot.wait(1000)
+        assert c.elapsed() - clock < 0.1  # the clock counts time captured
         os.kill(pid, signal.SIGCONT)
         qtbot.waitUntil(lambda: "answers again" in w.banner.label.text(), timeout=8000)
+        assert w.status.state_label.text().endswith("Captioning")
         if writer is not None:
             writer.go.set()
         else:
