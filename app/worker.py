@@ -227,6 +227,10 @@ class EngineWorker(QObject):
         """Capture again after ``pause``."""
         if self._session is None or self._state != "paused":
             return
+        if getattr(self._source, "kind", "") != "file" and self._audio_system().server_silent(fresh=True):
+            # opening a stream, or PortAudio's re-scan, through a server that does not answer would wait for it
+            self.error.emit("The sound server is not answering (stopped or hung); press Resume once it does.")
+            return
         try:
             try:
                 self._source.open()

@@ -753,3 +753,37 @@ def test_an_unattended_run_ends_on_time_while_the_sound_server_does_not_answer(t
     finally:
         os.kill(pid, signal.SIGCONT)
     assert out.exists() and took < 6 + 20, took
+
+
+def test_resume_while_the_sound_server_does_not_answer_says_so_and_stays_paused(
+    qtbot, pulse_server, journal_dir, settings
+):
+    """Paused, then the sound server stopped: Resume opened a stream through it (and re-scanned PortAudio's
+    devices), which waited for the server, and the worker with it. Now Resume says so at once and the session
+    stays paused; once the server answers, Resume captures again."""
+    import os
+    import signal
+
+    pid = server_pid(pulse_server)
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings, SOURCE="system")
+    errors: list[str] = []
+    c.message.connect(lambda level, text: errors.append(text) if level == "error" else None)
+    try:
+        wait_recording(pulse_server)
+        with qtbot.waitSignal(c.state_changed, timeout=5000):
+            c.pause()
+        os.kill(pid, signal.SIGSTOP)
+        began = time.monotonic()
+        c.resume()
+        qtbot.waitUntil(lambda: bool(errors), timeout=6000)
+        assert time.monotonic() - began < 4 and c.state == "paused", (time.monotonic() - began, c.state)
+        assert errors == ["The sound server is not answering (stopped or hung); press Resume once it does."]
+        os.kill(pid, signal.SIGCONT)
+        with qtbot.waitSignal(c.state_changed, timeout=8000):
+            c.resume()
+        assert c.state == "running"
+        with qtbot.waitSignal(c.session_finished, timeout=10000):
+            c.stop()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        c.shutdown(5000)
