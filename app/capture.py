@@ -34,14 +34,18 @@ FIRST_BLOCK_GRACE_SECONDS = 6.0  # a PulseAudio monitor of an idle null sink sta
 
 
 _left_closing: list[threading.Thread] = []  # streams whose close did not end in time (``MicSource.close``)
-_close_may_wait: list[Callable[[], bool]] = []  # see ``close_may_wait``
+_server_checks: list[Callable[[], bool]] = []  # see ``server_would_wait``
 
 
-def close_may_wait(check: Callable[[], bool]) -> None:
-    """Register ``check``, a sound-server backend's answer to "would closing a stream through it wait now?" (True
-    while its server does not answer), asked on every ``MicSource.close``: the stream is then aborted on a thread
-    of its own, waited for ``CLOSE_TIMEOUT_S`` at most."""
-    _close_may_wait.append(check)
+def server_would_wait(check: Callable[[], bool]) -> None:
+    """Register ``check``, a sound-server backend's answer to "would PortAudio wait for the server now?" (True while
+    its server does not answer): asked on every ``MicSource.close`` (the stream is then aborted on a thread of its
+    own, waited for ``CLOSE_TIMEOUT_S`` at most) and before a re-scan (``refresh_devices``: then none)."""
+    _server_checks.append(check)
+
+
+def _server_would_wait() -> bool:
+    return any(check() for check in _server_checks)
 
 
 def streams_left_closing() -> bool:
@@ -208,8 +212,10 @@ def list_input_devices(sd: Any) -> list[InputDevice]:
 
 def refresh_devices(sd: Any) -> None:
     """Make PortAudio re-scan the devices (closes every open stream; call it only while idle). Nothing while a
-    stream is still closing (``streams_left_closing``): the re-scan would wait for it, and end it under it."""
-    if streams_left_closing():
+    stream is still closing (``streams_left_closing``: the re-scan would wait for it, and end it under it) or the
+    sound server does not answer (``server_would_wait``: PortAudio's start asks it about its devices and waits)."""
+    if streams_left_closing() or _server_would_wait():
+        log.info("no device re-scan: the sound server does not answer, or a stream is still closing")
         return
     terminate = getattr(sd, "_terminate", None)
     initialize = getattr(sd, "_initialize", None)
@@ -352,7 +358,7 @@ class MicSource(QueuedInput):
         not started (Stop pressed within a silent microphone's first seconds) leaves blocked, and the worker hung
         with it (Stop, Pause and quitting waited); aborting cancels that thread.
         Even an abort waits for a sound server that stopped answering (SIGSTOP, a hung PipeWire: the ALSA PulseAudio
-        plug-in waits for its reply), so when a backend says it would (``close_may_wait``), the stream is aborted on
+        plug-in waits for its reply), so when a backend says it would (``server_would_wait``), the stream is aborted on
         a thread of its own, and one not closed within ``CLOSE_TIMEOUT_S`` is left to close by itself
         (``streams_left_closing``). Only then: a stream of a server that was killed, aborted on such a thread, once
         left PortAudio's capture thread spinning on its error (gigabytes of the same line on stderr)."""
@@ -369,7 +375,7 @@ class MicSource(QueuedInput):
                 except Exception:  # a vanished device may fail to stop; it is gone anyway
                     pass
 
-        if not any(check() for check in _close_may_wait):
+        if not _server_would_wait():
             end()
             return
         dead = True  # stopping waits for the capture thread, which waits for the server

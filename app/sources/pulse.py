@@ -91,13 +91,13 @@ def _note_silent(silent: bool) -> None:
     _ask_again_at = time.monotonic() + SILENT_BACKOFF_S if silent else 0.0
 
 
-def _closing_would_wait() -> bool:
-    """For ``capture.close_may_wait``: whether the server is known not to answer, or does not answer now (asked,
+def _would_wait() -> bool:
+    """For ``capture.server_would_wait``: whether the server is known not to answer, or does not answer now (asked,
     for ``CALL_TIMEOUT_S`` at most; at once when there is no server)."""
     return _silent or PulseBackend(None).silent()
 
 
-capture.close_may_wait(_closing_would_wait)  # a stream through a server that does not answer waits for it to close
+capture.server_would_wait(_would_wait)  # closing a stream through it, and PortAudio's re-scan, would wait
 
 
 class PulseServer:

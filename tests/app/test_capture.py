@@ -89,8 +89,8 @@ def test_a_stream_whose_close_would_wait_for_the_sound_server_is_left_to_close(m
 
     monkeypatch.setattr(capture, "CLOSE_TIMEOUT_S", 0.2)
     monkeypatch.setattr(capture, "_left_closing", [])
-    monkeypatch.setattr(capture, "_close_may_wait", [])
-    capture.close_may_wait(lambda: would_wait)
+    monkeypatch.setattr(capture, "_server_checks", [])
+    capture.server_would_wait(lambda: would_wait)
     sd = FakeSoundDevice([make_device("Mic")], speed=8.0)
     source = MicSource(sd, None)
     source.open()
@@ -121,3 +121,18 @@ def test_a_stream_whose_close_would_wait_for_the_sound_server_is_left_to_close(m
     while capture.streams_left_closing() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not capture.streams_left_closing()
+
+
+@pytest.mark.parametrize("silent", [False, True])
+def test_no_device_rescan_while_the_sound_server_does_not_answer(monkeypatch, silent):
+    """Refresh (and the worker's recovery and Resume) re-scanned PortAudio's devices, whose start asks the sound
+    server about them: with the server stopped, Pa_Initialize waited for it (an ``import sounddevice`` did not
+    return in 20 s), the GUI thread with it."""
+    from app import capture
+
+    monkeypatch.setattr(capture, "_server_checks", [])
+    capture.server_would_wait(lambda: silent)
+    calls: list[str] = []
+    sd = type("SD", (), {"_terminate": lambda: calls.append("terminate"), "_initialize": lambda: calls.append("init")})
+    capture.refresh_devices(sd)
+    assert calls == ([] if silent else ["terminate", "init"])

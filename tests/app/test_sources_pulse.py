@@ -686,11 +686,14 @@ def test_a_sound_server_that_stops_answering_is_waited_for_and_never_holds_stop(
 def test_a_server_call_not_answered_in_time_fails_and_the_next_ones_at_once(pulse_server, monkeypatch):
     """pulsectl waits for a reply without a time-out: a stopped server held every call, and the worker with it.
     Now a call fails after ``CALL_TIMEOUT_S`` (an open connection's and a new one's), the calls after it at once
-    for ``SILENT_BACKOFF_S``, and once the server goes on it answers again; a killed server is gone, not silent."""
+    for ``SILENT_BACKOFF_S``, and once the server goes on it answers again; a killed server is gone, not silent. No
+    PortAudio re-scan meanwhile: its start asks the server about its devices and waited with it (Refresh froze the
+    GUI)."""
     import os
     import signal
     import threading
 
+    from app.capture import refresh_devices
     from app.sources import pulse
 
     monkeypatch.setattr(pulse, "CALL_TIMEOUT_S", 0.5)
@@ -727,6 +730,8 @@ def test_a_server_call_not_answered_in_time_fails_and_the_next_ones_at_once(puls
         assert backend.silent() and pulse.server_silent()
         took, error = timed(lambda: backend.silent(fresh=True) or (_ for _ in ()).throw(AssertionError("answered")))
         assert error is None and 0.5 <= took < 2.0, (took, error)  # a new connection: asked again, not answered
+        took, error = timed(lambda: refresh_devices(pulse_server.sd))  # PortAudio's start would ask the server
+        assert error is None and took < 0.1, (took, error)
     finally:
         os.kill(pid, signal.SIGCONT)
     assert not backend.silent(fresh=True) and not pulse.server_silent()
