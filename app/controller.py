@@ -331,9 +331,8 @@ class SessionController(QObject):
             self.waiting = False
         if state == "running":
             self._resumed_at = now
-        elif self._resumed_at is not None:
-            self._elapsed += now - self._resumed_at
-            self._resumed_at = None
+        else:
+            self._hold_clock(now)
         if state == "idle":
             state = "idle" if self.model is not None else "no-model"
         self._set_state(state)
@@ -378,12 +377,16 @@ class SessionController(QObject):
         self.message.emit("warning", text + " Switching to the default device\u2026")
         self.device_lost.emit(text)
 
+    def _hold_clock(self, now: float) -> None:
+        """Stop the session clock (``elapsed``) at ``now``, keeping what it counted; nothing when it is stopped."""
+        if self._resumed_at is not None:
+            self._elapsed += now - self._resumed_at
+            self._resumed_at = None
+
     @Slot()
     def _on_input_waiting(self) -> None:
         self.waiting = True
-        if self._resumed_at is not None:  # the clock counts time captured: none while waiting
-            self._elapsed += time.monotonic() - self._resumed_at
-            self._resumed_at = None
+        self._hold_clock(time.monotonic())  # the clock counts time captured: none while waiting
         self.message.emit(
             "warning", f"{self._lost_text} No other input is available; captioning goes on when one is connected."
         )
@@ -394,10 +397,9 @@ class SessionController(QObject):
         """The sound server stopped answering, or answers again: nothing is captured meanwhile (the clock counts
         time captured); the worker's notice says so."""
         now = time.monotonic()
-        if waiting and self._resumed_at is not None:
-            self._elapsed += now - self._resumed_at
-            self._resumed_at = None
-        elif not waiting and self.waiting and self.state == "running":
+        if waiting:
+            self._hold_clock(now)
+        elif self.waiting and self.state == "running":
             self._resumed_at = now
         self.waiting = waiting
         self.server_waiting.emit(waiting)
