@@ -28,7 +28,7 @@ from app.audio_source import AudioSource
 from app.capture import Block, BlockResampler, refresh_devices
 from app.file_source import FileSource
 from app.session_audio import AudioRecorder
-from app.sources.base import LevelSum
+from app.sources.base import SERVER_SILENT, LevelSum
 from app.timeline import StallWatch, Timeline
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError, LivecapError, user_message
@@ -229,7 +229,7 @@ class EngineWorker(QObject):
             return
         if getattr(self._source, "kind", "") != "file" and self._audio_system().server_silent(fresh=True):
             # opening a stream, or PortAudio's re-scan, through a server that does not answer would wait for it
-            self.error.emit("The sound server is not answering (stopped or hung); press Resume once it does.")
+            self.error.emit(f"{SERVER_SILENT}; press Resume once it does.")
             return
         try:
             try:
@@ -490,7 +490,7 @@ class EngineWorker(QObject):
             self._server_waited = True
             log.warning("the sound server does not answer; waiting for it")
             self.server_waiting.emit(True)
-            self.notice.emit("The sound server is not answering (stopped or hung); captioning goes on when it does.")
+            self.notice.emit(f"{SERVER_SILENT}; captioning goes on when it does.")
 
     def _server_answers(self) -> None:
         """The server answers again: the input has ``SERVER_GRACE_S`` to deliver before it is taken for lost."""

@@ -17,7 +17,7 @@ from typing import Any
 
 from app.audio_source import AudioSource
 from app.capture import MicSource, list_input_devices, resolve_device
-from app.sources.base import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SYSTEM, Endpoint
+from app.sources.base import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SERVER_SILENT, SYSTEM, Endpoint
 from engine.errors import AudioError
 
 __all__ = [
@@ -149,7 +149,7 @@ class AudioSystem:
         notify = notify or (lambda text: None)
         names = names or {}
         if self.server_silent(fresh=True):  # opening a stream through it would wait for it
-            raise AudioError("The sound server is not answering (stopped or hung); start again once it does.")
+            raise AudioError(f"{SERVER_SILENT}; start again once it does.")
         if kind == MIC:
             return self._mic(device, notify, names)
         if kind == SYSTEM:

@@ -23,6 +23,7 @@ BOTH = "both"
 KINDS: tuple[str, ...] = (SYSTEM, MIC, BOTH)
 KIND_LABELS = {SYSTEM: "System audio", MIC: "Microphone", BOTH: "Both (mixed)"}
 DEFAULT_OUTPUT_LABEL = "Default output (follows changes)"
+SERVER_SILENT = "The sound server is not answering (stopped or hung)"  # what each message about it begins with
 
 
 @dataclass(frozen=True)

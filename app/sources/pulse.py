@@ -40,7 +40,7 @@ from typing import Any
 
 from app import capture
 from app.capture import Block, MicSource, resolve_device
-from app.sources.base import Endpoint, SystemCapture
+from app.sources.base import SERVER_SILENT, Endpoint, SystemCapture
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError
 
@@ -51,7 +51,7 @@ MIC_PREFIX = "pulse:"  # microphone ids from PulseAudio, as stored in the settin
 CHECK_EVERY_S = 0.2
 CALL_TIMEOUT_S = 1.0  # a server call not answered by then: the server is stopped or hung (it answers in ~0.3 ms)
 SILENT_BACKOFF_S = 2.0  # after one, calls fail at once for this long before the server is asked again
-SILENT = "The sound server is not answering (stopped or hung)."
+SILENT = f"{SERVER_SILENT}."
 NOT_A_MONITOR = 0xFFFFFFFF  # PA_INVALID_INDEX in a source's monitor_of_sink
 
 _env_lock = threading.Lock()
