@@ -61,12 +61,15 @@ from app.overlay_manager import OverlayManager
 from app.paths import documents_dir
 from app.sessions_view import SessionsWindow, apply_session_settings
 from app.settings import CAPTION_SIZES, DELAY_CHOICES_MS, THEMES, WEIGHTS, Key, Settings, Shortcut, weight_bits
-from app.source_picker import SourcePicker
+from app.source_picker import SoundSystemWait, SourcePicker
+from app.sources import ServerSilent, load_sounddevice
+from app.sources.base import SERVER_SILENT
 from app.status_bar import SessionStatusBar
 from app.theme import apply_theme, tail_color
 from app.welcome import WelcomePanel
 from app.worker import SessionSpec, Stats
 from engine.backends import BACKENDS
+from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +77,7 @@ AUDIO_FILTER = (
     "Audio and video (*.wav *.flac *.ogg *.oga *.opus *.mp3 *.m4a *.aac *.mp4 *.m4v *.mov *.mkv *.webm);;All files (*)"
 )
 SILENT_DB = -90.0  # the level meter's floor: exact digital silence
+SOUND_SERVER_KEY = "sound-server"  # the banner's message while the sound server does not answer at start
 CAPTION_SIZE_STEP = 2
 #: Model > Weights: (``Key.WEIGHTS`` value, menu text, tooltip).
 WEIGHT_ITEMS = (
@@ -115,6 +119,7 @@ class MainWindow(QMainWindow):
         self.controller = controller
         self.settings = settings
         self._sd = sounddevice
+        self._sound_wait: SoundSystemWait | None = None  # while the sound server does not answer (at start)
         self._requested = ""  # the model last asked for (load_model)
         self._working = ""  # the model that last loaded in this run
         self._after_download: tuple[str | None, int | None] = (None, None)  # a run's backend, bits for an offer
@@ -136,6 +141,11 @@ class MainWindow(QMainWindow):
         self.refresh_devices(rescan=False)
         self._on_state(controller.state)
         self._update_export()
+        if self._sound_wait is not None:
+            self.banner.show_message(
+                "warning", f"{SERVER_SILENT}; the inputs are listed once it answers.", key=SOUND_SERVER_KEY
+            )
+            self._sound_wait.start()
 
         self._clock = QTimer(self)
         self._clock.setInterval(500)
@@ -181,6 +191,7 @@ class MainWindow(QMainWindow):
         self.model_button.setAccessibleName("Model: none chosen")
         self.model_button.clicked.connect(self.choose_model)
         self.sources = SourcePicker(self, self.settings, self._audio_system())
+        self.sources.waiting = self._sound_wait is not None
         self.device_combo = self.sources.device_combo
         self.refresh_button = self.sources.refresh_button
         self.level_meter = self.sources.level_meter
@@ -674,11 +685,22 @@ class MainWindow(QMainWindow):
     def _sounddevice(self) -> Any:
         if self._sd is None:
             try:
-                import sounddevice
-            except OSError:
+                self._sd = load_sounddevice()
+            except ServerSilent:  # PortAudio's start would wait for the server: waited for on a thread
+                if self._sound_wait is None:
+                    self._sound_wait = SoundSystemWait(self, load_sounddevice)
+                    self._sound_wait.ready.connect(self._on_sound_system)
                 return None
-            self._sd = sounddevice
+            except AudioError:  # PortAudio is missing
+                return None
         return self._sd
+
+    def _on_sound_system(self, sd: Any) -> None:
+        """The sound server answered and PortAudio started (``sd`` None: it is missing): the pickers are filled."""
+        self._sound_wait = None
+        self._sd = sd
+        self.sources.set_audio(self._audio_system())
+        self.banner.dismiss(SOUND_SERVER_KEY)
 
     def _audio_system(self) -> Any:
         if self._audio is None:
@@ -1017,6 +1039,8 @@ class MainWindow(QMainWindow):
             s.set_value(Key.WINDOW_PLACE, placement.relative(self))
         s.set_value(Key.SPLITTER_STATE, bytes(self.splitter.saveState().data()))
         self.overlays.close()
+        if self._sound_wait is not None:
+            self._sound_wait.stop()
         if self.sessions_window is not None:
             self.sessions_window.cancel_retranscribe()
             self.sessions_window.close()

@@ -212,14 +212,17 @@ def _quiet_stderr():
 
 
 def _check_portaudio() -> str:
+    from app.sources import ServerSilent, load_sounddevice
+
     try:
         with _quiet_stderr():
-            import sounddevice
-
-            version = sounddevice.get_portaudio_version()[1]
-    except Exception as exc:  # OSError when the library is missing
+            version = load_sounddevice().get_portaudio_version()[1]
+    except ServerSilent:  # PortAudio's start would wait for the server; the bundle is not at fault
+        return "not started: the sound server is not answering (stopped or hung)"
+    except Exception as exc:  # AudioError when the library is missing
         if getattr(sys, "frozen", False):
-            raise SelfTestError(f"PortAudio, which the bundle carries, could not be loaded ({exc})") from exc
+            why = exc.__cause__ or exc  # the loader's OSError, naming the library
+            raise SelfTestError(f"PortAudio, which the bundle carries, could not be loaded ({why})") from exc
         return "PortAudio not available (a system library; microphone capture needs it)"
     return f"{version.split(',')[0]} loaded"
 

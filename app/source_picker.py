@@ -10,7 +10,9 @@ plugged in since is there; they are disabled during a session, when a re-scan wo
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -22,15 +24,52 @@ from app.capture import refresh_devices
 from app.level_meter import LevelMeter
 from app.settings import Key, Settings
 from app.sources import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SERVER_ALIASES, SYSTEM
+from app.sources.base import SERVER_SILENT, ServerSilent
+from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
 
 DEVICE_COMBO_CHARS = 10  # the toolbar's device pickers show about this many characters
+WAIT_POLL_S = 0.5  # how often the wait asks (the pulse backend answers "silent" at once for 2 s after a miss)
+WAITING_ENTRY = "Waiting for the sound server"  # the microphone picker's one entry until the server answers
 NOT_CONNECTED = "notConnectedEntry"  # a picker's property: the index of its entry for a chosen device not connected
 
 HEADPHONES_TIP = (
     "Both mixes the microphone and what the computer plays; use headphones, or remote voices are heard twice."
 )
+
+
+class SoundSystemWait(QObject):
+    """Asks, on a thread of its own, until the sound server answers, and then starts PortAudio there (imports
+    ``sounddevice``, which would wait for a server that does not answer: livecap began while it was stopped or
+    hung). ``ready`` carries the module, or None when PortAudio is missing; after ``stop`` nothing more comes."""
+
+    ready = Signal(object)
+
+    def __init__(self, parent: QObject, load: Callable[[], Any]) -> None:
+        super().__init__(parent)
+        self._load = load
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        threading.Thread(target=self._run, name="sound-server-wait", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                sd = self._load()
+            except ServerSilent:  # asked for a second at most; again after the server's back-off
+                self._stop.wait(WAIT_POLL_S)
+                continue
+            except AudioError:
+                sd = None
+            if not self._stop.is_set():
+                with contextlib.suppress(RuntimeError):  # the window went meanwhile
+                    self.ready.emit(sd)
+            return
 
 
 class SourcePicker(QObject):
@@ -41,7 +80,8 @@ class SourcePicker(QObject):
     def __init__(self, parent: QWidget, settings: Settings, audio: Any) -> None:
         super().__init__(parent)
         self.settings = settings
-        self.audio = audio  # app.sources.AudioSystem, or None when PortAudio is missing
+        self.audio = audio  # app.sources.AudioSystem, or None when PortAudio is missing or not started yet
+        self.waiting = False  # no audio yet: the sound server does not answer (PortAudio would wait for it)
         self._unavailable: str | None = None
         self.source_combo = QComboBox(parent)
         self.source_combo.setObjectName("sourceCombo")
@@ -171,8 +211,8 @@ class SourcePicker(QObject):
         audio = self.audio
         if audio is None:
             self.device_combo.clear()
-            self.device_combo.addItem("No audio system", "")
-            self._unavailable = "Audio capture is unavailable because PortAudio is not installed."
+            self.device_combo.addItem(WAITING_ENTRY if self.waiting else "No audio system", "")
+            self._unavailable = self.no_audio()
             self._fill_outputs([])
             self._restore_kind()
             return
@@ -186,19 +226,34 @@ class SourcePicker(QObject):
         self._fill_mics(audio.microphones())
         self._restore_kind()
 
+    def no_audio(self) -> str | None:
+        """Why nothing can be captured now (one sentence), or None when the sound system is at hand."""
+        if self.audio is not None:
+            return None
+        if self.waiting:
+            return f"{SERVER_SILENT}; start again once it does."
+        return "Audio capture is unavailable because PortAudio is not installed."
+
+    def set_audio(self, audio: Any) -> None:
+        """The sound system came (``audio``: an ``AudioSystem``, None when PortAudio is missing): fill the pickers."""
+        self.audio, self.waiting = audio, False
+        self.refresh()
+
     def _restore_kind(self) -> None:
+        # while the sound server does not answer, the saved source stays chosen (nothing can start anyway)
+        unavailable = None if self.waiting else self._unavailable
         model = self.source_combo.model()
         for kind in (SYSTEM, BOTH):
             item = model.item(self.source_combo.findData(kind))  # type: ignore[attr-defined]
-            item.setEnabled(self._unavailable is None)
-            item.setToolTip(self._unavailable or "")
+            item.setEnabled(unavailable is None)
+            item.setToolTip(unavailable or "")
             action = next(a for a in self._group.actions() if a.data() == kind)
-            action.setEnabled(self._unavailable is None)
-            action.setToolTip(self._unavailable or "")
+            action.setEnabled(unavailable is None)
+            action.setToolTip(unavailable or "")
         saved = self.settings.value(Key.SOURCE)
         if saved not in KINDS:
-            saved = SYSTEM if self._unavailable is None else MIC
-        if saved in (SYSTEM, BOTH) and self._unavailable is not None:
+            saved = SYSTEM if unavailable is None else MIC
+        if saved in (SYSTEM, BOTH) and unavailable is not None:
             saved = MIC
         self.set_kind(saved, save=False)
 

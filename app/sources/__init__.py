@@ -17,7 +17,17 @@ from typing import Any
 
 from app.audio_source import AudioSource
 from app.capture import MicSource, list_input_devices, resolve_device
-from app.sources.base import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SERVER_SILENT, SYSTEM, Endpoint
+from app.sources.base import (
+    BOTH,
+    DEFAULT_OUTPUT_LABEL,
+    KIND_LABELS,
+    KINDS,
+    MIC,
+    SERVER_SILENT,
+    SYSTEM,
+    Endpoint,
+    ServerSilent,
+)
 from engine.errors import AudioError
 
 __all__ = [
@@ -30,6 +40,8 @@ __all__ = [
     "AudioSource",
     "AudioSystem",
     "Endpoint",
+    "ServerSilent",
+    "load_sounddevice",
     "make_backend",
 ]
 
@@ -37,6 +49,24 @@ log = logging.getLogger(__name__)
 
 Notify = Callable[[str], None]
 SERVER_ALIASES = frozenset({"default", "sysdefault", "pulse", "pipewire"})  # ALSA's names for the sound server
+
+
+def load_sounddevice() -> Any:
+    """The ``sounddevice`` module, imported on the first call (any thread). Its import starts PortAudio, which asks
+    the sound server (PulseAudio, PipeWire) about its devices and waits for as long as the server does not answer
+    (a stopped one: forever), so it is not imported while the server runs but does not answer (asked for a second
+    at most, at once within a few seconds of a call it did not answer): ``ServerSilent`` then, until it does.
+    ``AudioError`` with one sentence when PortAudio is not installed."""
+    if "sounddevice" not in sys.modules and sys.platform.startswith("linux"):
+        from app.sources.pulse import PulseBackend
+
+        if PulseBackend(None).silent():
+            raise ServerSilent(f"{SERVER_SILENT}.")
+    try:
+        import sounddevice
+    except OSError as exc:  # the PortAudio library itself is missing
+        raise AudioError("Audio capture is unavailable because PortAudio is not installed.") from exc
+    return sounddevice
 
 
 def make_backend(sd: Any, platform: str | None = None) -> Any:

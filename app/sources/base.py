@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.capture import AudioQueue, MicSource, QueuedInput
+from engine.errors import AudioError
 
 MIC = "mic"
 SYSTEM = "system"
@@ -24,6 +25,10 @@ KINDS: tuple[str, ...] = (SYSTEM, MIC, BOTH)
 KIND_LABELS = {SYSTEM: "System audio", MIC: "Microphone", BOTH: "Both (mixed)"}
 DEFAULT_OUTPUT_LABEL = "Default output (follows changes)"
 SERVER_SILENT = "The sound server is not answering (stopped or hung)"  # what each message about it begins with
+
+
+class ServerSilent(AudioError):
+    """The sound server did not answer in time: it runs (its socket is open) but is stopped or hung."""
 
 
 @dataclass(frozen=True)

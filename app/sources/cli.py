@@ -13,7 +13,7 @@ def apply_source_args(picker: Any, kind: str | None, device: str | None) -> str 
     audio = picker.audio
     kind = kind or picker.kind
     if audio is None:
-        return "Audio capture is unavailable because PortAudio is not installed."
+        return picker.no_audio()
     if kind != MIC:
         reason = audio.system_unavailable()
         if reason:

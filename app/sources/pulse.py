@@ -40,7 +40,7 @@ from typing import Any
 
 from app import capture
 from app.capture import Block, MicSource, resolve_device
-from app.sources.base import SERVER_SILENT, Endpoint, SystemCapture
+from app.sources.base import SERVER_SILENT, Endpoint, ServerSilent, SystemCapture
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError
 
@@ -70,10 +70,6 @@ def pulse_source_env(source: str) -> Iterator[None]:
                 os.environ.pop("PULSE_SOURCE", None)
             else:
                 os.environ["PULSE_SOURCE"] = old
-
-
-class ServerSilent(AudioError):
-    """The sound server did not answer in time: it runs (its socket is open) but is stopped or hung."""
 
 
 _silent = False  # the last call to the sound server was not answered in time

@@ -5,6 +5,7 @@ unattended ``livecap --source system|both --quit-after`` run with a fixture mode
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -792,3 +793,106 @@ def test_resume_while_the_sound_server_does_not_answer_says_so_and_stays_paused(
     finally:
         os.kill(pid, signal.SIGCONT)
         c.shutdown(5000)
+
+
+STARTED_WHILE_SILENT = """
+import json, sys, time
+from PySide6.QtWidgets import QApplication
+app = QApplication([])
+from app.controller import SessionController
+from app.main_window import MainWindow
+from app.settings import Settings
+
+def state(w, began):
+    combo = w.sources.device_combo
+    return {"took": time.monotonic() - began, "banner": w.banner.text(), "kind": w.sources.kind,
+            "mics": [combo.itemText(i) for i in range(combo.count())], "portaudio": "sounddevice" in sys.modules}
+
+began = time.monotonic()
+c = SessionController(journal_dir=sys.argv[2])
+w = MainWindow(c, Settings(sys.argv[1]))
+w.show()
+print(json.dumps(state(w, began)), flush=True)
+sys.stdin.readline()  # the server goes on
+began = time.monotonic()
+while time.monotonic() - began < 15 and w.sources.waiting:
+    app.processEvents()
+    time.sleep(0.02)
+print(json.dumps(state(w, began)), flush=True)
+w.close()
+c.shutdown(5000)
+"""
+
+
+def test_livecap_started_while_the_sound_server_does_not_answer_opens_and_lists_the_inputs_once_it_does(
+    tmp_path, pulse_server
+):
+    """livecap started while the sound server was stopped (SIGSTOP; a hung PipeWire) never showed its window:
+    PortAudio's start (the import of sounddevice, to list the microphones) asks the server about its devices and
+    waited for it. Now the window opens and says so, PortAudio is started on a thread once the server answers,
+    and the pickers are filled then."""
+    import json
+    import os
+    import signal
+    import sys
+
+    from app.settings import Key, Settings
+
+    Settings(str(tmp_path / "s.ini")).set_value(Key.SOURCE, "system")
+    pid = server_pid(pulse_server)
+    env = livecap_env(tmp_path, pulse_server.env)
+    cmd = [sys.executable, "-c", STARTED_WHILE_SILENT, str(tmp_path / "s.ini"), str(tmp_path / "sessions")]
+    os.kill(pid, signal.SIGSTOP)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.append(proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(30)
+        assert lines and lines[0], "the window was not made in 30 s while the sound server did not answer"
+        first = json.loads(lines[0])
+        said = "The sound server is not answering (stopped or hung); the inputs are listed once it answers."
+        assert first["banner"] == said
+        assert first["mics"] == ["Waiting for the sound server"] and first["kind"] == "system"
+        assert not first["portaudio"]
+        os.kill(pid, signal.SIGCONT)
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        stdout, stderr = proc.communicate(timeout=40)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0 and "Traceback" not in stderr, stderr
+    then = json.loads(stdout.strip().splitlines()[-1])
+    assert then["portaudio"] and then["banner"] == "" and then["kind"] == "system", then
+    assert "Virtual Mic" in then["mics"] and then["took"] < 6, then
+
+
+def test_an_unattended_run_started_while_the_sound_server_does_not_answer_says_so_and_ends(tmp_path, pulse_server):
+    """``--quit-after`` started while the sound server was stopped waited before its window for as long as the
+    server did (PortAudio's start). Now it ends at once with one sentence and a failure code."""
+    import os
+    import signal
+    import sys
+
+    model = REPO / "tests" / "fixtures" / "models" / "moon_tiny_like"
+    if not (model / "config.json").exists():
+        pytest.skip("the Moonshine fixture model is missing (make fixtures)")
+    pid = server_pid(pulse_server)
+    cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), "--model", str(model)]
+    cmd += ["--backend", "numpy", "--quit-after", "5", "--save-transcript", str(tmp_path / "out.srt")]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        proc = subprocess.run(
+            cmd, cwd=REPO, env=livecap_env(tmp_path, pulse_server.env), capture_output=True, text=True, timeout=40
+        )
+        took = time.monotonic() - began
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert proc.returncode == 4 and took < 30, (proc.returncode, took, proc.stderr)
+    assert "The sound server is not answering (stopped or hung); start again once it does." in proc.stderr
