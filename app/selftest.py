@@ -218,7 +218,7 @@ def _check_portaudio() -> str:
         with _quiet_stderr():
             version = load_sounddevice().get_portaudio_version()[1]
     except ServerSilent:  # PortAudio's start would wait for the server; the bundle is not at fault
-        return "not started: the sound server is not answering (stopped or hung)"
+        return "PortAudio not started: the sound server is not answering (stopped or hung)"
     except Exception as exc:  # AudioError when the library is missing
         if getattr(sys, "frozen", False):
             why = exc.__cause__ or exc  # the loader's OSError, naming the library

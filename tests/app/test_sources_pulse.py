@@ -896,3 +896,28 @@ def test_an_unattended_run_started_while_the_sound_server_does_not_answer_says_s
     assert "Traceback" not in proc.stderr, proc.stderr
     assert proc.returncode == 4 and took < 30, (proc.returncode, took, proc.stderr)
     assert "The sound server is not answering (stopped or hung); start again once it does." in proc.stderr
+
+
+def test_the_self_test_reports_portaudio_not_started_while_the_sound_server_does_not_answer(tmp_path, pulse_server):
+    """``livecap --self-test`` checks that PortAudio loads; with the sound server stopped its start waited for good.
+    Now the check says why it did not start, and the rest of the self-test goes on."""
+    import os
+    import signal
+    import sys
+
+    pid = server_pid(pulse_server)
+    code = "from app.selftest import _check_portaudio; print(_check_portaudio())"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO,
+            env=livecap_env(tmp_path, pulse_server.env),
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "PortAudio not started: the sound server is not answering (stopped or hung)"
