@@ -192,6 +192,7 @@ class MainWindow(QMainWindow):
         self.model_button.clicked.connect(self.choose_model)
         self.sources = SourcePicker(self, self.settings, self._audio_system())
         self.sources.waiting = self._sound_wait is not None
+        self.sources.notice.connect(lambda text: self.show_message("warning", text))
         self.device_combo = self.sources.device_combo
         self.refresh_button = self.sources.refresh_button
         self.level_meter = self.sources.level_meter

@@ -76,6 +76,7 @@ class SourcePicker(QObject):
     """Owns the source widgets; ``kind``, ``device`` and ``output`` give the current choice."""
 
     changed = Signal()
+    notice = Signal(str)  # a sentence for the user about the lists (the sound server does not answer)
 
     def __init__(self, parent: QWidget, settings: Settings, audio: Any) -> None:
         super().__init__(parent)
@@ -215,6 +216,9 @@ class SourcePicker(QObject):
             self._unavailable = self.no_audio()
             self._fill_outputs([])
             self._restore_kind()
+            return
+        if audio.server_silent(fresh=True):  # asked (a second at most): its lists now would be empty, not what is there
+            self.notice.emit(f"{SERVER_SILENT}; the outputs and microphones are listed as they were.")
             return
         if rescan and idle and audio.sd is not None:
             try:

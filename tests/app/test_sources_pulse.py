@@ -921,3 +921,41 @@ def test_the_self_test_reports_portaudio_not_started_while_the_sound_server_does
         os.kill(pid, signal.SIGCONT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "PortAudio not started: the sound server is not answering (stopped or hung)"
+
+
+def test_the_pickers_keep_their_lists_and_the_source_while_the_sound_server_does_not_answer(
+    qtbot, pulse_server, journal_dir, settings
+):
+    """Opening a picker (or Refresh) while the sound server was stopped listed nothing: the outputs went, System
+    audio was greyed out and the source switched to Microphone without a word, so the next Start captioned the
+    room instead of the call. Now the lists and the source stay as they were and the banner says why."""
+    import os
+    import signal
+
+    from app.controller import SessionController
+    from app.main_window import MainWindow
+    from app.settings import Key
+
+    settings.set_value(Key.SOURCE, "system")
+    c = SessionController(loader=fake_engine.load_model, sounddevice=pulse_server.sd, journal_dir=journal_dir)
+    w = MainWindow(c, settings, sounddevice=pulse_server.sd)
+    qtbot.addWidget(w)
+    outputs = lambda: [w.sources.output_combo.itemText(i) for i in range(w.sources.output_combo.count())]  # noqa: E731
+    before = outputs()
+    assert w.sources.kind == "system" and "Virtual Speakers" in before, before
+    pid = server_pid(pulse_server)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        began = time.monotonic()
+        w.sources.refresh(rescan=True)
+        took = time.monotonic() - began
+        assert took < 2.5, took
+        assert w.sources.kind == "system" and outputs() == before
+        assert w.banner.text() == (
+            "The sound server is not answering (stopped or hung); the outputs and microphones are listed as they were."
+        )
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        c.shutdown(5000)
+    w.sources.refresh(rescan=True)
+    assert w.sources.kind == "system" and outputs() == before
