@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QMenu, QStyle, QToolBar, QToolButton, QWidget
 
@@ -301,9 +301,15 @@ class SourcePicker(QObject):
 
 
 class _DeviceCombo(QComboBox):
-    """A device picker that calls ``opening`` just before its list shows."""
+    """A device picker that calls ``opening`` just before its list shows, and that narrows again when its
+    minimum contents length does (``_fit_device_combo``): QComboBox forgets its cached size hint then but not its
+    minimum size hint, so a picker widened for a one-entry message ("Waiting for the sound server") stayed that wide
+    in the toolbar once the devices were listed, and pushed Export and Sessions behind the overflow."""
 
     opening: Callable[[], None] | None = None
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        return self.sizeHint()  # the same for AdjustToMinimumContentsLengthWithIcon, and recomputed when it changes
 
     def showPopup(self) -> None:  # noqa: N802 - Qt's name
         if self.opening is not None:

@@ -152,3 +152,43 @@ def test_a_saved_alsa_name_for_the_sound_server_is_system_default(qtbot, control
     w = make_window(qtbot, controller, settings, AudioSystem(sd, FakeBackend(sd)))
     assert items(w.sources.device_combo) == ["System default", "Blue Yeti", "USB Mic (ALSA)"]
     assert w.sources.device_combo.currentText() == "System default"
+
+
+def test_a_picker_widened_while_waiting_for_the_sound_server_narrows_once_the_devices_are_listed(
+    qtbot, controller, settings, fake_sd, monkeypatch
+):
+    """While livecap waits for a sound server that does not answer (it began while the server was stopped), the
+    output picker holds one entry and is widened to show it whole; once the outputs were listed it stayed that
+    wide in the toolbar (QComboBox kept its old minimum size hint) and pushed Export and Sessions behind the
+    overflow. It narrows again now. (PortAudio's loader is faked: the server's side is tested in
+    test_sources_pulse.py.)"""
+    import threading
+
+    import app.main_window as main_window
+    import app.source_picker as source_picker
+    import app.sources as sources
+    from app.sources import ServerSilent
+
+    answers = threading.Event()
+
+    def load():
+        if not answers.is_set():
+            raise ServerSilent("The sound server is not answering (stopped or hung).")
+        return fake_sd
+
+    monkeypatch.setattr(main_window, "load_sounddevice", load)
+    monkeypatch.setattr(source_picker, "WAIT_POLL_S", 0.05)
+    monkeypatch.setattr(sources, "AudioSystem", lambda sd: AudioSystem(sd, FakeBackend(sd)))
+    w = MainWindow(controller, settings)
+    qtbot.addWidget(w)
+    w.resize(1240, 680)
+    w.show()
+    qtbot.waitExposed(w)
+    box = w.sources.output_combo
+    assert items(w.sources.device_combo) == ["Waiting for the sound server"] and w.sources.kind == "system"
+    assert w.banner.text().endswith("; the inputs are listed once it answers.")
+    waiting = box.width()
+    answers.set()
+    qtbot.waitUntil(lambda: not w.sources.waiting, timeout=3000)
+    assert items(box)[1:] == ["Built-in Audio Analog Stereo", "WH-1000XM4"] and w.banner.text() == ""
+    qtbot.waitUntil(lambda: box.width() < waiting - 50, timeout=3000)
