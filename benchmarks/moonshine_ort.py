@@ -16,7 +16,11 @@ For each variant (tiny / small / medium at full size, random weights, the folder
   (25-50 GB/s between consecutive 512 MiB products, median 42, on the development VM), so a probe after each
   side's steps in every round (after ``--pause``: the threads a side leaves spinning, ONNX Runtime's pool and the
   twin, slowed probes taken at once) gives the rate of the rounds' minutes: "of bound at the rounds' median rate"
-  = the step's bytes over that median rate / measured step (both medians of the same rounds).
+  = the step's bytes over that median rate / measured step (both medians of the same rounds); "of bound per
+  round" pairs each round's step with the probe taken right after it and gives the median of those shares.
+- **ratios**: their time / ours from the medians, and per round (each round times both sides within a second or
+  two, so the VM's drift between minutes cancels): the median of the rounds' ratios, their range, and in how many
+  rounds livecap was faster.
 
 ONNX Runtime runs the graphs of ``ort_export.py`` (``encoder``, ``cross_kv``, ``decoder_step`` with a
 self-attention cache passed in and out as ``OrtValue``s, as a C++ deployment would), with ``--threads``
@@ -326,7 +330,7 @@ def main(argv=None) -> int:
                 if not b.is_alive():
                     b.start()
             other = _common.OtherLoad().start()
-            samples = {s: {"enc": [], "first": [], "tok": []} for s in runners}
+            samples = {s: {"enc": [], "first": [], "tok": [], "rate": []} for s in runners}
             round_rates[variant] = []
             order = list(runners.items())
             for r in range(1 + args.runs):
@@ -340,6 +344,7 @@ def main(argv=None) -> int:
                         samples[side]["tok"].append(tt)
                         time.sleep(args.pause)  # not while the side's spinning threads (ORT's pool, the twin) run
                         round_rates[variant].append(probe.rate())
+                        samples[side]["rate"].append(round_rates[variant][-1])
                 print(f"[{variant}] round {r}/{args.runs} (load {_common.load_average()})", file=sys.stderr, flush=True)
             share = other.stop()
             if share is not None:
@@ -372,6 +377,8 @@ def main(argv=None) -> int:
             v["bound_ms"] = 1000 * v["step_bytes"] / (bound_bw * 1e9)
             v["of_bound"] = v["bound_ms"] / v["tok_ms"]
             v["of_typical"] = 1000 * v["step_bytes"] / (typical * 1e9) / v["tok_ms"]
+            own = [v["step_bytes"] / (rate * 1e9) / tok for rate, tok in zip(v["samples"]["rate"], v["samples"]["tok"])]
+            v["of_own"] = float(np.median(own))  # each round's step against the rate probed right after it
         rr = round_rates[variant]
         notes.append(
             f"- {variant}: read rate after each side's steps (all threads, {len(rr)} probes): median {typical:.1f}, "
@@ -396,6 +403,7 @@ def main(argv=None) -> int:
                     _common.fmt(v["bound_ms"], 2),
                     f"{100 * v['of_bound']:.0f}%",
                     f"{100 * v['of_typical']:.0f}%",
+                    f"{100 * v['of_own']:.0f}%",
                 ]
             )
     report = [
@@ -412,6 +420,7 @@ def main(argv=None) -> int:
                 "bound ms / token",
                 "of bound",
                 "of bound at the rounds' median rate",
+                "of bound per round (median)",
             ],
             rows,
         ),
@@ -422,19 +431,24 @@ def main(argv=None) -> int:
     for variant, med in results.items():
         for a, b in pairs:
             if a in med and b in med:
+                paired = sorted(x / y for x, y in zip(med[b]["samples"]["tok"], med[a]["samples"]["tok"]))
                 rrows.append(
                     [
                         variant,
                         f"{a} vs {b}",
                         f"{med[b]['enc_ms_per_s'] / med[a]['enc_ms_per_s']:.2f}x",
                         f"{med[b]['tok_ms'] / med[a]['tok_ms']:.2f}x",
+                        f"{np.median(paired):.2f}x ({paired[0]:.2f}-{paired[-1]:.2f}), "
+                        f"{sum(x > 1 for x in paired)} of {len(paired)}",
                     ]
                 )
     if rrows:
         report += [
             "Ratios (their time / ours; > 1 = livecap faster):",
             "",
-            _common.markdown_table(["variant", "pair", "encoder", "decoder / token"], rrows),
+            _common.markdown_table(
+                ["variant", "pair", "encoder", "decoder / token", "per round: median (range), rounds faster"], rrows
+            ),
             "",
         ]
     report += [f"- load average at end: {_common.load_average()}"] + notes
