@@ -141,11 +141,6 @@ class MainWindow(QMainWindow):
         self.refresh_devices(rescan=False)
         self._on_state(controller.state)
         self._update_export()
-        if self._sound_wait is not None:
-            self.banner.show_message(
-                "warning", f"{SERVER_SILENT}; the inputs are listed once it answers.", key=SOUND_SERVER_KEY
-            )
-            self._sound_wait.start()
 
         self._clock = QTimer(self)
         self._clock.setInterval(500)
@@ -688,9 +683,13 @@ class MainWindow(QMainWindow):
             try:
                 self._sd = load_sounddevice()
             except ServerSilent:  # PortAudio's start would wait for the server: waited for on a thread
-                if self._sound_wait is None:
+                if self._sound_wait is None:  # (what it finds comes through the event loop, after __init__)
                     self._sound_wait = SoundSystemWait(self, load_sounddevice)
                     self._sound_wait.ready.connect(self._on_sound_system)
+                    self._sound_wait.start()
+                    self.banner.show_message(
+                        "warning", f"{SERVER_SILENT}; the inputs are listed once it answers.", key=SOUND_SERVER_KEY
+                    )
                 return None
             except AudioError:  # PortAudio is missing
                 return None
