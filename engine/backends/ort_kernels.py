@@ -6,6 +6,11 @@ first and read four to eight times the bytes), and hand-written SIMD is not an o
 with AVX2 / AVX-512 (VNNI) kernels at memory bandwidth; the int8-activation mode (``accuracy_level`` 4)
 quantizes each block of the input row on the fly, as ONNX Runtime's own int8 deployments do.
 
+Those kernels are made for few rows (a decoder step): over many they are compute-bound, and without VNNI 2.3x
+slower than a float32 product of the same shape. So from ``DEQUANT_ROWS`` rows (an encoder over a segment, a
+prefill) an ``NBitsLinear`` dequantizes its weights a block at a time and multiplies in float32 on OpenBLAS
+(``_dequantized``): the exact product of the quantized weights, within ~1.1x of float32's time.
+
 Each matrix becomes one small ONNX graph per row chunk, each in its own single-threaded ``InferenceSession``
 (it computes on the calling thread); ``cpu_pool`` runs the chunks of a large matrix in parallel when the
 machine is not busy (see there why not ONNX Runtime's own pool).
@@ -36,7 +41,7 @@ import numpy as np
 
 from . import cpu_pool, cpu_twin
 from . import onnx_proto as P
-from .quant import QuantizedWeight
+from .quant import QuantizedWeight, dequantize_rows
 
 BITS = (4, 8)
 ACCURACY = {8: 4, 4: 4}  # MatMulNBits accuracy_level per bit width: 4 = int8 activations (the fast kernels)
@@ -45,6 +50,8 @@ HALF_BYTES = 512 << 10  # a smaller one from this size into two chunks where a c
 ALIGN = 64  # chunks start at multiples of this: MatMulNBits computes the last few columns of a range (its
 # width modulo the kernel's tile) another way, so a cut elsewhere changed those columns' last bits (tested)
 CHUNKS = 2 * cpu_pool.CPUS  # chunks of a split matrix (more than the threads, so that a late one is taken back)
+DEQUANT_ROWS = 128  # products of this many rows dequantize their weights and run in float32 (NBitsLinear)
+DEQUANT_BLOCK = 512  # output rows dequantized at a time there (bounds the temporary: 1.3 MB at 640 wide)
 REST_ULPS = 2.0**-21  # a float rest within ~4 ulp of its group's largest value is rounding, not weight (NBitsLinear)
 SESSION_THREADS = 1  # ONNX Runtime's own threads per session (1: none, the calling thread computes)
 _lock = threading.Lock()
@@ -246,6 +253,7 @@ class NBitsLinear(_RowChunks):
     """
 
     q = None  # the QuantizedWeight it was built from (set by the backend: row lookups, fusing a gated MLP)
+    _norm_run = None  # the norm alone, for products of many rows (``_dequantized``)
 
     def __init__(
         self,
@@ -301,6 +309,39 @@ class NBitsLinear(_RowChunks):
         self.with_rest = with_rest
         nbytes = blob.nbytes + s.nbytes + (rest.nbytes if with_rest else 0)
         super().__init__(out_dim, in_dim, nbytes, make, chunks, lazy)
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``x [rows, in]`` (float32) -> ``[rows, out]`` float32; from ``DEQUANT_ROWS`` rows (an encoder over a
+        segment, a prefill) the weights are dequantized block by block and multiplied by OpenBLAS in float32."""
+        if self.q is None or x.shape[0] < DEQUANT_ROWS:
+            return super().__call__(x)
+        return self._dequantized(np.ascontiguousarray(x, dtype=np.float32))
+
+    def _dequantized(self, x: np.ndarray) -> np.ndarray:
+        """Why: ``MatMulNBits``' int8-activation kernels are made for few rows; over many they are compute-bound,
+        and without VNNI (AVX2 only) 2.3x slower than a float32 product of the same shape, where the dequantized
+        product is 1.1x (its fixed cost, dequantizing, is spread over the rows; benchmarks/RESULTS.md round 25).
+        It is also the exact product of the quantized weights (MLX's), not one of int8-rounded activations."""
+        if self.norm is not None:  # the norm node the chunks' graphs hold, alone (made on first use)
+            if self._norm_run is None:
+                node, weight = _norm("x", "y", self.norm, self.eps)
+                width = [P.value_info(n, ["rows", x.shape[1]]) for n in ("x", "y")]
+                self._norm_run = runner(_session(P.model([node], [weight], width[:1], width[1:], {"": 17})))
+            x = self._norm_run(["y"], {"x": x})[0]
+        q, out_dim = self.q, self.shape[0]
+        out = np.empty((x.shape[0], out_dim), np.float32)
+        edges = [out_dim * i // cpu_pool.CPUS // ALIGN * ALIGN for i in range(cpu_pool.CPUS)] + [out_dim]
+
+        def part(a: int, c: int):
+            def run():
+                for r in range(a, c, DEQUANT_BLOCK):
+                    e = min(c, r + DEQUANT_BLOCK)
+                    np.matmul(x, dequantize_rows(q, r, e).T, out=out[:, r:e])
+
+            return run
+
+        cpu_pool.run([part(a, c) for a, c in zip(edges[:-1], edges[1:]) if c > a])
+        return out
 
     def __reduce__(self):
         """For a started twin: rebuilt from ``q`` (its arrays in shared memory) with the same chunks, each

@@ -88,19 +88,31 @@ def dequantize(q: QuantizedWeight) -> np.ndarray:
     """The float32 ``[out, in]`` matrix ``q`` stands for, ``value * scale + bias`` in float32 (bit-identical
     to ``mx.dequantize`` with float32 scales and biases, whose padding columns it leaves out). ``q`` holds
     NumPy arrays."""
-    out_dim, in_dim = q.w.shape[0], q.packed_cols
-    scales = np.asarray(q.scales, dtype=np.float32)
-    biases = np.asarray(q.biases, dtype=np.float32)
-    groups = in_dim // q.group_size
-    cols = q.shape[1]
-    full = np.empty((out_dim, cols), np.float32)
+    out_dim = q.w.shape[0]
+    full = np.empty((out_dim, q.shape[1]), np.float32)
     for a in range(0, out_dim, _ROWS_PER_BLOCK):
         b = min(out_dim, a + _ROWS_PER_BLOCK)
-        vals = unpack(np.asarray(q.w[a:b]), q.bits, in_dim).astype(np.float32).reshape(b - a, groups, q.group_size)
-        vals *= scales[a:b, :, None]
-        vals += biases[a:b, :, None]
-        full[a:b] = vals.reshape(b - a, in_dim)[:, :cols]
+        full[a:b] = dequantize_rows(q, a, b)
     return full
+
+
+def dequantize_rows(q: QuantizedWeight, a: int, b: int) -> np.ndarray:
+    """Rows ``a:b`` of ``dequantize(q)`` (the same bits), as a new ``[b - a, in]`` float32 array."""
+    in_dim, gs = q.packed_cols, q.group_size
+    words = np.ascontiguousarray(np.asarray(q.w[a:b]), dtype="<u4")
+    if q.bits == 8:  # least significant byte first: the values are the bytes in order
+        vals = words.view(np.uint8).astype(np.float32)
+    elif q.bits == 4:  # low nibble first
+        by = words.view(np.uint8)
+        vals = np.empty((b - a, in_dim), np.float32)
+        vals[:, 0::2], vals[:, 1::2] = by & 15, by >> 4
+    else:
+        vals = unpack(words, q.bits, in_dim).astype(np.float32)
+    vals = vals.reshape(b - a, in_dim // gs, gs)
+    vals *= np.asarray(q.scales[a:b], dtype=np.float32)[:, :, None]
+    vals += np.asarray(q.biases[a:b], dtype=np.float32)[:, :, None]
+    vals = vals.reshape(b - a, in_dim)
+    return vals if q.shape[1] == in_dim else np.ascontiguousarray(vals[:, : q.shape[1]])
 
 
 def quantize_affine(w: np.ndarray, group_size: int, bits: int, pad: bool = False) -> QuantizedWeight:
