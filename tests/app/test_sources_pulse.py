@@ -884,18 +884,25 @@ def test_an_unattended_run_started_while_the_sound_server_does_not_answer_says_s
     pid = server_pid(pulse_server)
     cmd = [sys.executable, "-m", "app.main", "--settings", str(tmp_path / "s.ini"), "--model", str(model)]
     cmd += ["--backend", "numpy", "--quit-after", "5", "--save-transcript", str(tmp_path / "out.srt")]
+    said = "The sound server is not answering (stopped or hung); start again once it does."
     os.kill(pid, signal.SIGSTOP)
     try:
-        began = time.monotonic()
-        proc = subprocess.run(
-            cmd, cwd=REPO, env=livecap_env(tmp_path, pulse_server.env), capture_output=True, text=True, timeout=40
-        )
-        took = time.monotonic() - began
+        for extra, code in (([], 4), (["--source", "system"], 2)):  # --source is checked before the model loads
+            began = time.monotonic()
+            proc = subprocess.run(
+                cmd + extra,
+                cwd=REPO,
+                env=livecap_env(tmp_path, pulse_server.env),
+                capture_output=True,
+                text=True,
+                timeout=40,
+            )
+            took = time.monotonic() - began
+            assert "Traceback" not in proc.stderr, proc.stderr
+            assert proc.returncode == code and took < 30, (extra, proc.returncode, took, proc.stderr)
+            assert said in proc.stderr, proc.stderr
     finally:
         os.kill(pid, signal.SIGCONT)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.returncode == 4 and took < 30, (proc.returncode, took, proc.stderr)
-    assert "The sound server is not answering (stopped or hung); start again once it does." in proc.stderr
 
 
 def test_the_self_test_reports_portaudio_not_started_while_the_sound_server_does_not_answer(tmp_path, pulse_server):
