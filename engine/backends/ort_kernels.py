@@ -104,6 +104,12 @@ def runner(session):
     return session.run
 
 
+def _aligned_bounds(out_dim: int, n: int) -> list[int]:
+    """``0 = b_0 < ... < b_k = out_dim``: at most ``n`` ranges of about equal size starting at multiples of
+    ``ALIGN``, none empty."""
+    return sorted({out_dim * i // n // ALIGN * ALIGN for i in range(n)} | {out_dim})
+
+
 class _RowChunks:
     """A ``[out, in]`` product as sessions over row chunks: ``make(a, b)`` returns the model bytes of rows
     ``a:b``. Matrices from ``SPLIT_BYTES`` are ``CHUNKS`` chunks (for ``cpu_pool``), from ``HALF_BYTES`` two
@@ -125,7 +131,7 @@ class _RowChunks:
         if n == 1 and nbytes >= HALF_BYTES and out_dim >= 16 and cpu_twin.enabled():
             n = 2
         n = chunks or n
-        self.bounds = sorted({out_dim * i // n // ALIGN * ALIGN for i in range(n)} | {out_dim})  # none empty
+        self.bounds = _aligned_bounds(out_dim, n)
         self._threads = threads and len(self.bounds) > 2
         spans = list(zip(self.bounds[:-1], self.bounds[1:]))
         self._make = make if lazy else None
@@ -330,7 +336,7 @@ class NBitsLinear(_RowChunks):
             x = self._norm_run(["y"], {"x": x})[0]
         q, out_dim = self.q, self.shape[0]
         out = np.empty((x.shape[0], out_dim), np.float32)
-        edges = [out_dim * i // cpu_pool.CPUS // ALIGN * ALIGN for i in range(cpu_pool.CPUS)] + [out_dim]
+        edges = _aligned_bounds(out_dim, cpu_pool.CPUS)
 
         def part(a: int, c: int):
             def run():
@@ -340,7 +346,7 @@ class NBitsLinear(_RowChunks):
 
             return run
 
-        cpu_pool.run([part(a, c) for a, c in zip(edges[:-1], edges[1:]) if c > a])
+        cpu_pool.run([part(a, c) for a, c in zip(edges[:-1], edges[1:])])
         return out
 
     def __reduce__(self):
