@@ -24,7 +24,7 @@ from app.capture import refresh_devices
 from app.level_meter import LevelMeter
 from app.settings import Key, Settings
 from app.sources import BOTH, DEFAULT_OUTPUT_LABEL, KIND_LABELS, KINDS, MIC, SERVER_ALIASES, SYSTEM
-from app.sources.base import SERVER_SILENT, ServerSilent
+from app.sources.base import SERVER_SILENT, START_WHEN_SERVER_ANSWERS, ServerSilent
 from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
@@ -235,7 +235,7 @@ class SourcePicker(QObject):
         if self.audio is not None:
             return None
         if self.waiting:
-            return f"{SERVER_SILENT}; start again once it does."
+            return START_WHEN_SERVER_ANSWERS
         return "Audio capture is unavailable because PortAudio is not installed."
 
     def set_audio(self, audio: Any) -> None:

@@ -28,7 +28,7 @@ from app.audio_source import AudioSource
 from app.capture import Block, BlockResampler, refresh_devices
 from app.file_source import FileSource
 from app.session_audio import AudioRecorder
-from app.sources.base import SERVER_SILENT, LevelSum, ServerSilent
+from app.sources.base import SERVER_SILENT, START_WHEN_SERVER_ANSWERS, LevelSum, ServerSilent
 from app.timeline import StallWatch, Timeline
 from engine.audio import SAMPLE_RATE
 from engine.errors import AudioError, LivecapError, user_message
@@ -296,7 +296,7 @@ class EngineWorker(QObject):
             try:
                 self._sd = load_sounddevice()
             except ServerSilent as exc:  # PortAudio's start would wait for the server (livecap began while it was)
-                raise ServerSilent(f"{SERVER_SILENT}; start again once it does.") from exc
+                raise ServerSilent(START_WHEN_SERVER_ANSWERS) from exc
         return self._sd
 
     def _ensure_timer(self) -> QTimer:

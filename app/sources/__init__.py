@@ -24,6 +24,7 @@ from app.sources.base import (
     KINDS,
     MIC,
     SERVER_SILENT,
+    START_WHEN_SERVER_ANSWERS,
     SYSTEM,
     Endpoint,
     ServerSilent,
@@ -179,7 +180,7 @@ class AudioSystem:
         notify = notify or (lambda text: None)
         names = names or {}
         if self.server_silent(fresh=True):  # opening a stream through it would wait for it
-            raise AudioError(f"{SERVER_SILENT}; start again once it does.")
+            raise AudioError(START_WHEN_SERVER_ANSWERS)
         if kind == MIC:
             return self._mic(device, notify, names)
         if kind == SYSTEM:

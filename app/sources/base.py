@@ -25,6 +25,7 @@ KINDS: tuple[str, ...] = (SYSTEM, MIC, BOTH)
 KIND_LABELS = {SYSTEM: "System audio", MIC: "Microphone", BOTH: "Both (mixed)"}
 DEFAULT_OUTPUT_LABEL = "Default output (follows changes)"
 SERVER_SILENT = "The sound server is not answering (stopped or hung)"  # what each message about it begins with
+START_WHEN_SERVER_ANSWERS = f"{SERVER_SILENT}; start again once it does."  # Start refused while it does not
 
 
 class ServerSilent(AudioError):
