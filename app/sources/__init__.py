@@ -58,11 +58,8 @@ def load_sounddevice() -> Any:
     (a stopped one: forever), so it is not imported while the server runs but does not answer (asked for a second
     at most, at once within a few seconds of a call it did not answer): ``ServerSilent`` then, until it does.
     ``AudioError`` with one sentence when PortAudio is not installed."""
-    if "sounddevice" not in sys.modules and sys.platform.startswith("linux"):
-        from app.sources.pulse import PulseBackend
-
-        if PulseBackend(None).silent():
-            raise ServerSilent(f"{SERVER_SILENT}.")
+    if "sounddevice" not in sys.modules and AudioSystem(None).server_silent():  # this platform's backend asked
+        raise ServerSilent(f"{SERVER_SILENT}.")
     try:
         import sounddevice
     except OSError as exc:  # the PortAudio library itself is missing
