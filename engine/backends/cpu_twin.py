@@ -22,10 +22,13 @@ Contract:
 - The twin knows the weights registered before it forked; registering another (a new model) retires it
   and the next product forks a fresh one. A product over an unknown matrix is the caller's.
 - It never makes a product wait long: a half the twin has not finished ``DEADLINE_S`` (or four times what the
-  caller's own half took, for very large products) after the caller's is computed by the caller, the twin is
-  killed and the backend goes on alone; a new twin is started ``RETRY_S`` later (a busy moment, a stall of the
-  machine), a longer wait for each twin that missed soon after the last one did (``FORGIVE_S``), the last
-  repeating (logged each time). A twin that cannot start is not tried again.
+  caller's own half took, for very large products) after the caller's is computed by the caller. A twin still
+  running is left to finish that job (its CPU was taken away for a while: on a 2-vCPU VM each miss came with
+  ~100 ms of the hypervisor's steal time on the twin's vCPU) while the caller goes on alone, and serves again
+  once it has; the arena keeps the blocks released meanwhile out of use (``SharedArena.hold``), since the late
+  job may still write a cache row. A twin that has died, or is still late after ``LATE_S``, is killed; a new
+  one is started ``RETRY_S`` later, a longer wait for each twin that failed soon after the last one did
+  (``FORGIVE_S``), the last repeating (logged each time). A twin that cannot start is not tried again.
 - A registered program (``numpy_stack.SplitStack``, a whole decoder step) runs in both processes at once:
   each computes its halves and they swap their shares through shared memory (``Channel``); the caller gives
   up on the twin's share as on a product's (``DEADLINE_S``), and the twin gives a program up when the caller
@@ -65,6 +68,8 @@ SPIN_S = 0.003  # the twin spins this long after its last job, then parks (times
 DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is the caller's; the twin is killed
 RETRY_S = (2.0, 30.0, 300.0)  # and a new one started after these waits, one per twin that stopped answering soon
 # after the last one did; the last wait repeats
+LATE_S = 1.0  # a twin still running but late with its job this long is killed (before: at once, and on a noisy VM
+# a second miss within FORGIVE_S left the steps on one CPU for 30 s: small 11.4 -> 19 ms per token)
 FORGIVE_S = 10.0  # a twin that answered this long before it missed was no sign of a machine it cannot help: the
 # wait after it is the first again (seen on a noisy 2-vCPU VM: one live session missed 3 times in ~2 min, another
 # none in 4; a miss costs one DEADLINE_S, a twin away for 300 s that long at one CPU's speed); where the machine
@@ -131,6 +136,7 @@ class Twin:
         self._stale = False  # registered weights the twin does not know yet
         self._retries, self._retry_at = 0, 0.0  # twins that stopped answering soon after the last; no new one before
         self._born = 0.0  # when the current twin was started
+        self._late: tuple[int, float] | None = None  # (job, when) the twin missed its deadline but may still finish
         self.method = start_method()
         self.failed = self.method is None
         self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
@@ -316,7 +322,7 @@ class Twin:
                     self._start()
                 except (OSError, ValueError) as e:  # no memory or processes left, or nothing to pickle: alone
                     self._fail(f"cannot start: {e}")
-            if not self._pid or (self._box is not None and not self._started()):
+            if not self._pid or (self._box is not None and not self._started()) or not self._caught_up():
                 self._lock.release()
                 return False
         except BaseException:
@@ -354,7 +360,7 @@ class Twin:
         while c[slot] < value:
             now = time.perf_counter()
             if now - start > limit:
-                self._fail(f"no answer within {limit * 1000:.0f} ms", again=True)
+                self._missed(f"no answer within {limit * 1000:.0f} ms")
                 return False
             if now > nudge:
                 if c[STATE] == PARKED:
@@ -386,6 +392,42 @@ class Twin:
             os.write(self._wfd, b"w")
         except OSError:
             pass
+
+    def _missed(self, why: str) -> None:
+        """The twin did not answer in time (the caller computes its part): given up where it has died, else left
+        to finish the job (a program told to stop at its next exchange) and taken again once it has (``_claim``)."""
+        if not self._alive():
+            self._fail(why, again=True)
+            return
+        self._ctrl[ABORT] = self._seq
+        self._late = (self._seq, time.perf_counter())
+        if self.arena is not None:
+            self.arena.hold()
+        log.info("CPU twin %d late (%s); the caller computes alone until it has finished", self._pid, why)
+
+    def _caught_up(self) -> bool:
+        """Whether the twin has finished the job it was late with (True when it was not late); one late for
+        ``LATE_S`` is given up."""
+        if self._late is None:
+            return True
+        seq, since = self._late
+        if self._ctrl[DONE] >= seq:
+            self._late = None
+            if self.arena is not None:
+                self.arena.unhold()
+            return True
+        if time.perf_counter() - since > LATE_S:
+            self._fail(f"still no answer after {LATE_S:g} s", again=True)
+        return False
+
+    def _alive(self) -> bool:
+        """Whether the twin's process is still running (a stopped one counts)."""
+        if self._proc is not None:
+            return self._proc.poll() is None
+        try:
+            return os.waitid(os.P_PID, self._pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+        except ChildProcessError:
+            return False
 
     def _fail(self, why: str, again: bool = False) -> None:
         """Kill the twin; with ``again`` (it stopped answering), a new one is started after the next of ``RETRY_S``,
@@ -489,6 +531,16 @@ class Twin:
             return
         pid, self._pid = self._pid, 0
         proc, self._proc = self._proc, None
+        try:
+            self._end_process(pid, proc, kill)
+        finally:
+            cpu_pool.contention.also_ours(pid, False)
+            if self._late is not None and self.arena is not None:
+                self.arena.unhold()  # the late job can no longer write
+            self._late = None
+
+    def _end_process(self, pid: int, proc, kill: bool) -> None:
+        """Make the twin's process ``pid`` (``proc`` where it was started) leave, or kill it, and reap it."""
         if proc is not None:  # a started twin
             if kill:
                 proc.kill()
@@ -501,7 +553,6 @@ class Twin:
             if self._box is not None:
                 self._box.close()
                 self._box = None
-            cpu_pool.contention.also_ours(pid, False)
             return
         try:
             if kill:
@@ -516,7 +567,6 @@ class Twin:
                 os.waitpid(pid, 0)
         except (ChildProcessError, ProcessLookupError, OSError):
             pass
-        cpu_pool.contention.also_ours(pid, False)
 
 
 class Abandoned(Exception):

@@ -13,6 +13,8 @@ Contract:
 - Pages cost memory only once written. A released block of under ``GIVE_BACK_BYTES`` keeps its pages (zeroed,
   as the C heap keeps freed memory) for the next buffer; a larger one (a long KV ring, mostly unwritten in a
   short session) gives them back to the system where it can (``MADV_REMOVE``) and reads as zeros again.
+- Between ``hold()`` and ``unhold()`` released blocks are neither zeroed nor given out again: a twin that is late
+  with a job (``cpu_twin``) may still write into an array the caller has dropped meanwhile.
 - A process forked from this one shares the arena too; the only such process is the twin (``hub`` starts
   its workers with fork + exec, which drops the mapping). Over a ``buf`` of named shared memory, a started twin
   maps the same pages (``twin_spawn``); it only reads and writes arrays at the places it is told (``view``).
@@ -42,11 +44,15 @@ class SharedArena:
         self.base = np.frombuffer(self._buf, np.uint8).ctypes.data
         self._free = [(0, self.size)]  # (offset, length), sorted, coalesced
         self._released: list[tuple[int, int]] = []  # blocks given back, merged into _free by the next zeros()
+        self._held: list[tuple[int, int]] = []  # blocks released while held, not yet zeroed
+        self._holding = False
         self._lock = threading.Lock()
 
     def zeros(self, shape: tuple[int, ...]) -> np.ndarray | None:
         """A zero-filled float32 array of ``shape`` in the arena, or None when no free block is large enough."""
         need = max(PAGE, -(-4 * int(np.prod(shape)) // PAGE) * PAGE)
+        if self._held and not self._holding:  # released after an unhold() had looked (a collection on another thread)
+            self.unhold()
         with self._lock:
             self._merge_released()
             for i, (off, n) in enumerate(self._free):
@@ -59,7 +65,20 @@ class SharedArena:
         weakref.finalize(a, self._release, off, need).atexit = False  # at exit nobody needs the block zeroed
         return a
 
+    def hold(self) -> None:
+        """Keep the blocks released from now on as they are and out of use until ``unhold``."""
+        self._holding = True
+
+    def unhold(self) -> None:
+        """Release the held blocks (zeroed, or their pages given back) for the next ``zeros``."""
+        self._holding = False
+        while self._held:
+            self._release(*self._held.pop())
+
     def _release(self, off: int, n: int) -> None:
+        if self._holding:
+            self._held.append((off, n))
+            return
         # zero again for the next owner; small blocks keep their pages (giving them back and faulting them in
         # again cost 12 ms per 20 MB, measured, against 1 ms for this: a decoder allocates the same size clip
         # after clip), large ones give them back: zeroing would make every page of a mostly unwritten ring

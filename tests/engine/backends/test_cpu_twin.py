@@ -3,6 +3,7 @@ every way it can go wrong (killed, stopped, stale, parent gone) ends in a right 
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import subprocess
@@ -106,18 +107,74 @@ def test_the_waits_grow_for_twins_that_miss_soon_and_start_over_after_one_that_a
     assert np.array_equal(B.linear(x, w), first) and B.twin.pid == 0 and not B.twin.failed
 
 
-def test_a_stopped_twin_is_killed_after_the_deadline(B):
+def until(check, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def test_a_stopped_twin_costs_one_deadline_and_serves_again_once_it_has_finished(B):
+    """A twin whose CPU is taken away for a while (on a 2-vCPU VM each miss came with ~100 ms of the hypervisor's
+    steal time on the twin's vCPU) was killed at the deadline, and a second miss within FORGIVE_S left every step
+    on one CPU for 30 s (small 11.4 -> 19 ms per token). Now it is left to finish its late job and serves again."""
     w = B.prepare_linear(r(2048, 512))
     x = r(2, 512)
     first = B.linear(x, w)
-    pid = B.twin.pid
+    pid, served = B.twin.pid, B.twin.served()
     os.kill(pid, signal.SIGSTOP)
     t0 = time.monotonic()
     again = B.linear(x, w)
     waited = time.monotonic() - t0
     assert cpu_twin.DEADLINE_S <= waited < 1.0
     assert np.array_equal(again, first)
-    assert B.twin.pid == 0 and not alive(pid)
+    t0 = time.monotonic()
+    assert np.array_equal(B.linear(x, w), first)  # while it is late: the caller alone, without a second wait
+    assert time.monotonic() - t0 < cpu_twin.DEADLINE_S
+    assert B.twin.pid == pid and alive(pid) and B.twin.served() == served
+    os.kill(pid, signal.SIGCONT)
+    assert until(lambda: B.twin.served() == served + 1)  # it finished the late job
+    assert np.array_equal(B.linear(x, w), first)
+    assert B.twin.pid == pid and B.twin.served() == served + 2 and not B.twin.failed
+
+
+def test_a_twin_still_late_after_late_s_is_killed(B, monkeypatch):
+    monkeypatch.setattr(cpu_twin, "LATE_S", 0.2)
+    w = B.prepare_linear(r(2048, 512))
+    x = r(2, 512)
+    first = B.linear(x, w)
+    pid = B.twin.pid
+    os.kill(pid, signal.SIGSTOP)
+    assert np.array_equal(B.linear(x, w), first) and B.twin.pid == pid
+    time.sleep(0.25)
+    assert np.array_equal(B.linear(x, w), first)
+    assert B.twin.pid == 0 and not alive(pid) and not B.twin.failed  # killed; a new one after RETRY_S
+
+
+def test_arena_blocks_released_while_the_twin_is_late_are_not_given_out_until_it_has_finished(B):
+    """The late job may still write a cache row into an array the caller has dropped meanwhile: that block must
+    not come back as zeros to a new cache before the twin has finished (or is gone)."""
+    w = B.prepare_linear(r(2048, 512))
+    x = r(1, 512)
+    B.linear(x, w)
+    k = B.kv_zeros((4, 100, 64))
+    at, pid = B.twin.arena.locate(k), B.twin.pid
+    os.kill(pid, signal.SIGSTOP)
+    B.linear(x, w)  # late
+    del k
+    gc.collect()
+    k = B.kv_zeros((4, 100, 64))
+    assert B.twin.arena.locate(k) != at
+    os.kill(pid, signal.SIGCONT)
+    served = B.twin.served()
+    assert until(lambda: B.twin._ctrl[cpu_twin.DONE] >= B.twin._seq)
+    B.linear(x, w)  # the twin is taken again: the held blocks go back
+    assert B.twin.served() == served + 2
+    del k
+    gc.collect()
+    assert B.twin.arena.locate(B.kv_zeros((4, 100, 64))) == at
 
 
 def test_a_new_matrix_retires_the_twin_and_the_next_product_forks_one_that_knows_it(B):
@@ -289,18 +346,21 @@ def test_a_masked_attention_over_shared_kv_goes_half_to_the_twin_with_identical_
     np.testing.assert_allclose(with_twin, ref, atol=1e-5, rtol=0)
 
 
-def test_a_stopped_twin_during_attention_is_killed_and_the_caller_computes_every_head(B):
+def test_a_stopped_twin_during_attention_leaves_every_head_to_the_caller_until_it_has_finished(B):
     B.linear(r(1, 512), B.prepare_linear(r(1024, 512)))
     k, v = cross_kv(B, 8, 500, 500, 64)
     q = r(8, 1, 64)
     first = B.attention(q, k, v, 0.125)
-    pid = B.twin.pid
+    pid, served = B.twin.pid, B.twin.served()
     os.kill(pid, signal.SIGSTOP)
     t0 = time.monotonic()
     again = B.attention(q, k, v, 0.125)
     assert cpu_twin.DEADLINE_S <= time.monotonic() - t0 < 1.0
-    assert np.array_equal(again, first)
-    assert B.twin.pid == 0 and not alive(pid)
+    assert np.array_equal(again, first) and np.array_equal(B.attention(q, k, v, 0.125), first)
+    assert B.twin.pid == pid and B.twin.served() == served
+    os.kill(pid, signal.SIGCONT)
+    assert until(lambda: B.twin.served() == served + 1)
+    assert np.array_equal(B.attention(q, k, v, 0.125), first) and B.twin.served() == served + 2
 
 
 @pytest.mark.parametrize("bits", [8, 4])

@@ -1,6 +1,6 @@
 """A decoder's blocks as one stack run in lockstep with the twin (numpy_stack, cpu_twin.Channel): the same bits
-as the blocks one by one, one twin job per step, and the caller finishing alone when the twin dies mid-step,
-when its own half raises, or when it stops posting."""
+as the blocks one by one, one twin job per step, and the caller finishing alone when the twin dies or stops
+mid-step, when its own half raises, or when it stops posting."""
 
 from __future__ import annotations
 
@@ -145,6 +145,44 @@ def test_a_twin_killed_mid_step_leaves_the_caller_finishing_it(B, monkeypatch):
     assert B.twin.pid == 0 and len(swaps) == 6  # the exchanges after the kill went nowhere: the caller computed alone
     assert np.array_equal(got, want)
     for a, b in zip(got_caches, want_caches):
+        assert np.array_equal(a, b)
+
+
+@twin_only
+def test_a_twin_stopped_mid_step_is_left_to_finish_its_side_and_serves_the_next_step(B, monkeypatch):
+    """Stopped for a while (a VM's steal time) mid-step, the twin is no longer killed at the deadline: the caller
+    finishes the step alone; the twin, continued, finishes its side (writing the same cache rows) and serves the
+    next step."""
+    blocks, stack, arrays = decoder(B)
+    x, (cos, sin) = r(1, D), rotation(1)
+    want, want_caches = step(B, stack, arrays, x, cos, sin)
+    pid, served = B.twin.pid, B.twin.served()
+    swap, swaps = cpu_twin.Channel.swap, []
+
+    def swap_then_stop(channel, share):
+        swaps.append(1)
+        if len(swaps) == 3:  # after two exchanges: in the middle of the first layer's MLP
+            os.kill(pid, signal.SIGSTOP)
+        return swap(channel, share)
+
+    monkeypatch.setattr(cpu_twin.Channel, "swap", swap_then_stop)
+    got, got_caches = step(B, stack, arrays, x, cos, sin)
+    monkeypatch.setattr(cpu_twin.Channel, "swap", swap)
+    assert np.array_equal(got, want) and len(swaps) == 6
+    for a, b in zip(got_caches, want_caches):
+        assert np.array_equal(a, b)
+    assert np.array_equal(step(B, stack, arrays, x, cos, sin)[0], want)  # still stopped: the caller alone
+    assert B.twin.pid == pid and B.twin.served() == served
+    os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + 5
+    while B.twin.served() == served and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert B.twin.served() == served + 1  # it gave its side up at its next exchange
+    for a, b in zip(caches(arrays), want_caches):
+        assert np.array_equal(a, b)  # what it wrote late were the same rows
+    again, again_caches = step(B, stack, arrays, x, cos, sin)
+    assert np.array_equal(again, want) and B.twin.pid == pid and B.twin.served() == served + 2
+    for a, b in zip(again_caches, want_caches):
         assert np.array_equal(a, b)
 
 

@@ -32,6 +32,25 @@ def test_buffers_are_zero_and_a_released_block_comes_back_zeroed():
     assert arena.locate(b) == 0 and not b.any()
 
 
+def test_a_block_released_while_held_is_not_given_out_again_until_unhold():
+    """A twin late with its job may still write into a cache the caller has dropped meanwhile (``cpu_twin``): such
+    a block must not come back as "zeros" to the next owner until the twin has finished or is gone."""
+    arena = SharedArena(4 * PAGE)
+    a = arena.zeros((PAGE // 4,))
+    arena.hold()
+    del a
+    gc.collect()
+    b = arena.zeros((PAGE // 4,))
+    assert arena.locate(b) == PAGE  # not the held block
+    arena.zeros((PAGE // 4,))
+    stray = arena.view(0, (PAGE // 4,), (4,))
+    stray[:] = 5.0  # the late twin's write into the dropped block
+    assert arena.zeros((PAGE // 4,)) is not None and arena.zeros((PAGE // 4,)) is None  # full: the held one stays out
+    arena.unhold()
+    c = arena.zeros((PAGE // 4,))
+    assert arena.locate(c) == 0 and not c.any()  # zeroed when it came back
+
+
 def shared_kb() -> int:
     """This process's resident shared memory (kB; Linux)."""
     with open("/proc/self/status") as f:
