@@ -65,9 +65,10 @@ log = logging.getLogger(__name__)
 
 SPIN_S = 0.003  # the twin spins this long after its last job, then parks (times: perf_counter, which is fine-grained
 # on Windows too, where Python < 3.13's monotonic clock ticks every ~16 ms)
-DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is the caller's; the twin is killed
-RETRY_S = (2.0, 30.0, 300.0)  # and a new one started after these waits, one per twin that stopped answering soon
-# after the last one did; the last wait repeats
+DEADLINE_S = 0.05  # a half not done by then (or by 4x the caller's own half) is the caller's; the twin is left to
+# finish it (LATE_S), or killed where it has died
+RETRY_S = (2.0, 30.0, 300.0)  # a new one started after these waits, one per twin that failed soon after the last
+# one did; the last wait repeats
 LATE_S = 1.0  # a twin still running but late with its job this long is killed (before: at once, and on a noisy VM
 # a second miss within FORGIVE_S left the steps on one CPU for 30 s: small 11.4 -> 19 ms per token)
 FORGIVE_S = 10.0  # a twin that answered this long before it missed was no sign of a machine it cannot help: the
