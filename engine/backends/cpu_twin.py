@@ -413,13 +413,17 @@ class Twin:
             return True
         seq, since = self._late
         if self._ctrl[DONE] >= seq:
-            self._late = None
-            if self.arena is not None:
-                self.arena.unhold()
+            self._no_longer_late()
             return True
         if time.perf_counter() - since > LATE_S:
             self._fail(f"still no answer after {LATE_S:g} s", again=True)
         return False
+
+    def _no_longer_late(self) -> None:
+        """The late job is done or its process gone: the blocks the arena held for it go back."""
+        if self._late is not None and self.arena is not None:
+            self.arena.unhold()
+        self._late = None
 
     def _alive(self) -> bool:
         """Whether the twin's process is still running (a stopped one counts)."""
@@ -536,9 +540,7 @@ class Twin:
             self._end_process(pid, proc, kill)
         finally:
             cpu_pool.contention.also_ours(pid, False)
-            if self._late is not None and self.arena is not None:
-                self.arena.unhold()  # the late job can no longer write
-            self._late = None
+            self._no_longer_late()  # the late job can no longer write
 
     def _end_process(self, pid: int, proc, kill: bool) -> None:
         """Make the twin's process ``pid`` (``proc`` where it was started) leave, or kill it, and reap it."""
