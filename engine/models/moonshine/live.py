@@ -208,13 +208,16 @@ class LiveSession:
         return self._show(ids)
 
     def _show(self, ids: list[int]) -> CaptionEvent | None:
-        """The partial event for ``ids`` (None when empty or unchanged)."""
+        """The partial event for ``ids`` (None when empty or unchanged); a last character whose bytes have not
+        all come yet is left out until they have."""
         stable = _common_prefix(self.prev_partial, ids)
         self.prev_partial = ids
+        tok = self.m.tokenizer
+        ids = tok.complete(ids) if tok else ids
         text = self._text(ids)
         if not text:
             return None
-        stable_text = self._text(ids[:stable])
+        stable_text = self._text(tok.complete(ids[:stable]) if tok else ids[:stable])
         n_stable = len(_common_prefix_str(stable_text, text))
         line = Line(text, self.segmenting.segmenter.first_speech / SAMPLE_RATE, self.pos / SAMPLE_RATE, tuple(ids))
         if self.shown is not None and self.shown.text == text:

@@ -324,3 +324,16 @@ class _Vad:
 
     def reset(self):
         pass
+
+
+def test_a_partial_never_shows_half_a_character(fixture_model):
+    """A hypothesis that ends between the byte ids of one character shows the text before it, not replacement
+    characters (which would also stand for the bytes before it in the same run of byte ids)."""
+    m = fixture_model("moon_tiny_like", "numpy")
+    sess = m.start_session(partial_ms=160, repetition_stop=0)
+    sess.feed(speech_clip()[:12800])
+    ids = m.tokenizer._tok.encode("The café").ids
+    ev = sess._show(ids[:-1])
+    assert ev.partial.text == "The caf"
+    ev = sess._show(ids)
+    assert ev.partial.text == "The café" and ev.stable_text == "The caf"
