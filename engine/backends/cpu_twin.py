@@ -26,7 +26,8 @@ Contract:
   running is left to finish that job (its CPU was taken away for a while: on a 2-vCPU VM each miss came with
   ~100 ms of the hypervisor's steal time on the twin's vCPU) while the caller goes on alone, and serves again
   once it has; the arena keeps the blocks released meanwhile out of use (``SharedArena.hold``), since the late
-  job may still write a cache row. A twin that has died, or is still late after ``LATE_S``, is killed; a new
+  job may still write a cache row, and a job that writes rows of the same arrays the late job may write waits
+  for it first (``settle``: a new decode over the same caches), so that no older row lands over a newer one. A twin that has died, or is still late after ``LATE_S``, is killed; a new
   one is started ``RETRY_S`` later, a longer wait for each twin that failed soon after the last one did
   (``FORGIVE_S``), the last repeating (logged each time). A twin that cannot start is not tried again.
 - A registered program (``numpy_stack.SplitStack``, a whole decoder step) runs in both processes at once:
@@ -138,6 +139,8 @@ class Twin:
         self._retries, self._retry_at = 0, 0.0  # twins that stopped answering soon after the last; no new one before
         self._born = 0.0  # when the current twin was started
         self._late: tuple[int, float] | None = None  # (job, when) the twin missed its deadline but may still finish
+        self._rows: tuple | None = None  # the rows of arena arrays the current job may write (_put), kept while late
+        self._late_rows: tuple | None = None
         self.method = start_method()
         self.failed = self.method is None
         self.arena = None  # attention K/V the twin can read (kv_zeros), made before any fork
@@ -250,9 +253,10 @@ class Twin:
     def submit_block(self, block, inputs: list[np.ndarray], arrays: list[np.ndarray], ints: list[int]):
         """Hand ``block.run_half(1, inputs, arrays, ints)`` to the twin (a registered block, as
         ``numpy_blocks.SplitAttention``): ``inputs`` float32 arrays copied to it (it sees them flat),
-        ``arrays`` 3-D float32 arrays in ``arena`` that it reads and may write, ``ints`` its parameters.
+        ``arrays`` 3-D float32 arrays in ``arena`` that it reads and, where ``ints`` is ``[n, start]``, may write
+        in rows ``start .. start + n`` of their second axis (``[n]``: reads only), ``ints`` its parameters.
         Returns a ticket for ``collect`` (the result: ``[rows of inputs[0], block.shape[0]]``, flat), or None
-        when the caller must compute that half too."""
+        when the caller must compute that half too. Call ``settle`` first."""
         if not self._put(BLOCK, block, inputs, arrays, ints, block.shape[0] * inputs[0].shape[0]):
             return None
         return self._go(None)
@@ -261,7 +265,7 @@ class Twin:
         """Start ``program.run(1, inputs, arrays, ints, channel)`` on the twin (a registered program, as
         ``numpy_stack.SplitStack``; the arguments go over as for ``submit_block``), to run in lockstep with the
         caller's ``program.run(0, ..., channel)``. Returns the caller's ``Channel`` (``close`` it when the
-        program is done), or None when the caller must run the program alone."""
+        program is done), or None when the caller must run the program alone. Call ``settle`` first."""
         if inputs[0].shape[0] > MAX_ROWS or not self._put(PROGRAM, program, inputs, arrays, ints, 0):
             return None
         c = self._ctrl
@@ -269,6 +273,32 @@ class Twin:
         c[TAG0] = tag = max(int(c[MINE]), int(c[THEIRS]))  # the tags of earlier programs stay behind this one's
         seq, _, started = self._go(None)
         return Channel(c, self._ex, 0, seq, tag, started, self)
+
+    def settle(self, arrays: list[np.ndarray], ints: list[int]) -> None:
+        """Before this process writes rows of ``arrays`` (``ints`` as for ``submit_block``), computing a job itself or
+        with the twin: where the twin is late with a job that may still write some of the same rows (the same
+        arrays, overlapping rows: the next partial's decode of a segment rewrites its caches from position 0),
+        wait until that job is done, and kill the twin where it is not within ``LATE_S`` of its miss. Else its
+        late rows could land over the newer ones (a row of another step in a cache: wrong logits). A job further
+        on (the same decode's next position) does not wait."""
+        late = self._late_rows
+        if late is None or self._late is None or len(ints) < 2 or self.arena is None:
+            return
+        offsets, a, b = late
+        start, stop = ints[1], ints[1] + ints[0]
+        if stop <= a or b <= start or not offsets.intersection(self.arena.locate(x) for x in arrays):
+            return
+        with self._lock:
+            if self._late is None:  # done meanwhile (another thread's claim saw it)
+                return
+            seq, since = self._late
+            while self._ctrl[DONE] < seq:
+                alive = self._alive()
+                if not alive or time.perf_counter() - since > LATE_S:
+                    self._fail(f"still no answer after {LATE_S:g} s" if alive else "gone while late", again=True)
+                    return
+                time.sleep(0.0005)
+            self._no_longer_late()
 
     def _put(self, kind: int, block, inputs, arrays, ints, out_size: int) -> bool:
         """Claim the twin and write a block's or a program's job (``submit_block``); False when the caller
@@ -288,6 +318,9 @@ class Twin:
             pos += n
         c[KIND], c[WEIGHT], c[EDGES] = kind, i, fields - 1
         c[EDGES + 1 : EDGES + fields] = [len(sizes), *sizes, *layout, len(ints), *ints]
+        self._rows = None
+        if len(ints) > 1 and arrays:  # the rows it may write (settle)
+            self._rows = (frozenset(layout[1::7]), ints[1], ints[1] + ints[0])
         return True
 
     def _layout(self, block, arrays: list[np.ndarray]):
@@ -402,6 +435,7 @@ class Twin:
             return
         self._ctrl[ABORT] = self._seq
         self._late = (self._seq, time.perf_counter())
+        self._late_rows = self._rows if self._ctrl[KIND] in (BLOCK, PROGRAM) else None
         if self.arena is not None:
             self.arena.hold()
         log.info("CPU twin %d late (%s); the caller computes alone until it has finished", self._pid, why)
@@ -423,7 +457,7 @@ class Twin:
         """The late job is done or its process gone: the blocks the arena held for it go back."""
         if self._late is not None and self.arena is not None:
             self.arena.unhold()
-        self._late = None
+        self._late = self._late_rows = None
 
     def _alive(self) -> bool:
         """Whether the twin's process is still running (a stopped one counts)."""

@@ -224,9 +224,11 @@ class SplitAttention:
             ints.append(start)
         elif mask is not None:
             inputs.append(np.asarray(mask, np.float32))
+        twin = self.twin
+        if twin is not None:
+            twin.settle(arrays, ints)  # a late twin job writing rows this block writes again finishes first
         if n > cpu_twin.MAX_ROWS:  # many rows (a long prefill): both halves over cpu_pool's threads
             return self.combine(*halves_on_threads(lambda i: self.run_half(i, inputs, arrays, ints)))
-        twin = self.twin
         ticket = twin.submit_block(self, inputs, arrays, ints) if twin is not None else None
         mine = self.run_half(0, inputs, arrays, ints)
         theirs = twin.collect(ticket) if ticket is not None else None

@@ -56,6 +56,8 @@ class SplitStack:
         inputs = [x, rot] + ([np.asarray(mask, np.float32)] if mask is not None else [])
         ints = [x.shape[0], start]
         twin = self.twin
+        if twin is not None:
+            twin.settle(arrays, ints)  # a late twin job writing rows this step writes again finishes first
         channel = twin.submit_program(self, inputs, arrays, ints) if twin is not None else None
         try:
             x = self.run(0, inputs, arrays, ints, channel)

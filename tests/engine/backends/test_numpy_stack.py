@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 from engine.backends import cpu_twin
 from engine.backends.base import Backend
+from engine.backends.numpy_blocks import SplitAttention
 from engine.backends.numpy_stack import SplitStack
 from engine.backends.ort_blocks import QuantSplitAttention
 from engine.backends.ort_kernels import GatedMlp
@@ -171,7 +173,11 @@ def test_a_twin_stopped_mid_step_is_left_to_finish_its_side_and_serves_the_next_
     assert np.array_equal(got, want) and len(swaps) == 6
     for a, b in zip(got_caches, want_caches):
         assert np.array_equal(a, b)
-    assert np.array_equal(step(B, stack, arrays, x, cos, sin)[0], want)  # still stopped: the caller alone
+    # still stopped: the caller alone at the next position (a step that wrote position 0 again would wait for the
+    # late job first: test_a_late_twin_writes_no_row_a_new_pass_has_written_since)
+    x1, (cos1, sin1) = r(1, D), rotation(1)
+    want1 = one_by_one(B, blocks, [a.copy() for a in arrays], x1, 1, cos1, sin1)
+    assert np.array_equal(B.block_stack(x1, stack, arrays, 1, cos1, sin1), want1)
     assert B.twin.pid == pid and B.twin.served() == served
     os.kill(pid, signal.SIGCONT)
     deadline = time.monotonic() + 5
@@ -179,11 +185,105 @@ def test_a_twin_stopped_mid_step_is_left_to_finish_its_side_and_serves_the_next_
         time.sleep(0.005)
     assert B.twin.served() == served + 1  # it gave its side up at its next exchange
     for a, b in zip(caches(arrays), want_caches):
-        assert np.array_equal(a, b)  # what it wrote late were the same rows
+        assert np.array_equal(a[:, :1], b[:, :1])  # what it wrote late were the same rows
     again, again_caches = step(B, stack, arrays, x, cos, sin)
     assert np.array_equal(again, want) and B.twin.pid == pid and B.twin.served() == served + 2
     for a, b in zip(again_caches, want_caches):
         assert np.array_equal(a, b)
+
+
+def stop_before_own_rows(monkeypatch, flag):
+    """In the twin (forked after this), its half of a self-attention stops the process first once ``flag`` exists:
+    continued, it writes that step's cache rows late."""
+    parent, run_half = os.getpid(), SplitAttention.run_half
+
+    def stopping(block, i, inputs, arrays, ints):
+        if os.getpid() != parent and block.interleaved is not None and flag.exists():
+            flag.unlink()
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return run_half(block, i, inputs, arrays, ints)
+
+    monkeypatch.setattr(SplitAttention, "run_half", stopping)
+
+
+def wait_done(twin, served):
+    deadline = time.monotonic() + 5
+    while twin.pid and twin.served() == served and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+@twin_only
+def test_a_late_twin_writes_no_row_a_new_pass_has_written_since(B, monkeypatch, tmp_path):
+    """A twin stopped before writing its cache rows of position 0 is late; a new pass over the same caches
+    (another input: the next partial's decode of a growing segment) writes position 0 again before the twin goes
+    on. Its old rows must not land over the new ones: the new pass waits for the late job (up to LATE_S)."""
+    flag = tmp_path / "stop"
+    stop_before_own_rows(monkeypatch, flag)
+    blocks, stack, arrays = decoder(B)
+    x, x2, (cos, sin) = r(1, D), r(1, D), rotation(1)
+    want, want_caches = step(B, stack, arrays, x2, cos, sin)  # forks the twin (with the stop in it)
+    pid, served = B.twin.pid, B.twin.served()
+    flag.touch()
+    step(B, stack, arrays, x, cos, sin)  # the twin stops itself before its first rows: the caller finishes alone
+    assert not flag.exists() and B.twin.pid == pid and B.twin.served() == served
+    resumed = threading.Timer(0.3, os.kill, (pid, signal.SIGCONT))
+    resumed.start()
+    got, _ = step(B, stack, arrays, x2, cos, sin)
+    resumed.join()
+    wait_done(B.twin, served)
+    assert np.array_equal(got, want)
+    for a, b in zip(caches(arrays), want_caches):
+        assert np.array_equal(a, b)  # no row of x's step is left
+    assert B.twin.pid == pid  # it finished its job within LATE_S and serves on
+    again, _ = step(B, stack, arrays, x2, cos, sin)
+    assert np.array_equal(again, want) and B.twin.served() > served
+
+
+@twin_only
+def test_a_late_twins_block_writes_no_row_a_new_pass_has_written_since(B, monkeypatch, tmp_path):
+    """The same for a self-attention block run on its own (a decoder whose blocks make no stack)."""
+    flag = tmp_path / "stop"
+    stop_before_own_rows(monkeypatch, flag)
+    (own, _, _, (n1, _, _)), *_ = decoder(B, layers=1)[0]
+    k, v = B.kv_zeros((KV_HEADS, 48, HD)), B.kv_zeros((KV_HEADS, 48, HD))
+    h, h2, (cos, sin) = r(1, D), r(1, D), rotation(1)
+
+    def run(x):
+        k[...], v[...] = 0, 0
+        return B.self_attention_block(x, own, k, v, 0, cos, sin, norm=n1, eps=1e-5)[0], k.copy(), v.copy()
+
+    want, want_k, want_v = run(h2)  # forks the twin
+    pid, served = B.twin.pid, B.twin.served()
+    flag.touch()
+    run(h)  # late
+    resumed = threading.Timer(0.3, os.kill, (pid, signal.SIGCONT))
+    resumed.start()
+    got = B.self_attention_block(h2, own, k, v, 0, cos, sin, norm=n1, eps=1e-5)[0]
+    resumed.join()
+    wait_done(B.twin, served)
+    assert np.array_equal(got, want) and np.array_equal(k, want_k) and np.array_equal(v, want_v)
+
+
+@twin_only
+def test_a_late_twin_does_not_hold_up_the_rows_after_its_own(B, monkeypatch, tmp_path):
+    """The same decode's next step (position 1) writes no row the late job may write: it goes on alone at once."""
+    flag = tmp_path / "stop"
+    stop_before_own_rows(monkeypatch, flag)
+    blocks, stack, arrays = decoder(B)
+    x, (cos, sin) = r(2, D), rotation(2)
+    step(B, stack, arrays, x[:1], cos[:1], sin[:1])  # forks the twin
+    want = one_by_one(B, blocks, [a.copy() for a in arrays], x[1:], 1, cos[1:], sin[1:])
+    pid = B.twin.pid
+    flag.touch()
+    B.block_stack(x[:1], stack, arrays, 0, cos[:1], sin[:1])  # late at position 0
+    t = time.monotonic()
+    try:
+        got = B.block_stack(x[1:], stack, arrays, 1, cos[1:], sin[1:])
+        took = time.monotonic() - t
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert took < 0.2 and B.twin.pid == pid  # not waited for (LATE_S) nor killed
+    assert np.array_equal(got, want)
 
 
 @twin_only
