@@ -66,6 +66,7 @@ from app.sources import ServerSilent, load_sounddevice
 from app.sources.base import SERVER_SILENT
 from app.status_bar import SessionStatusBar
 from app.theme import apply_theme, tail_color
+from app.toolbar_fit import ToolbarFit
 from app.welcome import WelcomePanel
 from app.worker import SessionSpec, Stats
 from engine.backends import BACKENDS
@@ -285,6 +286,7 @@ class MainWindow(QMainWindow):
         bar.addAction(self.export_action)
         bar.addAction(self.sessions_action)
         self.toolbar = bar
+        self._toolbar_fit = ToolbarFit(bar)  # icons alone where the names do not fit
         self.addToolBar(bar)
         self._refresh_icons()  # the overflow button's too
 

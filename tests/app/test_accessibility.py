@@ -292,6 +292,7 @@ def test_the_toolbar_fits_the_first_window_size_in_every_theme(qtbot, controller
     """At the first window size every toolbar entry shows in every theme. The device pickers were fitted to their
     first entry while their lists were filled ("System default", "Default output (follows changes)": up to 342 px
     instead of about 10 characters), and the high-contrast toolbar then put Export and Sessions behind its overflow."""
+    from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QToolButton
 
     from app.main_window import FIRST_SIZE
@@ -310,7 +311,41 @@ def test_the_toolbar_fits_the_first_window_size_in_every_theme(qtbot, controller
         assert w.device_combo.currentText() == "System default"
         extension = w.toolbar.findChild(QToolButton, "qt_toolbar_ext_button")
         assert extension is None or not extension.isVisible(), (theme, w.toolbar.sizeHint().width())
+        qtbot.wait(20)  # the toolbar's fit (toolbar_fit) runs once the layout has settled
+        assert w.toolbar.toolButtonStyle() == Qt.ToolButtonStyle.ToolButtonTextBesideIcon, theme  # names shown
         w.close()
+
+
+def test_a_toolbar_too_narrow_for_its_names_shows_its_icons_alone(qtbot, controller, settings, themed):
+    """At a 1280 px screen's first window size (1152 px) the high-contrast toolbar put Sessions (and Export) behind its
+    overflow; it now shows its buttons' icons alone there (their names in the tooltips and for screen readers), and
+    every entry shows. Wide again, the names come back."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QToolButton
+
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    settings.set_value(Key.SOURCE, "mic")
+    sd = FakeSoundDevice([make_device("Fake Mic"), make_device("USB Headset")])
+    themed("high-contrast")
+    settings.set_value(Key.THEME, "high-contrast")
+    w = MainWindow(controller, settings, sounddevice=sd)
+    qtbot.addWidget(w)
+    w.resize(1152, 680)
+    w.show()
+    qtbot.waitExposed(w)
+    bar = w.toolbar
+    extension = bar.findChild(QToolButton, "qt_toolbar_ext_button")
+    qtbot.waitUntil(lambda: extension is None or not extension.isVisible(), timeout=2000)
+    for action in (w.start_action, w.export_action, w.sessions_action):
+        button = bar.widgetForAction(action)
+        assert button.isVisible() and button.text() and button.toolTip()  # what a screen reader says, and a tooltip
+    assert bar.toolButtonStyle() == Qt.ToolButtonStyle.ToolButtonIconOnly
+    w.resize(1800, 680)
+    qtbot.waitUntil(lambda: bar.toolButtonStyle() == Qt.ToolButtonStyle.ToolButtonTextBesideIcon, timeout=2000)
+    assert extension is None or not extension.isVisible()
+    w.resize(1152, 680)
+    qtbot.waitUntil(lambda: bar.toolButtonStyle() == Qt.ToolButtonStyle.ToolButtonIconOnly, timeout=2000)
 
 
 def test_the_partial_tail_is_readable_in_every_theme(qtbot, themed):
