@@ -27,9 +27,10 @@ Contract:
   ~100 ms of the hypervisor's steal time on the twin's vCPU) while the caller goes on alone, and serves again
   once it has; the arena keeps the blocks released meanwhile out of use (``SharedArena.hold``), since the late
   job may still write a cache row, and a job that writes rows of the same arrays the late job may write waits
-  for it first (``settle``: a new decode over the same caches), so that no older row lands over a newer one. A twin that has died, or is still late after ``LATE_S``, is killed; a new
-  one is started ``RETRY_S`` later, a longer wait for each twin that failed soon after the last one did
-  (``FORGIVE_S``), the last repeating (logged each time). A twin that cannot start is not tried again.
+  for it first (``settle``: a new decode over the same caches), so that no older row lands over a newer one.
+  A twin that has died, or is still late after ``LATE_S``, is killed; a new one is started ``RETRY_S`` later,
+  a longer wait for each twin that failed soon after the last one did (``FORGIVE_S``), the last repeating
+  (logged each time). A twin that cannot start is not tried again.
 - A registered program (``numpy_stack.SplitStack``, a whole decoder step) runs in both processes at once:
   each computes its halves and they swap their shares through shared memory (``Channel``); the caller gives
   up on the twin's share as on a product's (``DEADLINE_S``), and the twin gives a program up when the caller
