@@ -290,16 +290,11 @@ class Twin:
         if stop <= a or b <= start or not offsets.intersection(self.arena.locate(x) for x in arrays):
             return
         with self._lock:
-            if self._late is None:  # done meanwhile (another thread's claim saw it)
-                return
-            seq, since = self._late
-            while self._ctrl[DONE] < seq:
-                alive = self._alive()
-                if not alive or time.perf_counter() - since > LATE_S:
-                    self._fail(f"still no answer after {LATE_S:g} s" if alive else "gone while late", again=True)
-                    return
-                time.sleep(0.0005)
-            self._no_longer_late()
+            while not self._caught_up():  # done, or given up after LATE_S (as a claim would)
+                if not self._alive():
+                    self._fail("gone while late", again=True)
+                else:
+                    time.sleep(0.0005)
 
     def _put(self, kind: int, block, inputs, arrays, ints, out_size: int) -> bool:
         """Claim the twin and write a block's or a program's job (``submit_block``); False when the caller
