@@ -382,10 +382,10 @@ class EngineWorker(QObject):
             blocks = source.read(MAX_SECONDS_PER_TICK)
             self._note_drops(source, stalled)  # after the read: what it dropped by then came before these blocks
             notices = getattr(source, "notices", list)()  # output changes, hints
+            if notices:  # the new input's name first: a notice on screen never stands beside the old name
+                self.input_moved.emit(source.description)
             for text in notices:
                 self.notice.emit(text)
-            if notices:
-                self.input_moved.emit(source.description)
             if blocks and not self._feed(blocks):
                 return
             if source.ended and not blocks:

@@ -393,3 +393,49 @@ def test_a_worker_busy_with_a_slow_model_is_no_stall(qtbot, journal_dir, speech)
         assert not any("could not run" in text for text in notices), notices
     finally:
         c.shutdown(15000)
+
+
+def test_a_notice_of_a_new_output_comes_after_the_new_name(qtbot, journal_dir):
+    """The input followed a new default output: its notice in the banner stood for a moment beside the old
+    output's name in the status bar (the pulse test saw the banner and the old name together under load)."""
+    from app.capture import AudioQueue, Block, QueuedInput
+    from app.controller import SessionController
+
+    block = 1600
+
+    class Follows(QueuedInput):
+        kind, rate, description, lost, is_open = "system", 16000, "Speakers", False, True
+
+        def __init__(self) -> None:
+            self.queue = AudioQueue(1.0)
+            self.reads = 0
+            self._notes: list[str] = []
+
+        def open(self) -> None: ...
+
+        def close(self) -> None: ...
+
+        def notices(self) -> list[str]:
+            out, self._notes = self._notes, []
+            return out
+
+        def read(self, max_seconds=None):
+            self.reads += 1
+            if self.reads == 5:
+                self.description = "Headphones"
+                self._notes.append("The output changed; livecap follows it.")
+            self.queue.put(Block(np.zeros((block, 1), np.float32), 16000, time.monotonic()))
+            return super().read(max_seconds)
+
+    c = SessionController(loader=fake_engine.load_model, sounddevice=FakeSoundDevice(), journal_dir=journal_dir)
+    seen = []  # the input's name where each warning reaches the banner
+    c.message.connect(lambda level, text: seen.append((text, c.input_description)))
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake", "auto")
+        c.worker._make_source = lambda spec: Follows()
+        c.start(SessionSpec())
+        qtbot.waitUntil(lambda: any("follows" in text for text, _ in seen), timeout=5000)
+        assert [name for text, name in seen if "follows" in text] == ["Headphones"]
+    finally:
+        c.shutdown(5000)
