@@ -89,7 +89,8 @@ def main(argv=None) -> int:
         touch(m)
     warm_us = (time.perf_counter() - t0) / args.copies * 1e6
     print(
-        f"{k} x {n} float32 ({k * n * 4 / 1e6:.1f} MB), CPUs {cpus}; {_common.cpu_model()}, {_common.cpu_flags()}; load {_common.load_average()}"
+    machine = f"{_common.cpu_model()}, {_common.cpu_flags()}; load {_common.load_average()}"
+    print(f"{k} x {n} float32 ({k * n * 4 / 1e6:.1f} MB), CPUs {cpus}; {machine}")
     )
     for side, ts in times.items():
         med = float(np.median(ts))
