@@ -88,10 +88,8 @@ def main(argv=None) -> int:
     for m in mats:
         touch(m)
     warm_us = (time.perf_counter() - t0) / args.copies * 1e6
-    print(
     machine = f"{_common.cpu_model()}, {_common.cpu_flags()}; load {_common.load_average()}"
     print(f"{k} x {n} float32 ({k * n * 4 / 1e6:.1f} MB), CPUs {cpus}; {machine}")
-    )
     for side, ts in times.items():
         med = float(np.median(ts))
         print(f"- {side}: {med * 1e6:.0f} us ({k * n * 4 / med / 1e9:.1f} GB/s)")
