@@ -154,8 +154,8 @@ class Backend:
         return w
 
     def multiplies(self, q: QuantizedWeight) -> bool:
-        """Whether ``prepare_linear`` and ``linear`` compute with ``q``'s layout (its group size and bits): a cached
-        copy another backend wrote may hold layouts this one cannot (NumPy's groups of 16 on MLX)."""
+        """Whether ``prepare_linear`` and ``linear`` compute with ``q``'s layout (its group size and bits); the
+        quantizer tries the next group size where not (NumPy's groups of 16 on MLX)."""
         return True
 
     def quantized(self, w: Array | QuantizedWeight) -> bool:

@@ -119,7 +119,7 @@ def quantize_affine(w: np.ndarray, group_size: int, bits: int, pad: bool = False
     """MLX's affine quantization of float32 ``w [out, in]`` (``in`` a multiple of ``group_size``; bits 2, 4 or 8),
     in NumPy: bit-identical to ``mlx.core.quantize`` on float32 input (the same float32 operations in the same
     order: range over the group, the scale nudged so that the edge of larger magnitude is exact, round half to
-    even), so a cached copy reads the same on either backend. NumPy has no such routine. ``pad``: a width that
+    even): the same layout and values on either backend. NumPy has no such routine. ``pad``: a width that
     is no multiple of the group is first padded with zero columns to whole groups (``cols`` keeps it), which is
     exactly ``mlx.core.quantize`` of the padded matrix; else it is a ValueError."""
     w = np.asarray(w, dtype=np.float32)

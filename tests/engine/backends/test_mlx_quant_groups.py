@@ -1,6 +1,6 @@
 """Quantizing on MLX produces only layouts MLX multiplies (groups of 32, 64 or 128): a width no such group divides
-stays float there, also when the cached copy NumPy wrote holds it in groups of 16 (which MLX's product accepts
-lazily and refuses at the first decode); a stored layout it cannot multiply is a ModelError at load."""
+stays float there (NumPy takes groups of 16, which MLX's product accepts lazily and refuses at the first decode);
+each backend caches its own copy; a stored layout it cannot multiply is a ModelError at load."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from engine.backends.quant import QuantizedWeight, quantize_affine
 from engine.cli import main
 from engine.errors import ModelError
 from engine.models import quantize as Q
-from engine.weights import TensorStore, read_header
 from tests.conftest import FIXTURES
 
 mx = pytest.importorskip("mlx.core")
@@ -72,24 +71,33 @@ def test_a_lazy_quantizer_cannot_slip_groups_of_16_through(mlx, monkeypatch, tmp
     assert not isinstance(owner.w80, QuantizedWeight)
 
 
-def test_mlx_converts_what_numpy_cached_in_groups_of_16(mlx, tmp_path):
+def test_a_backends_quantized_weights_do_not_depend_on_which_backend_converted_first(mlx, tmp_path):
+    """QA: NumPy took MLX's cached copy (80 columns padded to groups of 32) where it converts in groups of 16
+    itself, so its 8-bit transcript depended on whether MLX had run first. Each backend keeps its own copy."""
     ckpt = tmp_path / "model.safetensors"
     ckpt.write_bytes(b"weights")
     floats = {c: plain(96, c) for c in (80, 128)}
-    npy_owner = SimpleNamespace(**{f"w{c}": w.copy() for c, w in floats.items()})
-    targets = [(f"m.{c}", npy_owner, f"w{c}") for c in floats]
-    assert not Q.quantize_targets(NumpyBackend(), targets, 8, ckpt, tag="t")
-    path = Q.cache_path(ckpt, 8, "t")
-    store = TensorStore(read_header(path), path.name)
-    assert store.infos["m.80.scales"].shape[1] == 5  # NumPy's copy: groups of 16
+
+    def load(B, wrap):
+        owner = SimpleNamespace(**{f"w{c}": wrap(w.copy()) for c, w in floats.items()})
+        hit = Q.quantize_targets(B, [(f"m.{c}", owner, f"w{c}") for c in floats], 8, ckpt, tag="t")
+        return hit, owner
+
+    assert load(mlx, mlx.asarray)[0] is False
+    npy = NumpyBackend()
+    hit, owner = load(npy, np.asarray)
+    assert not hit and owner.w80.q.group_size == 16 and not owner.w80.q.padded  # its own groups, not MLX's 32
+    path = Q.cache_path(ckpt, 8, "t", backend="numpy")
     before = path.read_bytes()
-    owner = SimpleNamespace(**{f"w{c}": mlx.asarray(w) for c, w in floats.items()})
-    assert Q.quantize_targets(mlx, [(f"m.{c}", owner, f"w{c}") for c in floats], 8, ckpt, tag="t")
-    assert owner.w80.group_size == 32 and owner.w80.cols == 80  # converted here in groups MLX takes, padded
-    assert owner.w128.bits == 8 and owner.w128.group_size == 64  # NumPy's groups of 64: read as they are
+    hit, again = load(mlx, mlx.asarray)
+    assert hit and again.w80.group_size == 32 and again.w80.cols == 80  # MLX's own copy, padded
+    assert again.w128.bits == 8 and again.w128.group_size == 64
     x = rng.standard_normal((2, 80)).astype(np.float32)
-    np.testing.assert_allclose(mlx.to_numpy(mlx.linear(mlx.asarray(x), owner.w80)), x @ floats[80].T, atol=0.05)
-    assert path.read_bytes() == before  # NumPy's copy stays for NumPy
+    np.testing.assert_allclose(mlx.to_numpy(mlx.linear(mlx.asarray(x), again.w80)), x @ floats[80].T, atol=0.05)
+    assert path.read_bytes() == before  # NumPy's copy stays NumPy's
+    hit, owner2 = load(npy, np.asarray)
+    assert hit and owner2.w80.q.group_size == 16
+    np.testing.assert_array_equal(npy.linear(x, owner2.w80), npy.linear(x, owner.w80))
 
 
 @pytest.mark.parametrize(

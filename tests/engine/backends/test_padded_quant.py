@@ -168,7 +168,9 @@ def test_padded_matrices_are_cached_and_read_back_the_same(tmp_path, monkeypatch
     assert third.w600.shape == (96, 600)
 
 
-def test_mlx_reads_a_cached_copy_numpy_padded(tmp_path, monkeypatch):
+def test_each_backend_caches_its_own_copy_of_the_same_padded_layout(tmp_path, monkeypatch):
+    """MLX after NumPy converts and caches its own copy (a backend's results must not depend on which one
+    converted first), padded as NumPy's: the same values (``quantize_affine`` is ``mlx.core.quantize``)."""
     pytest.importorskip("mlx.core")
     from engine.backends import get_backend
 
@@ -179,13 +181,18 @@ def test_mlx_reads_a_cached_copy_numpy_padded(tmp_path, monkeypatch):
     first, targets = model_like([620])
     w = first.w620.copy()
     assert not Q.quantize_targets(npy, targets, 8, ckpt, tag="t")
-    second = SimpleNamespace(w620=w)
-    assert Q.quantize_targets(mlx, [("m.620", second, "w620")], 8, ckpt, tag="t")
+    second = SimpleNamespace(w620=mlx.asarray(w))
+    assert not Q.quantize_targets(mlx, [("m.620", second, "w620")], 8, ckpt, tag="t")
     assert second.w620.padded and second.w620.shape == (96, 620)
     x = rng.standard_normal((2, 620)).astype(np.float32)
     ref = x @ dequantize(first.w620.q).T
     got = mlx.to_numpy(mlx.linear(mlx.asarray(x), second.w620))
     np.testing.assert_allclose(got, ref, atol=1e-4 * np.abs(ref).max())
+    paths = {Q.cache_path(ckpt, 8, "t", backend=b.name) for b in (npy, mlx)}
+    assert len(paths) == 2 and all(p.is_file() for p in paths)
+    third = SimpleNamespace(w620=mlx.asarray(w))
+    assert Q.quantize_targets(mlx, [("m.620", third, "w620")], 8, ckpt, tag="t")  # its own copy, read back
+    np.testing.assert_array_equal(mlx.to_numpy(mlx.linear(mlx.asarray(x), third.w620)), got)
 
 
 def test_many_row_products_give_the_same_bits_on_one_thread_or_two(monkeypatch):

@@ -14,6 +14,7 @@ its 4-bit agreement is 41-47 / 59 / 70 % (was 53 / 59 / 75 % in groups of 64) at
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -275,6 +276,123 @@ def test_a_changed_shard_is_converted_again(tmp_path):
         f.unlink()
     fresh = load_model(folder, backend="numpy", quantize=8)
     np.testing.assert_array_equal(forced(changed, g), forced(fresh, g))
+
+
+def model_copy(tmp_path):
+    """A copy of moon_tiny_like that a test may change, and its weights file."""
+    import shutil
+
+    folder = tmp_path / "model"
+    shutil.copytree(FIXTURES / "models" / "moon_tiny_like", folder, ignore=shutil.ignore_patterns("golden"))
+    return folder, folder / "model.safetensors"
+
+
+def the_copy(tmp_path):
+    (path,) = list((tmp_path / "cache").rglob("*.safetensors"))
+    return path
+
+
+def test_another_version_with_the_same_size_and_mtime_is_converted_again(tmp_path):
+    """QA: a new version of a model with the same tensor shapes, extracted from an archive with fixed times (the
+    same size and mtime), was taken for the old one: its 8-bit matrices with the new file's other tensors."""
+    import os
+
+    from engine.weights import read_header
+
+    folder, weights = model_copy(tmp_path)
+    assert not load_model(folder, backend="numpy", quantize=8).cache_hit
+    st = weights.stat()
+    data = bytearray(weights.read_bytes())
+    for t in read_header(weights).values():  # each matrix's rows in reverse order, in place
+        if len(t.shape) == 2:
+            rows = np.frombuffer(data, np.uint8, t.nbytes, t.offset).reshape(t.shape[0], -1)
+            data[t.offset : t.offset + t.nbytes] = rows[::-1].tobytes()
+    weights.write_bytes(bytes(data))
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert weights.stat().st_size == st.st_size and weights.stat().st_mtime_ns == st.st_mtime_ns
+    changed = load_model(folder, backend="numpy", quantize=8)
+    assert not changed.cache_hit
+    g = golden("moon_tiny_like", "speech")
+    the_copy(tmp_path).unlink()
+    np.testing.assert_array_equal(forced(changed, g), forced(load_model(folder, backend="numpy", quantize=8), g))
+
+
+@pytest.mark.parametrize("damage", ["zeros", "noise"])
+def test_a_copy_damaged_since_it_was_written_is_converted_again(tmp_path, damage):
+    """QA: a copy whose header still read well but whose data did not (zeros, as a lost write leaves, or changed
+    bytes) was used on every later run: an empty or wrong transcript. Its CRC-32 is checked at each load."""
+    import struct
+
+    folder, _ = model_copy(tmp_path)
+    first = load_model(folder, backend="numpy", quantize=8)
+    path = the_copy(tmp_path)
+    start = 8 + struct.unpack("<Q", path.read_bytes()[:8])[0]
+    data = bytearray(path.read_bytes())
+    if damage == "zeros":
+        data[start:] = bytes(len(data) - start)
+    else:
+        data[start + 100 : start + 4100] = np.random.default_rng(0).bytes(4000)
+    path.write_bytes(bytes(data))
+    again = load_model(folder, backend="numpy", quantize=8)
+    assert not again.cache_hit
+    g = golden("moon_tiny_like", "speech")
+    np.testing.assert_array_equal(forced(first, g), forced(again, g))
+    assert load_model(folder, backend="numpy", quantize=8).cache_hit  # written again
+
+
+def test_a_copy_that_reads_wrong_is_converted_again_whatever_it_raises(tmp_path):
+    """QA: a copy whose header declared a matrix's scales 1-D (a valid file) made every load fail with
+    'IndexError: tuple index out of range' instead of being converted again (its CRC-32 matched here: a copy an
+    older livecap wrote wrong reads the same)."""
+    import struct
+    import zlib
+
+    folder, _ = model_copy(tmp_path)
+    load_model(folder, backend="numpy", quantize=8)
+    path = the_copy(tmp_path)
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + n])
+    name = next(k for k in header if k.endswith(".scales"))
+    rows, cols = header[name]["shape"]
+    header[name]["shape"] = [rows * cols]
+    blob = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(blob)) + blob + raw[8 + n :])
+    listing = path.with_suffix(".json")
+    listing.write_text(json.dumps({**json.loads(listing.read_text()), "crc32": zlib.crc32(path.read_bytes())}))
+    m = load_model(folder, backend="numpy", quantize=8)
+    assert not m.cache_hit and m.proj_out.bits == 8
+
+
+def test_a_stopped_conversion_leaves_no_temporary_copy(tmp_path, monkeypatch):
+    """QA: Ctrl+C or SIGTERM while the copy was written left its temporary file (gigabytes for Voxtral) for 24 h,
+    as did a process killed then (the app's cancel kills its re-transcription). A stop removes it; a temporary
+    copy of a process that no longer runs goes at the next sweep, one of a running process stays."""
+    import subprocess
+    import sys
+
+    from engine.backends import get_backend
+    from engine.models.quantize import cache_dir, sweep
+
+    B = get_backend("numpy")
+    save = B.save_tensors
+
+    def stopped(path, tensors):
+        save(path, tensors)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(B, "save_tensors", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        load_model(FIXTURES / "models" / "moon_tiny_like", backend="numpy", quantize=8)
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    killed = cache_dir() / f"0123456789abcdef0123.{int(dead.stdout)}.tmp.safetensors"
+    running = cache_dir() / f"0123456789abcdef0123.{os.getpid()}.tmp.safetensors"
+    killed.write_bytes(b"half a copy")
+    running.write_bytes(b"being written")
+    assert sweep() == len(b"half a copy")
+    assert not killed.exists() and running.exists()
 
 
 def test_copies_of_a_checkpoint_that_changed_or_went_are_deleted(tmp_path):
