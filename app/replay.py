@@ -101,6 +101,11 @@ class UnattendedRun(QObject):
             from engine.audio.finite import describe
 
             self._say(f"warning: {describe(stats.invalid_samples)}")
+        heard = any(line.text.strip() for line in self.window.controller.lines)
+        if self.interrupted and self.save_to and not heard:  # an earlier file there stays as it was (QA: 0 bytes)
+            print(f"livecap: interrupted; nothing was heard, so {self.save_to} was not written.", file=sys.stderr)
+            self._end(self.interrupted)
+            return
         if self.save_to and not save_transcript(self.window, self.save_to):
             code = 1
         if self.interrupted and code == 0:

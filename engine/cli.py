@@ -120,19 +120,21 @@ def run(argv: list[str] | None = None) -> int:
     if fed and not stopped and not args.tokens and not any(ln.text.strip() for ln in lines):  # an empty SRT: broken?
         print(f"{PROG}: warning: nothing was recognised in {audio.name}; the transcript is empty.", file=sys.stderr)
     text = render(model, session, lines, args, audio_end=fed / SAMPLE_RATE)
-    if args.output:
+    kept = stopped and args.output and not any(ln.text.strip() for ln in lines)  # an earlier file stays as it was
+    if not args.output:
+        write_stdout(text)
+    elif not kept:
         from .transcript.export import write_text_atomic
 
         write_text_atomic(args.output, text)
-    else:
-        write_stdout(text)
     if stopped:
         name, seconds = signal.Signals(stopped).name, fed / SAMPLE_RATE
-        print(
-            f"{PROG}: stopped ({name}) after {seconds:.1f} s of audio; the transcript holds what was transcribed "
-            "until then.",
-            file=sys.stderr,
+        held = (
+            f"nothing was transcribed, so {args.output} was not written"
+            if kept
+            else "the transcript holds what was transcribed until then"
         )
+        print(f"{PROG}: stopped ({name}) after {seconds:.1f} s of audio; {held}.", file=sys.stderr)
         return 128 + stopped
     return 0
 

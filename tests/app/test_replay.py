@@ -24,6 +24,7 @@ class _Window(QObject):
     def __init__(self) -> None:
         super().__init__()
         self.controller = _Controller()
+        self.controller.lines = []
 
 
 def test_a_failed_start_is_said_once_and_warnings_as_they_come(qtbot, capsys):
@@ -81,3 +82,33 @@ def test_a_signal_while_the_window_is_made_waits_for_it():
     finally:
         for name, handler in before.items():
             signal.signal(getattr(signal, name), handler)
+
+
+def test_an_interrupt_before_anything_was_heard_keeps_the_file_there(qtbot, capsys, tmp_path):
+    """QA: Ctrl+C 1 s into ``livecap --input x.wav --quit-at-end --save-transcript keep.srt`` replaced an existing
+    transcript with an empty file; now it stays, and stderr says why. With lines, the file is written as before."""
+    from app.replay import UnattendedRun
+    from engine.events import Line
+
+    class Run(UnattendedRun):
+        def begin(self) -> None:
+            pass
+
+    keep = tmp_path / "keep.srt"
+    keep.write_text("1\n00:00:00,000 --> 00:00:01,000\nold\n", encoding="utf-8")
+    before = keep.read_bytes()
+    window = _Window()
+    run = Run(window, str(keep), quit_at_end=False)
+    window.controller.model_changed.emit(object())
+    run.interrupted = 130
+    window.controller.session_finished.emit("stopped")
+    assert run.exit_code == 130 and keep.read_bytes() == before
+    assert capsys.readouterr().err == f"livecap: interrupted; nothing was heard, so {keep} was not written.\n"
+    window = _Window()
+    window.controller.lines = [Line("Hello.", 0.0, 1.0)]
+    window.controller.audio_seconds = 1.0
+    run = Run(window, str(keep), quit_at_end=False)
+    window.controller.model_changed.emit(object())
+    run.interrupted = 130
+    window.controller.session_finished.emit("stopped")
+    assert run.exit_code == 130 and "Hello." in keep.read_text(encoding="utf-8")

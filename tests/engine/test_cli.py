@@ -635,6 +635,52 @@ def test_a_ctrl_c_swallowed_in_the_first_step_stops_the_feed_there(tmp_path):
     )
 
 
+STOPPED_AT_ONCE = (
+    SWALLOWING.format(swallow="pass")
+    + """
+def load_model(*args, **kwargs):
+    model = real(*args, **kwargs)
+    start = model.start_session
+
+    def start_session(**options):
+        session = start(**options)
+
+        def first_feed(chunk):  # Ctrl+C before the first chunk was heard
+            signal.raise_signal(signal.SIGINT)
+
+        session.feed = first_feed
+        return session
+
+    model.start_session = start_session
+    return model
+
+
+loader.load_model = load_model
+sys.exit(cli.main(sys.argv[1:]))
+"""
+)
+
+
+def test_a_ctrl_c_before_anything_was_transcribed_keeps_the_file_there(tmp_path):
+    """QA: Ctrl+C just after the start replaced an existing transcript with an empty file (0 bytes)."""
+    out = tmp_path / "out.srt"
+    out.write_text("1\n00:00:00,000 --> 00:00:01,000\nold\n", encoding="utf-8")
+    before = out.read_bytes()
+    r = subprocess.run(
+        [sys.executable, "-c", STOPPED_AT_ONCE, str(SPEECH), "--model", str(MODEL), "--no-vad", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=sigint_default,
+    )
+    assert r.returncode == 130, r.stderr
+    assert out.read_bytes() == before
+    assert r.stderr == (
+        f"livecap-transcribe: stopped (SIGINT) after 0.0 s of audio; nothing was transcribed, so {out} was not "
+        "written.\n"
+    )
+
+
 def test_a_closed_standard_output_is_one_sentence():
     """``livecap-transcribe x.wav >&-`` said "Unexpected error (AttributeError ...)"."""
     r = run_engine_cli(
