@@ -44,6 +44,8 @@ def check_target(
     target = os.fspath(path)
     if source is not None and _same_file(source, target):
         raise UsageError(f"The output {target} is the input audio file; choose another output file.")
+    if target.endswith(("/", os.sep)) and not os.path.isdir(target):  # "out/": a folder's name, not a file's
+        raise UsageError(f"Cannot save the transcript to '{target}': it names a folder that does not exist.")
     if need_format:
         format_for_path(target)
     folder = os.path.dirname(os.path.abspath(target))
@@ -135,20 +137,20 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     regular file (``/dev/null``, a named pipe, a terminal) is written to directly, never replaced.
     """
     shown = os.fspath(path)
-    target = os.path.realpath(shown) if os.path.islink(shown) else shown
-    folder = os.path.dirname(os.path.abspath(target))
     try:
-        st = os.stat(target)
+        st = os.stat(shown)  # through links: /dev/stdout is one to a pipe whose resolved name does not exist
         mode = st.st_mode & 0o7777
     except OSError:
         st, mode = None, _new_file_mode()
     if st is not None and not stat.S_ISREG(st.st_mode):
         try:
-            with open(target, "w", encoding="utf-8", errors="replace", newline="\n") as f:
+            with open(shown, "w", encoding="utf-8", errors="replace", newline="\n") as f:
                 f.write(text)
         except OSError as err:
             raise ExportError(f"Cannot write the transcript to '{shown}': {os_reason(err)}.") from None
         return
+    target = os.path.realpath(shown) if os.path.islink(shown) else shown
+    folder = os.path.dirname(os.path.abspath(target))
     try:
         # the temporary name stays short: one made of the whole name went past a long name's limit (255 bytes)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(target)[:32] + ".", suffix=".tmp")

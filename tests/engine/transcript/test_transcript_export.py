@@ -238,6 +238,32 @@ def test_devices_are_written_not_replaced_and_links_are_followed(tmp_path):
     assert link.is_symlink() and real.read_text() == "new\n"
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="a link to a pipe as /dev/stdout is: Linux")
+def test_a_link_to_a_pipe_is_written_through(tmp_path):
+    """QA: ``-o /dev/stdout | cat`` (and ``-o >(...)``) failed after the whole transcription: the link was resolved
+    to '/proc/<pid>/fd/pipe:[N]', which is no file, and a temporary file was made beside that."""
+    from engine.transcript.export import check_target, write_text_atomic
+
+    r, w = os.pipe()
+    try:
+        link = tmp_path / "stdout"
+        link.symlink_to(f"/proc/self/fd/{w}")
+        check_target(link, need_format=False)
+        write_text_atomic(link, "through the pipe\n")
+        assert os.read(r, 100) == b"through the pipe\n"
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_folder_name_that_does_not_exist_is_refused_before_the_work(tmp_path):
+    """QA: ``-o nodir/`` passed the check (its parent exists) and failed only after the transcription."""
+    from engine.transcript.export import check_target
+
+    with pytest.raises(UsageError, match="names a folder that does not exist"):
+        check_target(f"{tmp_path / 'nodir'}/", need_format=False)
+
+
 def test_live_close_keeps_a_last_cue_that_starts_at_the_audio_end_visible(tmp_path):
     """Cut to the end of the audio, a last line decoded after it would have no length (players skip it). It kept
     its reading time past the end; now, as the export, it is shown just before the end."""
