@@ -18,7 +18,18 @@ from typing import Any
 
 from PySide6.QtCore import QObject, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QActionGroup
-from PySide6.QtWidgets import QComboBox, QGridLayout, QLabel, QMenu, QStyle, QToolBar, QToolButton, QWidget
+from PySide6.QtWidgets import (
+    QComboBox,
+    QGridLayout,
+    QLabel,
+    QMenu,
+    QStyle,
+    QStyleOptionComboBox,
+    QStylePainter,
+    QToolBar,
+    QToolButton,
+    QWidget,
+)
 
 from app.capture import refresh_devices
 from app.level_meter import LevelMeter
@@ -310,6 +321,25 @@ class _DeviceCombo(QComboBox):
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
         return self.sizeHint()  # the same for AdjustToMinimumContentsLengthWithIcon, and recomputed when it changes
+
+    def shown_text(self) -> str:
+        """The current entry as the picker draws it: elided with "…" where it is wider than its field (a name cut
+        mid-word, "Default output (fc", read as a different device)."""
+        opt = QStyleOptionComboBox()
+        self.initStyleOption(opt)
+        field = self.style().subControlRect(
+            QStyle.ComplexControl.CC_ComboBox, opt, QStyle.SubControl.SC_ComboBoxEditField, self
+        )
+        room = field.width() - (opt.iconSize.width() + 4 if not opt.currentIcon.isNull() else 0)
+        return self.fontMetrics().elidedText(opt.currentText, Qt.TextElideMode.ElideRight, max(room, 0))
+
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        painter = QStylePainter(self)
+        opt = QStyleOptionComboBox()
+        self.initStyleOption(opt)
+        painter.drawComplexControl(QStyle.ComplexControl.CC_ComboBox, opt)
+        opt.currentText = self.shown_text()
+        painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, opt)
 
     def showPopup(self) -> None:  # noqa: N802 - Qt's name
         if self.opening is not None:

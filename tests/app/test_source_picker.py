@@ -192,3 +192,21 @@ def test_a_picker_widened_while_waiting_for_the_sound_server_narrows_once_the_de
     qtbot.waitUntil(lambda: not w.sources.waiting, timeout=3000)
     assert items(box)[1:] == ["Built-in Audio Analog Stereo", "WH-1000XM4"] and w.banner.text() == ""
     qtbot.waitUntil(lambda: box.width() < waiting - 50, timeout=3000)
+
+
+def test_a_device_name_wider_than_its_picker_is_shown_elided(qtbot, controller, settings, fake_sd):
+    """QA: the toolbar's output picker showed "Default output (fc", a name cut mid-word with nothing to say so.
+    It is drawn elided ("Default outp…"); a name that fits is drawn whole."""
+    audio = AudioSystem(fake_sd, FakeBackend(fake_sd))
+    w = make_window(qtbot, controller, settings, audio)
+    w.resize(1152, 680)
+    w.show()
+    qtbot.waitExposed(w)
+    box = w.sources.output_combo
+    full = box.currentText()
+    assert full == "Default output (follows changes)"
+    shown = box.shown_text()
+    assert shown.endswith("…") and full.startswith(shown[:-1]) and len(shown) > 4
+    assert box.fontMetrics().horizontalAdvance(full) > box.width()  # it did not fit
+    box.setCurrentIndex(items(box).index("WH-1000XM4"))
+    assert box.shown_text() == "WH-1000XM4"
