@@ -117,7 +117,9 @@ def run(argv: list[str] | None = None) -> int:
         if audio.format == "raw float32" and bad > RAW_MISREAD_SHARE * max(fed, 1):  # 16-bit samples, say
             hint = " Raw input must be 32-bit float 16 kHz mono; pipe a WAV file instead (ffmpeg ... -f wav -)."
         print(f"{PROG}: warning: {describe(bad)}{hint}", file=sys.stderr)
-    if fed and not stopped and not args.tokens and not any(ln.text.strip() for ln in lines):  # an empty SRT: broken?
+    if not fed and not stopped:  # a header and no samples: a whole file, but an empty transcript needs a word
+        print(f"{PROG}: warning: {audio.name} holds no audio, only a header; the transcript is empty.", file=sys.stderr)
+    elif not stopped and not args.tokens and not any(ln.text.strip() for ln in lines):  # an empty SRT: broken?
         print(f"{PROG}: warning: nothing was recognised in {audio.name}; the transcript is empty.", file=sys.stderr)
     text = render(model, session, lines, args, audio_end=fed / SAMPLE_RATE)
     kept = stopped and args.output and not any(ln.text.strip() for ln in lines)  # an earlier file stays as it was

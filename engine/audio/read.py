@@ -5,12 +5,17 @@ decoder is chosen by the file's first bytes, not by its name:
 
 - WAV / RF64 (PCM, float): ``engine.audio.wav`` (works on pipes, reads what a truncated file holds); WAV files
   in telephony encodings (A-law and mu-law call recordings, ADPCM, GSM 6.10) go to libsndfile as below;
-- FLAC, OGG (Vorbis, Opus), AIFF, ...: soundfile (libsndfile, bundled in its wheels);
-- MP3 and anything else FFmpeg opens, for its first audio stream (M4A/AAC, MP4, MOV, MKV, WebM, ...):
-  PyAV (imported only for such files; its wheels bundle FFmpeg). MP3 goes to FFmpeg although libsndfile
-  reads it: libsndfile 1.2.2 (soundfile 0.14's wheels) inserts ~50 ms of silence at every read boundary in
-  MP3 files without a Xing/Info header (tests/engine/audio/test_formats.py writes such a file). A file that
-  starts as MP3 goes there without libsndfile's look, whose mpg123 writes notes on damaged files to stderr.
+- AIFF, CAF, AU, ...: soundfile (libsndfile, bundled in its wheels);
+- FLAC, OGG (Vorbis, Opus), MP3 and anything else FFmpeg opens, for its first audio stream (M4A/AAC, MP4,
+  MOV, MKV, WebM, ...): PyAV (imported only for such files; its wheels bundle FFmpeg). libsndfile reads FLAC,
+  OGG and MP3 too, but stops at the first damaged frame of a FLAC (3.3 s of a 10 s file with 5 % of its bytes
+  overwritten in the middle; FFmpeg reads on after it) and gives no time for what a damaged OGG lost (the
+  audio after it came early), while FFmpeg's timestamps say where the audio after the damage belongs. And
+  libsndfile 1.2.2 (soundfile 0.14's wheels) inserts ~50 ms of silence at every read boundary in MP3 files
+  without a Xing/Info header (tests/engine/audio/test_formats.py writes such a file). A file that starts as
+  FLAC, OGG or MP3 goes to FFmpeg without libsndfile's look, whose mpg123 writes notes on damaged MP3 to stderr.
+  What FFmpeg does not say, the file's header does: a FLAC's STREAMINFO gives its exact length (FFmpeg would
+  estimate a missing one), and an OGG cut short lacks the end-of-stream flag on its last page.
 
 Every decoder hands over blocks of the same number of native frames, which are downmixed (mean) and
 resampled by one streaming soxr filter (``engine.audio.Resampler``), so a lossless file gives exactly the
@@ -288,7 +293,7 @@ class _RawDecoder:
 class _SoundFileDecoder:
     """libsndfile through soundfile. A file that breaks off (truncated, corrupt tail) ends where its last
     readable piece ends: reads go in pieces of ``PIECE`` frames; a failing piece is read again from where it
-    started in pieces of ``SMALL_PIECE`` (a FLAC cut inside a piece lost up to 16384 frames that decode), and the
+    started in pieces of ``SMALL_PIECE`` (a file cut inside a piece lost up to 16384 frames that decode), and the
     first of those that fails ends the audio."""
 
     PIECE = 16384
@@ -340,13 +345,16 @@ class _SoundFileDecoder:
 
 
 class _AvDecoder:
-    """The first audio stream of a container, through PyAV (FFmpeg). Packets it cannot decode are skipped, and
-    where the frames' timestamps then jump ahead (a damaged stretch of a WebM, MKV, MP4, M4A), the gap is filled
-    with silence (``filled`` frames in all), so the audio after it keeps its time: a 3 KB defect in a 10 minute
-    WebM put every later subtitle 4.8 s early. The timeline starts at the first frame decoded."""
+    """The first audio stream of a container, through PyAV (FFmpeg). The timeline starts where the container
+    starts: an audio stream that begins later (a video whose sound starts at 2 s) is preceded by that much
+    silence, so subtitles line up with the video. Packets it cannot decode are skipped, and where the frames'
+    timestamps then jump ahead (a damaged stretch of a FLAC, OGG, WebM, MKV, MP4, M4A), the gap is filled with
+    silence (``filled`` frames in all), so the audio after it keeps its time: a 3 KB defect in a 10 minute WebM
+    put every later subtitle 4.8 s early. A jump counts once two frames in a row lie that far ahead (the silence
+    goes in before the second): FFmpeg stamps single Vorbis frames ~10 ms off and the next one right again."""
 
     GAP_S = 0.01  # timestamp jumps up to this are rounding, not lost audio
-    MAX_GAP_S = 600.0  # a jump past this is a broken timestamp, not a gap: nothing is filled
+    MAX_GAP_S = 600.0  # a jump (or a late start) past this is a broken timestamp, not a gap: nothing is filled
 
     def __init__(self, container: Any, stream: Any, name: str) -> None:
         import av
@@ -355,11 +363,20 @@ class _AvDecoder:
         ctx = stream.codec_context
         self.rate = int(ctx.sample_rate or stream.rate or 0)
         self.channels = len(ctx.layout.channels) if ctx.layout is not None else int(ctx.channels or 0)
-        self.frames: int | None = None
+        self._lead = 0  # frames from the container's start (the video's too) to this stream's
+        if container.start_time is not None and stream.start_time is not None and stream.time_base:
+            lead = round((stream.start_time * stream.time_base - container.start_time / 1_000_000) * self.rate)
+            self._lead = lead if self.GAP_S * self.rate < lead <= self.MAX_GAP_S * self.rate else 0
+        self.frames: int | None = None  # from the container's start, the lead included
+        self.stated = True  # ``frames`` is this stream's own length (not the whole container's, nor absent)
+        seconds = _tag_seconds(stream.metadata.get("DURATION"))  # Matroska/WebM: each track's end, in its tags
         if stream.duration and stream.time_base:
-            self.frames = int(stream.duration * stream.time_base * self.rate)
+            self.frames = self._lead + int(stream.duration * stream.time_base * self.rate)
+        elif seconds is not None:
+            self.frames = int(seconds * self.rate)
         elif container.duration:
             self.frames = int(container.duration / 1_000_000 * self.rate)
+            self.stated = len(container.streams) == 1  # a longer video would make the audio look cut short
         layout = ctx.layout.name if ctx.layout is not None else None
         self._conv = av.AudioResampler(format="fltp", layout=layout, rate=self.rate)  # a format change only
         self._packets = container.demux(stream)
@@ -368,8 +385,11 @@ class _AvDecoder:
         self._done = False
         self._origin: float | None = None  # the first frame's start, in frames of ``rate``
         self._pos = 0  # frames given out since then, silence included
+        self._ahead = 0  # how far the last frame's timestamp lay past the audio given out before it
         self.filled = 0  # frames of silence put where audio could not be decoded
         self.bad_packets = 0
+        self.limit: int | None = None  # the frames to give out at most, where the file states its end exactly
+        self._given = 0
         self.promised, self.broken = None, False  # FFmpeg's durations are estimates (bit rate x size for MP3)
 
     def _more(self) -> None:
@@ -393,19 +413,27 @@ class _AvDecoder:
         self._done = True
 
     def _fill_gap(self, frame: Any) -> None:
-        """Silence before ``frame`` where its timestamp lies past the audio given out so far."""
+        """Silence before ``frame`` where its timestamp, and the one before it, lie past the audio given out so
+        far; before the first frame, the time from the container's start to it."""
         if frame.pts is None or frame.time_base is None or not self.rate:
             return
         start = float(frame.pts * frame.time_base) * self.rate
         if self._origin is None:
-            self._origin = start
+            self._origin = start - self._lead
+            self._silence(self._lead)
             return
         gap = int(round(start - self._origin - self._pos))
-        if self.GAP_S * self.rate < gap <= self.MAX_GAP_S * self.rate:
-            self._parts.append(np.zeros((gap, self.channels), np.float32))
-            self._n += gap
-            self._pos += gap
+        seen, self._ahead = self._ahead, gap
+        if self.GAP_S * self.rate < min(gap, seen) and gap <= self.MAX_GAP_S * self.rate:
+            self._silence(gap)
             self.filled += gap
+            self._ahead = 0
+
+    def _silence(self, frames: int) -> None:
+        if frames > 0:
+            self._parts.append(np.zeros((frames, self.channels), np.float32))
+            self._n += frames
+            self._pos += frames
 
     def _add(self, frame: Any) -> None:
         a = frame.to_ndarray()  # fltp: [channels, n]; the converter keeps the first layout throughout
@@ -433,6 +461,9 @@ class _AvDecoder:
         head, rest = whole[:frames], whole[frames:]
         self._parts = [rest] if len(rest) else []
         self._n = len(rest)
+        if self.limit is not None:
+            head = head[: max(0, self.limit - self._given)]
+            self._given += len(head)
         return head
 
     def close(self) -> None:
@@ -452,7 +483,7 @@ def _riff_cut(path: str, head: bytes) -> bool:
 def _open_other(path: str, name: str, head: bytes, cut: bool = False) -> AudioStream:
     import soundfile
 
-    if _mpeg_audio(head):  # FFmpeg decodes MP3 (below); libsndfile's look at it lets mpg123 write to stderr
+    if _mpeg_audio(head) or head[:4] in (b"fLaC", b"OggS"):  # FFmpeg: see the module docstring
         return _open_av(path, name, head)
     try:  # the name as bytes: soundfile encodes a str strictly, and a Linux name need not be UTF-8
         f = soundfile.SoundFile(os.fsencode(path) if os.name == "posix" else path)
@@ -483,6 +514,46 @@ def _states_length(path: str) -> bool:
     except OSError:
         return False
     return any(mark in frame for mark in (b"Xing", b"Info", b"VBRI"))
+
+
+def _flac_frames(path: str) -> int | None:
+    """The frames a FLAC file's STREAMINFO gives (None where its encoder left them unknown): FFmpeg would estimate
+    them from the bit rate then."""
+    try:
+        with open(path, "rb") as f:
+            info = f.read(26)  # "fLaC", the block's 4-byte header, STREAMINFO: the count is bits 108..143
+    except OSError:
+        return None
+    frames = int.from_bytes(info[18:26], "big") & ((1 << 36) - 1) if len(info) == 26 and info[4] & 0x7F == 0 else 0
+    return frames or None
+
+
+def _ogg_end(path: str) -> tuple[bool, bool]:
+    """Whether an Ogg file's last page is whole and ends its stream (the end-of-stream flag: a file cut short
+    lacks it, and Ogg states no length anywhere else), and whether that page is the first page's stream's (the
+    file holds one stream: not chained, nor audio beside video)."""
+    try:
+        with open(path, "rb") as f:
+            first = f.read(18)
+            f.seek(max(0, f.seek(0, 2) - 65536))  # a page is at most 65307 bytes
+            tail = f.read()
+    except OSError:
+        return True, False
+    at = tail.rfind(b"OggS")
+    if at < 0 or len(tail) < at + 27 or not tail[at + 5] & 4:
+        return False, False
+    lacing = tail[at + 27 : at + 27 + tail[at + 26]]
+    whole = len(lacing) == tail[at + 26] and at + 27 + len(lacing) + sum(lacing) <= len(tail)
+    return whole, whole and tail[at + 14 : at + 18] == first[14:18]
+
+
+def _tag_seconds(value: str | None) -> float | None:
+    """A Matroska DURATION tag (``"00:00:11.971000000"``) in seconds, or None."""
+    try:
+        h, m, sec = (value or "").split(":")
+        return int(h) * 3600 + int(m) * 60 + float(sec)
+    except ValueError:
+        return None
 
 
 def _mpeg_audio(head: bytes) -> bool:
@@ -517,10 +588,17 @@ def _open_av(path: str, name: str, head: bytes) -> AudioStream:
         dec = _AvDecoder(container, stream, name)
         if _mpeg_audio(head) and _states_length(path):
             dec.promised = dec.frames  # from the Xing/Info/VBRI header: the file's length, not an estimate
-        elif _stdin_container(head) in ("Matroska/WebM", "MP4/M4A"):
+        elif _stdin_container(head) in ("Matroska/WebM", "MP4/M4A") and dec.stated:
             dec.promised = dec.frames  # Matroska/WebM and MP4 state their length: a file cut short is said so
-        fmt = f"{stream.codec_context.name.upper()} in {container.format.name.split(',')[0].upper()}"
-        return AudioStream(dec, name, fmt)
+        elif head[:4] == b"fLaC":
+            dec.promised = _flac_frames(path)
+        elif head[:4] == b"OggS":
+            ends, alone = _ogg_end(path)
+            dec.broken = not ends
+            if alone:  # its last granule position is where the audio ends (FFmpeg gives a Vorbis tail past it)
+                dec.limit = dec.frames
+        codec, box = stream.codec_context.name.upper(), container.format.name.split(",")[0].upper()
+        return AudioStream(dec, name, codec if codec == box else f"{codec} in {box}")
     except BaseException:
         container.close()
         raise

@@ -13,7 +13,8 @@ names the codec of a WAV it cannot decode. Contract:
   ``fact``, ``cue ``, ...) are skipped wherever they are;
 - a ``data`` chunk that claims more bytes than the file holds (a truncated file, or a streamed writer
   that never patched the size) yields the whole frames that are there; a trailing partial frame is
-  dropped; an empty ``data`` chunk yields zero frames;
+  dropped; an empty ``data`` chunk yields zero frames, unless bytes that are no chunk follow it (a recorder
+  stopped before writing the sizes): they are its audio, from a file or a pipe;
 - anything else (not RIFF/WAVE, no ``fmt `` or ``data`` chunk, an encoding other than PCM/float such as
   A-law, mu-law, ADPCM or MP3, inconsistent format fields) raises :class:`engine.errors.AudioError`
   with one sentence that names the source.
@@ -68,8 +69,8 @@ class WavReader:
     ``stream`` may be a pipe (chunks before ``data`` are then skipped by reading). ``rate``, ``channels``
     and ``frames`` (the whole frames the file holds; ``None`` when the stream cannot tell its size) are
     known once constructed, and ``promised``: the frames its header gives (more than ``frames`` for a file cut
-    short), ``None`` when a streaming writer left a placeholder size. Raises :class:`engine.errors.AudioError`
-    as :func:`decode_wav` does.
+    short), ``None`` when a streaming writer left a placeholder size (or a size of 0 before its audio). Raises
+    :class:`engine.errors.AudioError` as :func:`decode_wav` does.
     """
 
     def __init__(self, stream: BinaryIO, name: str) -> None:
@@ -86,15 +87,21 @@ class WavReader:
             here = stream.tell()
             end = stream.seek(0, 2)
             stream.seek(here)
-            if self._left == 0 and end - here >= self.fmt.block_align:  # an empty data chunk, and bytes after it
-                peek = stream.read(8)
+        except (OSError, ValueError, AttributeError):  # a pipe: its size is not known
+            here, end = 0, None
+        if self._left == 0:  # an empty data chunk: is what follows it another chunk, or audio?
+            peek = stream.read(8)
+            if end is not None:
                 stream.seek(here)
-                if not _chunk_header(peek, end - here - 8):  # a recorder stopped before writing the sizes: the
-                    self._left, self.promised = end - here, None  # rest is its audio (FFmpeg reads it so too)
+            room = 1 << 32 if end is None else end - here - 8
+            if len(peek) >= self.fmt.block_align and not _chunk_header(peek, room):
+                # a recorder stopped before writing the sizes: the rest is its audio (FFmpeg reads it so too)
+                self._left, self.promised = 1 << 62, None
+                if end is None:
+                    self._rest = peek  # read ahead from a pipe: the audio's first bytes
+        if end is not None:
             self._left = min(self._left, max(0, end - here))
             self.frames = self._left // self.fmt.block_align
-        except (OSError, ValueError, AttributeError):
-            pass
 
     def read(self, frames: int) -> np.ndarray:
         """Up to ``frames`` frames as float32 ``[n, channels]``; fewer only at the end, zero after it. From a pipe
@@ -103,7 +110,8 @@ class WavReader:
         want = min(max(0, frames) * self.fmt.block_align, self._left)
         if want and self.frames is None and hasattr(self._stream, "read1"):
             return self._read_arrived(want)
-        data = _read_upto(self._stream, want) if want else b""
+        data, self._rest = self._rest[:want], self._rest[want:]  # bytes read ahead from a pipe come first
+        data += _read_upto(self._stream, want - len(data)) if want > len(data) else b""
         self._left -= len(data)
         if len(data) < want:
             self._left = 0  # the file ends early: a truncated file or a placeholder size

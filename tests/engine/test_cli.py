@@ -188,14 +188,17 @@ def test_audio_problems_exit_4(capsys, tmp_path):
     check_error(capsys, 4, tmp_path / "missing.wav", "--model", MODEL)
 
 
-def test_wav_without_samples_succeeds_with_no_text(capsys, tmp_path):
+def test_wav_without_samples_succeeds_with_no_text_and_says_so(capsys, tmp_path):
+    """A WAV with a header and 0 samples gave exit 0, an empty output and no word, while one sample warns that the
+    transcript is empty (QA)."""
     f = tmp_path / "zero.wav"
     write_wav(f, np.zeros(0))
+    said = f"livecap-transcribe: warning: '{f}' holds no audio, only a header; the transcript is empty.\n"
     for extra in ([], ["--no-vad"]):
         code, out, err = cli(capsys, f, "--model", MODEL, *extra)
-        assert code == 0 and out.strip() == "" and err == ""
+        assert code == 0 and out.strip() == "" and err == said
         code, out, err = cli(capsys, f, "--model", MODEL, "--tokens", *extra)
-        assert code == 0 and json.loads(out)["segments"] == []
+        assert code == 0 and json.loads(out)["segments"] == [] and err == said
 
 
 def test_usage_errors_exit_2(capsys, tmp_path):
@@ -729,7 +732,8 @@ def test_a_file_of_which_nothing_decodes_is_an_audio_problem(capsys, tmp_path):
     import soundfile
 
     path = tmp_path / "cut.flac"
-    soundfile.write(str(path), np.zeros(16000 * 3, np.float32), 16000)
+    noise = np.random.default_rng(0).standard_normal(16000 * 3).astype(np.float32) * 0.1  # frames of silence are
+    soundfile.write(str(path), noise, 16000)  # so small that FFmpeg decodes some from the first 100 bytes
     path.write_bytes(path.read_bytes()[:100])
     out_file = tmp_path / "out.txt"
     code, out, err = cli(capsys, path, "--model", MODEL, "--no-vad", "-o", out_file)

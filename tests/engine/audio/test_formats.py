@@ -338,3 +338,110 @@ def test_an_mp4_cut_short_is_called_damaged_not_an_unknown_format(tmp_path, ext)
         f"Cannot read audio from '{path}': it starts as MP4/M4A but is damaged or cut short (such a file cut short "
         "loses the index at its end), so it cannot be read."
     )
+
+
+def bursts(rate: int, seconds: float, at: float) -> np.ndarray:
+    """Quiet noise (so that the bytes of a compressed file spread evenly over its time) with a loud 0.3 s tone
+    burst from ``at`` seconds."""
+    t = np.arange(int(rate * seconds)) / rate
+    x = 0.02 * np.random.default_rng(5).standard_normal(len(t))
+    return np.where((t >= at) & (t < at + 0.3), 0.5 * np.sin(2 * np.pi * 1000 * t), x).astype(np.float32)
+
+
+def onset(y: np.ndarray, after: float) -> float:
+    """Where the first loud sample after ``after`` seconds lies, in seconds."""
+    start = int(after * 16000)
+    return (start + int(np.argmax(np.abs(y[start:]) > 0.3))) / 16000
+
+
+@pytest.mark.parametrize("ext", ["flac", "ogg"])
+def test_a_stretch_damaged_in_the_middle_keeps_the_audio_and_the_times_after_it(tmp_path, ext):
+    """A FLAC with 5 % of its bytes overwritten in the middle lost everything after the damage (libsndfile stops at
+    its first bad frame: 3.3 s of 10 s), and a damaged OGG Vorbis put the subtitles after it ~0.9 s early, both
+    with an "ends early" warning (QA). FFmpeg decodes past the damage; the stretch it lost is silence."""
+    import soundfile
+
+    path = tmp_path / f"burst.{ext}"
+    soundfile.write(path, bursts(RATE, 6.0, at=4.5), RATE, format=ext.upper())
+    with open_audio(path) as stream:
+        whole = np.concatenate(list(stream))
+    assert stream.ended_early is None and abs(len(whole) / 16000 - 6.0) < 0.01 and abs(onset(whole, 3.5) - 4.5) < 0.01
+    data = bytearray(path.read_bytes())
+    a, b = int(len(data) * 0.40), int(len(data) * 0.45)  # ~2.4 s to ~2.7 s
+    data[a:b] = np.random.default_rng(1).integers(0, 256, b - a, dtype=np.uint8).tobytes()
+    path.write_bytes(bytes(data))
+    with open_audio(path) as stream:
+        y = np.concatenate(list(stream))
+    assert abs(len(y) / 16000 - 6.0) < 0.03 and abs(onset(y, 3.5) - 4.5) < 0.03
+    note = stream.ended_early
+    assert note is not None and note.startswith(f"'{path}' is damaged: ") and "ends early" not in note
+
+
+@pytest.mark.parametrize("subtype", ["VORBIS", "OPUS"])
+def test_an_ogg_cut_short_says_so(tmp_path, subtype):
+    """OGG Vorbis and Opus files cut in half warned nothing (MP3, FLAC, WAV and MKV cut so do; QA). Ogg states no
+    length (its last page tells it), but the last page of a whole file ends its stream."""
+    import soundfile
+
+    path = tmp_path / "burst.ogg"
+    soundfile.write(path, bursts(48000, 6.0, at=1.0), 48000, format="OGG", subtype=subtype)
+    with open_audio(path) as stream:
+        assert abs(sum(len(b) for b in stream) / 16000 - 6.0) < 0.01
+    assert stream.ended_early is None
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with open_audio(path) as stream:
+        got = sum(len(b) for b in stream)
+    assert 1.0 < got / 16000 < 4.0  # libsndfile writes Opus in pages of ~2 s
+    assert stream.ended_early == (
+        f"'{path}' ends early: only {got / 16000:.1f} s could be read (the file is cut short or damaged); the "
+        "transcript covers that part."
+    )
+
+
+def write_video(path: Path, audio_from: float, audio_s: float, video_s: float, burst_at: float) -> Path:
+    """An MKV: black video from 0 s for ``video_s``, Opus audio from ``audio_from`` for ``audio_s`` with a burst
+    ``burst_at`` seconds into the audio."""
+    import av
+
+    rate = 48000
+    x = bursts(rate, audio_s, at=burst_at)
+    with av.open(str(path), "w", format="matroska") as out:
+        v = out.add_stream("mpeg4", rate=10)
+        v.width, v.height, v.pix_fmt = 64, 48, "yuv420p"
+        a = out.add_stream("libopus", rate=rate, layout="mono")
+        for i in range(0, len(x), 960):
+            frame = av.AudioFrame.from_ndarray(x[None, i : i + 960], format="fltp", layout="mono")
+            frame.sample_rate, frame.time_base = rate, Fraction(1, rate)
+            frame.pts = round(audio_from * rate) + i
+            for packet in a.encode(frame):
+                out.mux(packet)
+        for packet in a.encode(None):
+            out.mux(packet)
+        for k in range(int(video_s * 10)):
+            img = av.VideoFrame.from_ndarray(np.zeros((48, 64, 3), np.uint8), format="rgb24")
+            img.pts = k
+            for packet in v.encode(img):
+                out.mux(packet)
+        for packet in v.encode(None):
+            out.mux(packet)
+    return path
+
+
+def test_a_video_whose_sound_starts_later_keeps_its_times(tmp_path):
+    """A video whose audio starts at 2 s got subtitles 2 s early, and a false "ends early: only 10.0 s of the
+    12.0 s" (QA): the time from the video's start to the audio's is silence now."""
+    path = write_video(tmp_path / "late.mkv", audio_from=1.0, audio_s=2.0, video_s=3.0, burst_at=1.0)
+    with open_audio(path) as stream:
+        y = np.concatenate(list(stream))
+    assert abs(onset(y, 0.0) - 2.0) < 0.03 and abs(len(y) / 16000 - 3.0) < 0.05
+    assert stream.ended_early is None
+
+
+def test_a_video_longer_than_its_sound_is_not_called_cut(tmp_path):
+    """10 s of audio in a 15 s video warned that the file was cut short or damaged (QA): Matroska gives each
+    track's length in its tags, and the container's length is the video's."""
+    path = write_video(tmp_path / "long.mkv", audio_from=0.0, audio_s=2.0, video_s=4.0, burst_at=1.0)
+    with open_audio(path) as stream:
+        y = np.concatenate(list(stream))
+    assert stream.ended_early is None and abs(len(y) / 16000 - 2.0) < 0.05 and abs(onset(y, 0.0) - 1.0) < 0.03

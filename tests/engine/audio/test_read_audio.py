@@ -527,3 +527,18 @@ def test_a_data_size_left_at_zero_by_a_stopped_recorder_reads_the_audio(tmp_path
     assert len(got) == len(x) and np.max(np.abs(got - x)) < 1e-3
     empty = wav(b"", after=chunk(b"LIST", b"INFOISFT\x06\x00\x00\x00Lavf\x00\x00"))
     assert len(read_audio(write(tmp_path, empty, "empty.wav"))) == 0
+
+
+def test_a_data_size_left_at_zero_reads_the_audio_from_standard_input_too(monkeypatch):
+    """The same file on standard input (``livecap-transcribe - < rec.wav``) gave an empty transcript, exit 0 and no
+    word: the look past the empty data chunk needed a file that can seek (QA). A LIST chunk after it is no audio."""
+    x = sine(440, 16000, 1.0)
+    body = pcm16(np.round(x * 32767).astype(int))
+    data = wav(body, data_size=0)
+    monkeypatch.setattr(sys, "stdin", _FakeStdin(data[:4] + bytes(4) + data[8:]))  # the RIFF size is 0 too
+    got = read_audio("-")
+    assert len(got) == len(x) and np.max(np.abs(got - x)) < 1e-3
+    monkeypatch.setattr(
+        sys, "stdin", _FakeStdin(wav(b"", after=chunk(b"LIST", b"INFOISFT\x06\x00\x00\x00Lavf\x00\x00")))
+    )
+    assert len(read_audio("-")) == 0
