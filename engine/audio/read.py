@@ -123,9 +123,10 @@ class AudioStream:
         """The sentence for audio that ended before the file's end or had a damaged stretch, or None."""
         promised, rate = getattr(self._dec, "promised", None), self.source_rate
         filled = getattr(self._dec, "filled", 0) / rate if rate else 0.0
+        about = "about " if getattr(self._dec, "untimed", False) else ""  # timed by its bytes: MP3 has no times
         damaged = (
-            f"{self.name} is damaged: {f'{filled:.2f} s' if filled < 1 else _clock(filled)} of it could not be "
-            "decoded and is silence in the transcript, so the times after it stay right."
+            f"{self.name} is damaged: {about}{f'{filled:.2f} s' if filled < 1 else _clock(filled)} of it could not "
+            f"be decoded and is silence in the transcript, so the times after it stay {about or ''}right."
             if filled
             else None
         )
@@ -391,6 +392,10 @@ class _AvDecoder:
         self.limit: int | None = None  # the frames to give out at most, where the file states its end exactly
         self._given = 0
         self.promised, self.broken = None, False  # FFmpeg's durations are estimates (bit rate x size for MP3)
+        self.untimed = False  # MP3 / ADTS AAC: frames carry no times, so a lost stretch is timed by its bytes
+        self._lost_bytes = 0  # of packets that did not decode since the last frame that did (``untimed``)
+        self._good_bytes = self._good_frames = 0
+        self._bit_rate = stream.bit_rate or ctx.bit_rate or container.bit_rate  # bits per second, or 0
 
     def _more(self) -> None:
         import av
@@ -400,7 +405,10 @@ class _AvDecoder:
                 frames = packet.decode()
             except av.error.FFmpegError:
                 self.bad_packets += 1
+                self._lost_bytes += packet.size
                 continue
+            if self.untimed and frames:
+                self._time_lost_bytes(packet.size, sum(f.samples for f in frames))
             for frame in frames:
                 self._fill_gap(frame)
                 for out in self._conv.resample(frame):
@@ -423,11 +431,30 @@ class _AvDecoder:
             self._silence(self._lead)
             return
         gap = int(round(start - self._origin - self._pos))
+        if self.untimed:  # FFmpeg's times for such frames are its own count: lost bytes are timed above
+            return
         seen, self._ahead = self._ahead, gap
         if self.GAP_S * self.rate < min(gap, seen) and gap <= self.MAX_GAP_S * self.rate:
             self._silence(gap)
             self.filled += gap
             self._ahead = 0
+
+    def _time_lost_bytes(self, size: int, frames: int) -> None:
+        """Silence for the packets that did not decode before this one (``untimed``): their bytes at the rate
+        the packets that decoded so far came at (or the stream's bit rate before any): exact for a constant bit
+        rate, an estimate for a variable one."""
+        if self._lost_bytes and self.rate:
+            if self._good_frames:
+                rate = self._good_bytes / self._good_frames * self.rate
+            else:
+                rate = (self._bit_rate or 0) / 8
+            gap = int(round(self._lost_bytes / rate * self.rate)) if rate > 0 else 0
+            if 0 < gap <= self.MAX_GAP_S * self.rate:
+                self._silence(gap)
+                self.filled += gap
+        self._lost_bytes = 0
+        self._good_bytes += size
+        self._good_frames += frames
 
     def _silence(self, frames: int) -> None:
         if frames > 0:
@@ -586,6 +613,7 @@ def _open_av(path: str, name: str, head: bytes) -> AudioStream:
             kind = "video without sound" if container.streams.video else "no audio"
             raise AudioError(f"Cannot read audio from {name}: it holds {kind}.")
         dec = _AvDecoder(container, stream, name)
+        dec.untimed = _mpeg_audio(head)
         if _mpeg_audio(head) and _states_length(path):
             dec.promised = dec.frames  # from the Xing/Info/VBRI header: the file's length, not an estimate
         elif _stdin_container(head) in ("Matroska/WebM", "MP4/M4A") and dec.stated:

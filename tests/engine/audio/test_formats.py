@@ -354,11 +354,12 @@ def onset(y: np.ndarray, after: float) -> float:
     return (start + int(np.argmax(np.abs(y[start:]) > 0.3))) / 16000
 
 
-@pytest.mark.parametrize("ext", ["flac", "ogg"])
+@pytest.mark.parametrize("ext", ["flac", "ogg", "mp3"])
 def test_a_stretch_damaged_in_the_middle_keeps_the_audio_and_the_times_after_it(tmp_path, ext):
     """A FLAC with 5 % of its bytes overwritten in the middle lost everything after the damage (libsndfile stops at
-    its first bad frame: 3.3 s of 10 s), and a damaged OGG Vorbis put the subtitles after it ~0.9 s early, both
-    with an "ends early" warning (QA). FFmpeg decodes past the damage; the stretch it lost is silence."""
+    its first bad frame: 3.3 s of 10 s), a damaged OGG Vorbis put the subtitles after it ~0.9 s early, and a
+    damaged MP3 ~0.3 s early, each with an "ends early" warning (QA). FFmpeg decodes past the damage; the stretch
+    it lost is silence (MP3 frames carry no times: its length from the bytes that did not decode)."""
     import soundfile
 
     path = tmp_path / f"burst.{ext}"
