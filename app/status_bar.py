@@ -1,5 +1,6 @@
-"""The status bar: session state (Captioning / Paused), model and backend, elapsed time, audio-to-caption
-latency, and "can't keep up" (short, with the numbers in its tooltip; gone when the session ends)."""
+"""The status bar: the session's input (none while idle), session state (Captioning / Paused), model and
+backend, elapsed time, latency, and "can't keep up" (short, with the numbers in its tooltip; gone when the session
+ends)."""
 
 from __future__ import annotations
 
@@ -112,10 +113,13 @@ class SessionStatusBar(QStatusBar):
             self.keepup_label.hide()
 
     def end_session(self) -> None:
-        """The session ended: the keep-up warning no longer applies."""
+        """The session ended: the keep-up warning no longer applies, and its input is not what a Source chosen
+        meanwhile captures (the next start names its own)."""
         self.keepup_label.hide()
+        self.set_input("")
 
     def set_input(self, description: str) -> None:
+        """Name the session's audio input ("" names none)."""
         self.input_label.setText(f"Input: {description}" if description else "")
         self.input_label.setToolTip(self.input_label.text())
 

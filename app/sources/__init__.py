@@ -5,7 +5,8 @@ outputs by their human names and makes an unopened source for a (kind, microphon
 audio comes from a per-OS backend, chosen by platform and imported lazily: ``pulse`` (Linux, PulseAudio or
 pipewire-pulse, through pulsectl), ``macos_tap`` (Core Audio process tap, PyObjC), ``wasapi`` (WASAPI
 loopback, PyAudioWPatch). Microphones open through sounddevice (``app.capture.MicSource``), or through
-PulseAudio by name on Linux. ``mix`` mixes the two for Both.
+PulseAudio on Linux (by name, or the server's default microphone, followed when it changes). ``mix`` mixes the two
+for Both.
 """
 
 from __future__ import annotations
@@ -212,7 +213,11 @@ class AudioSystem:
                 raise AudioError("No microphone was found; connect one and press Refresh.")
             return source
         # the default device is named as the sound server calls its default microphone (PortAudio says "default")
-        return MicSource(self.sd, None, label=next((m.name for m in mics if m.is_default), None))
+        label = next((m.name for m in mics if m.is_default), None)
+        follow = getattr(self.backend, "default_mic_source", None)
+        if mics and follow is not None:  # the server's default microphone, followed when it changes (PulseAudio)
+            return follow(label or "System default")
+        return MicSource(self.sd, None, label=label)
 
     @staticmethod
     def _mic_name(device: str) -> str:

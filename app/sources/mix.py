@@ -318,7 +318,6 @@ class MixSource:
         self.aligner = EchoAligner(self.gate)
         self._clock = clock
         self.rate = RATE
-        self.description = ""
         self._t0 = 0.0
         self._out = 0
         self._tracks = {"mic": _Track("mic"), "system": _Track("system")}
@@ -340,7 +339,6 @@ class MixSource:
         self.gate.reset()
         self.aligner = EchoAligner(self.gate)
         self._open = True
-        self.description = f"{self.mic.description} + {self.system.description}"
 
     def close(self) -> None:
         self._open = False
@@ -394,10 +392,18 @@ class MixSource:
         return {name: track.level.take() for name, track in self._tracks.items()}
 
     def notices(self) -> list[str]:
-        """Sentences for the user since the last call (output changes, the headphones hint)."""
-        out = list(getattr(self.system, "notices", list)()) + self._notices
+        """Sentences for the user since the last call (a new default microphone or output, the headphones hint)."""
+        out = [*getattr(self.mic, "notices", list)(), *getattr(self.system, "notices", list)(), *self._notices]
         self._notices = []
         return out
+
+    @property
+    def description(self) -> str:
+        """Both inputs as they are now, with their rates ("" until opened): a part that follows the default output or
+        microphone is named after the one it captures."""
+        if not (self.mic.description and self.system.description):
+            return ""
+        return f"{self.mic.description} + {self.system.description}"
 
     @property
     def name(self) -> str:

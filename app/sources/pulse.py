@@ -16,8 +16,10 @@ capture is lost for a chosen output (the worker falls back to the default output
 output, each check also asks which sink is the default and, when that changed (headphones plugged in), moves
 the capture to the new sink's monitor without ending the session: the blocks keep flowing into the same queue.
 ``PulseMicSource`` does the same for a microphone chosen by name (PulseAudio moves its recording to the default
-source when it is unplugged). The ``pulsectl`` and ``sounddevice`` modules are injected, so tests can use fakes
-or a private server.
+source when it is unplugged); when the server moves it only because another source became the default, it records
+the chosen one again. ``PulseDefaultMicSource`` ("System default") lets the server move it to each new default
+microphone and names the one it records, as a followed output is named. The ``pulsectl`` and ``sounddevice``
+modules are injected, so tests can use fakes or a private server.
 
 A server that stops answering (SIGSTOP, a hung PipeWire) keeps its socket open and never replies, and pulsectl
 waits for a reply without a time-out: the worker hung in the output check, and Stop and Quit with it. So every
@@ -36,6 +38,7 @@ import select
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from app import capture
@@ -58,9 +61,12 @@ _env_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def pulse_source_env(source: str) -> Iterator[None]:
-    """Set ``PULSE_SOURCE`` to ``source`` while the body runs (one stream opens at a time)."""
+def pulse_source_env(source: str | None) -> Iterator[None]:
+    """Set ``PULSE_SOURCE`` to ``source`` while the body runs (None: leave it as it is); one stream opens at a time."""
     with _env_lock:
+        if source is None:
+            yield
+            return
         old = os.environ.get("PULSE_SOURCE")
         os.environ["PULSE_SOURCE"] = source
         try:
@@ -94,6 +100,22 @@ def _would_wait() -> bool:
 
 
 capture.server_would_wait(_would_wait)  # closing a stream through it, and PortAudio's re-scan, would wait
+
+
+@dataclass(frozen=True)
+class CaptureSource:
+    """A PulseAudio capture source: its ``index`` (what a recording names it by), ``name``, ``description`` (as the
+    user knows it), and whether it is an output's ``monitor`` rather than a microphone."""
+
+    index: int
+    name: str
+    description: str
+    monitor: bool
+
+
+def _is_monitor(source: Any) -> bool:
+    monitor_of = getattr(source, "monitor_of_sink", NOT_A_MONITOR)
+    return monitor_of is not None and int(monitor_of) != NOT_A_MONITOR
 
 
 class PulseServer:
@@ -199,8 +221,7 @@ class PulseServer:
         default = str(self._call("server_info").default_source_name or "")
         for s in self._call("source_list"):
             if str(s.name) == default:
-                monitor_of = getattr(s, "monitor_of_sink", NOT_A_MONITOR)
-                return monitor_of is not None and int(monitor_of) != NOT_A_MONITOR
+                return _is_monitor(s)
         return default.endswith(".monitor")
 
     def recordings(self) -> dict[int, int]:
@@ -216,6 +237,13 @@ class PulseServer:
         """The names of the capture sources (microphones and monitors)."""
         return {str(s.name) for s in self._call("source_list")}
 
+    def capture_sources(self) -> list[CaptureSource]:
+        """The capture sources (microphones and monitors), with their indexes and descriptions."""
+        return [
+            CaptureSource(int(s.index), str(s.name), str(s.description or s.name), _is_monitor(s))
+            for s in self._call("source_list")
+        ]
+
     def monitor_of(self, sink: str) -> tuple[str, str]:
         """``(monitor source name, description)`` of the sink called ``sink``; ``AudioError`` when gone."""
         for s in self._call("sink_list"):
@@ -228,8 +256,7 @@ class PulseServer:
         default = str(self._call("server_info").default_source_name or "")
         out = []
         for s in self._call("source_list"):
-            monitor_of = getattr(s, "monitor_of_sink", NOT_A_MONITOR)
-            if monitor_of is not None and int(monitor_of) != NOT_A_MONITOR:
+            if _is_monitor(s):
                 continue
             out.append(Endpoint(MIC_PREFIX + str(s.name), str(s.description or s.name), str(s.name) == default))
         return out
@@ -261,16 +288,21 @@ class PulseCapture(MicSource):
         self.device = resolve_device(self._sd, PULSE_DEVICE)
         if self.device is None:
             raise AudioError("PortAudio has no \u201cpulse\u201d device; install the ALSA PulseAudio plug-in.")
-        with pulse_source_env(self.pulse_source):  # one open at a time: the stream that appears is this one
-            before = self._recordings()
-            try:
-                super().open()
-            except AudioError as exc:
-                raise AudioError(f"\u201c{self.label}\u201d could not be opened through PulseAudio.") from exc
-            after = self._recordings()
-            new = [] if before is None or after is None else [(i, src) for i, src in after.items() if i not in before]
-            self._recording = new[0] if len(new) == 1 else None
+        try:
+            self._open_stream(self.pulse_source)
+        except AudioError as exc:
+            raise AudioError(f"\u201c{self.label}\u201d could not be opened through PulseAudio.") from exc
         self.description = f"{self.label} ({self.rate / 1000:g} kHz)"
+
+    def _open_stream(self, pulse_source: str | None) -> None:
+        """``MicSource.open`` with ``PULSE_SOURCE`` set to ``pulse_source`` (None: as it is), noting which of the
+        server's recording streams it made (one open at a time: the stream that appears is this one)."""
+        with pulse_source_env(pulse_source):
+            before = self._recordings()
+            MicSource.open(self)
+            after = self._recordings()
+        new = [] if before is None or after is None else [(i, src) for i, src in after.items() if i not in before]
+        self._recording = new[0] if len(new) == 1 else None
 
     def _recordings(self) -> dict[int, int] | None:
         if self._pulse is None:
@@ -280,15 +312,19 @@ class PulseCapture(MicSource):
         except AudioError:
             return None
 
+    def recorded_source(self) -> int | None:
+        """The index of the source the server records this stream from now; None when that cannot be told.
+        ``AudioError`` when the server does not answer."""
+        if self._recording is None or self._pulse is None:
+            return None
+        return self._pulse.recordings().get(self._recording[0])
+
     def moved(self) -> bool:
         """Whether the server now records this stream from a source other than the one it opened on (PulseAudio
         moves a recording when its source goes, even where one of the same name comes back at once, and a mixer
         can move it by hand); False when that cannot be told. ``AudioError`` when the server does not answer."""
-        if self._recording is None or self._pulse is None:
-            return False
-        stream, source = self._recording
-        now = self._pulse.recordings().get(stream)
-        return now is not None and now != source
+        now = self.recorded_source()
+        return now is not None and self._recording is not None and now != self._recording[1]
 
 
 class PulseMicSource(PulseCapture):
@@ -296,16 +332,27 @@ class PulseMicSource(PulseCapture):
     to the default source instead of ending it (an unplugged USB microphone went on as the speakers' monitor, still
     shown as the chosen microphone). Every ``CHECK_EVERY_S`` it asks the server whether the source is there; when
     not, what was captured since it was last seen is dropped and ``lost`` turns true (the worker then falls back
-    to the default microphone and says so)."""
+    to the default microphone and says so).
+
+    PulseAudio also moves the recordings of the default source when another one becomes the default (in the
+    sound settings, or ``pactl set-default-source``): a chosen microphone that was the default went on as the new
+    one. While the source it began on is still there (the same source, not one of that name plugged in again), the
+    microphone is recorded again on a stream of its own, and what came from the other source is dropped; the
+    recording is not moved back through the server, which would save that move as a rule for every later recording
+    of the ALSA plug-in (module-stream-restore): "System default" would then no longer follow the default."""
 
     def __init__(self, sd: Any, server: PulseServer, pulse_source: str, label: str, **kw: Any) -> None:
         super().__init__(sd, pulse_source, label, server=server, **kw)
         self._server = server
         self._next_check = self._seen = 0.0
         self._gone = False
+        self._notices: list[str] = []
 
     def open(self) -> None:
         super().open()
+        self._start_checks()
+
+    def _start_checks(self) -> None:
         self._gone = False
         self._seen = time.monotonic()
         self._next_check = self._seen + CHECK_EVERY_S
@@ -325,9 +372,14 @@ class PulseMicSource(PulseCapture):
             self._check(now)
         return self.queue.take_all(max_seconds, before=self._seen)  # close checks once more: all, unless gone
 
+    def notices(self) -> list[str]:
+        """Sentences for the user since the last call."""
+        out, self._notices = self._notices, []
+        return out
+
     def _check(self, now: float) -> None:
         try:
-            there = self.pulse_source in self._server.sources() and not self.moved()
+            there = self._still_there()
         except AudioError:
             there = True  # the server did not answer: judged by the stream, as any microphone
         if there:
@@ -337,9 +389,73 @@ class PulseMicSource(PulseCapture):
             log.info("microphone %s is gone; %.2f s captured since it was last seen dropped", self.label, dropped)
             self._gone = True
 
+    def _still_there(self) -> bool:
+        """Whether the chosen source still records this stream; one the server moved away from a source that is
+        still there is opened on it again (while open). ``AudioError`` when the server does not answer."""
+        index = {s.name: s.index for s in self._server.capture_sources()}.get(self.pulse_source)
+        if index is None or not self.moved():
+            return index is not None
+        if self._recording is None or index != self._recording[1] or not self.is_open:
+            return False  # gone and back (another source of that name), or moved while closing: lost
+        return self._record_again()
+
+    def _record_again(self) -> bool:
+        """Open the stream on the chosen source again (``_still_there``); what came since it was last seen is dropped
+        (from the source the server moved it to). False when it does not open."""
+        log.info("the server moved the recording of %s (a new default source); recording it again", self.label)
+        MicSource.close(self)
+        self.queue.drop_since(self._seen)
+        try:
+            PulseCapture.open(self)
+        except AudioError:
+            log.warning("%s could not be opened again", self.label, exc_info=True)
+            return False
+        return True
+
     @property
     def lost(self) -> bool:
         return self._gone or super().lost
+
+
+class PulseDefaultMicSource(PulseMicSource):
+    """The server's default microphone ("System default"), followed through changes. Its stream is opened on
+    PortAudio's default device without a source of its own, so the server moves it to each new default microphone
+    (chosen in the sound settings, a headset plugged in, the configured one back). Every check asks which source
+    records it now: another microphone is named (``name``, ``description``) and said (``notices``; the worker then
+    renames the input in the status bar and the journal); an output's monitor (the server's default once the last
+    microphone went: the speakers) is lost, as a chosen microphone that goes. ``label`` names it until it is open."""
+
+    def __init__(self, sd: Any, server: PulseServer, label: str, **kw: Any) -> None:
+        super().__init__(sd, server, "", label, **kw)
+
+    def open(self) -> None:
+        """Open PortAudio's default device (``AudioError`` as ``MicSource.open``) and name it after its source."""
+        self.device = None
+        self._open_stream(None)
+        self._start_checks()
+        with contextlib.suppress(AudioError):  # named as the server calls its default until the first check
+            self._still_there()
+
+    def _still_there(self) -> bool:
+        """Whether the stream records a microphone (named after it, said when it changed); True when that cannot
+        be told. ``AudioError`` when the server does not answer."""
+        index = self.recorded_source()
+        if index is None:
+            return True
+        source = next((s for s in self._server.capture_sources() if s.index == index), None)
+        if source is None or source.monitor:
+            return False
+        if source.name != self.pulse_source:
+            said = bool(self.pulse_source)  # not on opening
+            self.pulse_source, self.label = source.name, source.description
+            self.name, self.description = source.description, f"{source.description} ({self.rate / 1000:g} kHz)"
+            if said:
+                self._notices.append(
+                    f"The default microphone changed; now captioning \u201c{source.description}\u201d."
+                )
+        if self._recording is not None:
+            self._recording = (self._recording[0], index)
+        return True
 
 
 class PulseSystemSource(SystemCapture):
@@ -524,3 +640,7 @@ class PulseBackend:
         with contextlib.suppress(AudioError):
             label = next((m.name for m in self.microphones() if m.id == device), name)
         return PulseMicSource(self._sd, self.server(), name, label)
+
+    def default_mic_source(self, label: str) -> PulseDefaultMicSource:
+        """A capture of the server's default microphone, followed through changes; ``label`` names it until open."""
+        return PulseDefaultMicSource(self._sd, self.server(), label)

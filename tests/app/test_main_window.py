@@ -992,3 +992,17 @@ def test_a_start_that_fails_does_not_show_the_last_sessions_input(qtbot, setting
         assert w.status.input_label.text() == ""
     finally:
         c.shutdown(5000)
+
+
+def test_idle_the_status_bar_does_not_name_the_last_sessions_input(qtbot, window):
+    """After a session stopped, choosing another Source left "Input: …" of the last session in the status bar
+    until the next Start (QA): idle, it names no input."""
+    load(qtbot, window)
+    c = window.controller
+    with qtbot.waitSignal(c.state_changed, timeout=5000):
+        window.start_action.trigger()
+    qtbot.waitUntil(lambda: "Fake Mic" in window.status.input_label.text(), timeout=5000)
+    with qtbot.waitSignal(c.session_finished, timeout=5000):
+        window.stop_action.trigger()
+    window.sources.set_kind("both")
+    assert window.status.input_label.text() == "" and window.status.input_label.toolTip() == ""

@@ -309,3 +309,23 @@ def test_audio_both_inputs_lost_together_counts_once():
     mix = MixSource(ScriptedSource("microphone"), ScriptedSource("system"), clock=Clock())
     mix.mic.dropped_seconds, mix.system.dropped_seconds = 19.6, 19.6
     assert mix.dropped_seconds == 19.6
+
+
+def test_the_mix_is_named_after_its_parts_as_they_are_now():
+    """Both: a part that follows a new default output or microphone is renamed and says so, but the mix kept the
+    name it was given when it opened (the status bar and the journal named the old output; QA), and passed on only
+    the system part's notices (a new default microphone went unsaid)."""
+    mix = MixSource(ScriptedSource("microphone"), ScriptedSource("system"), clock=Clock())
+    mix.mic.description, mix.system.description = "Virtual Mic (16 kHz)", "System audio: Virtual Speakers (16 kHz)"
+    mix.open()
+    assert mix.description == "Virtual Mic (16 kHz) + System audio: Virtual Speakers (16 kHz)"
+    mix.mic.description, mix.system.description = "USB-Mic (16 kHz)", "System audio: Virtual Headphones (16 kHz)"
+    mix.mic.notices = lambda: ["The default microphone changed; now captioning \u201cUSB-Mic\u201d."]
+    mix.system.notices = lambda: [
+        "The default output changed; now captioning what \u201cVirtual Headphones\u201d plays."
+    ]
+    assert mix.description == "USB-Mic (16 kHz) + System audio: Virtual Headphones (16 kHz)"
+    assert mix.notices() == [
+        "The default microphone changed; now captioning \u201cUSB-Mic\u201d.",
+        "The default output changed; now captioning what \u201cVirtual Headphones\u201d plays.",
+    ]

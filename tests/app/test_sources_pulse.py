@@ -966,3 +966,142 @@ def test_the_pickers_keep_their_lists_and_the_source_while_the_sound_server_does
         c.shutdown(5000)
     w.sources.refresh(rescan=True)
     assert w.sources.kind == "system" and outputs() == before
+
+
+def journal_inputs(journal_dir) -> list[str]:
+    """The inputs the session journals in ``journal_dir`` recorded, in order."""
+    import json
+
+    records = [json.loads(line) for path in sorted(journal_dir.glob("*.jsonl")) for line in path.open()]
+    return [r["input"] for r in records if r.get("type") == "input"]
+
+
+def test_under_both_a_new_default_output_is_named_in_the_status_bar_and_the_journal(
+    qtbot, pulse_server, journal_dir, settings
+):
+    """Both, following the default output: the banner said "now captioning what “Virtual Headphones” plays" but the
+    status bar and the session journal kept "… + System audio: Virtual Speakers (16 kHz) — follows the default
+    output" (QA): the mix's name was made once, when it opened. It names the parts as they are now."""
+    writer = FifoWriter(pulse_server.fifo, np.zeros(RATE * 60, np.float32), lead=0.0)
+    writer.start()
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings, SOURCE="both", DEVICE="pulse:fakemic")
+    try:
+        assert "Virtual Speakers" in c.input_description
+        wait_recording(pulse_server, count=2)
+        pulse_server.pactl("set-default-sink", "virt_alt")
+        qtbot.waitUntil(lambda: "Virtual Headphones" in w.banner.label.text(), timeout=5000)
+        moved = "Virtual Mic (16 kHz) + System audio: Virtual Headphones (16 kHz) \u2014 follows the default output"
+        assert c.input_description == moved and w.status.input_label.text() == f"Input: {moved}"
+        assert journal_inputs(journal_dir)[-1] == moved
+        with qtbot.waitSignal(c.session_finished, timeout=10000):
+            c.stop()
+    finally:
+        end_session(c, writer)
+
+
+def test_the_default_microphone_is_followed_and_named_when_the_server_changes_it(
+    qtbot, pulse_server, journal_dir, settings
+):
+    """Microphone "System default": the server's default source changed mid-session (pactl set-default-source),
+    the server moved livecap's recording to it, and captions came from the new microphone while the status bar,
+    the journal and the "pure silence" hint still named the first one, without a word (QA). Now the new one is said
+    and named, as System audio names a new default output."""
+    usb = UsbMic(pulse_server)
+    writer = FifoWriter(pulse_server.fifo, np.zeros(RATE * 60, np.float32), lead=0.0)
+    writer.start()
+    c, w = started_window(qtbot, pulse_server, journal_dir, settings, SOURCE="mic", DEVICE="")
+    lost: list[str] = []
+    c.device_lost.connect(lost.append)
+    try:
+        assert c.input_description == "Virtual Mic (16 kHz)"
+        wait_recording(pulse_server)
+        pulse_server.pactl("set-default-source", "usb_mic")
+        qtbot.waitUntil(lambda: "USB-Mic" in w.banner.label.text(), timeout=5000)
+        assert w.banner.label.text() == "The default microphone changed; now captioning \u201cUSB-Mic\u201d."
+        assert c.input_description == "USB-Mic (16 kHz)" and w.status.input_label.text() == "Input: USB-Mic (16 kHz)"
+        assert journal_inputs(journal_dir)[-1] == "USB-Mic (16 kHz)"
+        pulse_server.pactl("set-default-source", "fakemic")
+        qtbot.waitUntil(lambda: c.input_description == "Virtual Mic (16 kHz)", timeout=5000)
+        assert c.state == "running" and not lost, lost
+        with qtbot.waitSignal(c.session_finished, timeout=10000):
+            c.stop()
+    finally:
+        end_session(c, writer)
+        usb.remove()
+
+
+def test_a_default_microphone_taken_for_a_chosen_one_that_comes_back_is_named_again(pulse_server):
+    """Started with the chosen microphone unplugged, livecap captioned the default one (said, and named so); when
+    the chosen one came back the server made it the default again and moved the recording to it, but the status
+    bar and the session still named the other one (QA). The recording is named after the source it records."""
+    usb = UsbMic(pulse_server)
+    pulse_server.pactl("set-default-source", "usb_mic")  # the user's microphone, and the server's default
+    usb.unplug()  # the server's default falls back to the virtual microphone
+    said: list[str] = []
+    source = AudioSystem(pulse_server.sd).make_source(
+        "mic", "pulse:usb_mic", None, said.append, {"pulse:usb_mic": "USB-Mic"}
+    )
+    source.open()
+    try:
+        assert said == ["The microphone \u201cUSB-Mic\u201d is not connected; using the default one."]
+        assert source.description == "Virtual Mic (16 kHz)"
+        wait_recording(pulse_server)
+        usb.plug_in()  # the configured default is back: the server moves the recording to it
+        collect(source, 3.0, until=lambda: "USB-Mic" in source.description)
+        assert source.description == "USB-Mic (16 kHz)" and source.name == "USB-Mic" and not source.lost
+        assert source.notices() == ["The default microphone changed; now captioning \u201cUSB-Mic\u201d."]
+    finally:
+        source.close()
+        usb.remove()
+        pulse_server.pactl("set-default-source", "fakemic")
+
+
+def test_a_default_microphone_that_becomes_the_speakers_is_lost(pulse_server):
+    """The last microphone went and the server made an output's monitor its default source: "System default"
+    must not caption the speakers as the user's voice. The capture is lost (the worker then falls back)."""
+    usb = UsbMic(pulse_server)
+    pulse_server.pactl("set-default-source", "usb_mic")
+    source = AudioSystem(pulse_server.sd).make_source("mic", "")
+    source.open()
+    try:
+        assert source.description == "USB-Mic (16 kHz)"
+        wait_recording(pulse_server)
+        pulse_server.pactl("set-default-source", "virt_out.monitor")
+        collect(source, 3.0, until=lambda: source.lost)
+        assert source.lost and source.notices() == []
+    finally:
+        source.close()
+        usb.remove()
+        pulse_server.pactl("set-default-source", "fakemic")
+
+
+def test_a_chosen_microphone_keeps_recording_when_the_default_source_changes(pulse_server, monkeypatch):
+    """The chosen microphone was the server's default and the user made another one the default: the server moved
+    livecap's recording to that one, and livecap took the chosen microphone for lost ("stopped delivering audio",
+    then "Back on …"; QA). It is still connected: it is recorded again (on a stream of its own), and nothing of the
+    other microphone comes out."""
+    from app.sources import pulse
+
+    monkeypatch.setattr(pulse, "CHECK_EVERY_S", 30.0)  # only the checks before handing out blocks
+    usb = UsbMic(pulse_server)  # a silent microphone
+    writer = FifoWriter(pulse_server.fifo, tone(440, 30.0), lead=0.0)  # the chosen one hears a 440 Hz tone
+    writer.start()
+    source = AudioSystem(pulse_server.sd).make_source("mic", "pulse:fakemic")
+    source.open()
+    try:
+        wait_recording(pulse_server)
+        collect(source, 1.0)
+        pulse_server.pactl("set-default-source", "usb_mic")
+        time.sleep(0.5)  # the recording is moved now: nothing of it must come out
+        after = collect(source, 3.0)
+        assert not source.lost and source.description == "Virtual Mic (16 kHz)" and source.notices() == []
+        assert band_power(after[-RATE:], 440) > 0.5  # the chosen microphone's tone again
+        cmd = ["pactl", "list", "short", "source-outputs"]
+        streams = subprocess.run(cmd, env=pulse_server.env, capture_output=True, text=True, timeout=10).stdout
+        fakemic = next(s.index for s in source._server.capture_sources() if s.name == "fakemic")
+        assert [line.split()[1] for line in streams.splitlines() if "protocol-native" in line] == [str(fakemic)]
+    finally:
+        source.close()
+        writer.stop.set()
+        writer.join(2)
+        usb.remove()

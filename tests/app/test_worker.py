@@ -439,3 +439,55 @@ def test_a_notice_of_a_new_output_comes_after_the_new_name(qtbot, journal_dir):
         assert [name for text, name in seen if "follows" in text] == ["Headphones"]
     finally:
         c.shutdown(5000)
+
+
+def test_under_both_a_part_that_follows_a_new_default_renames_the_input(qtbot, journal_dir):
+    """Both: the microphone part followed a new default microphone (or the system part a new default output) and
+    said so, but the status bar and the session journal kept the mix's first name (QA)."""
+    from app.capture import AudioQueue, Block, QueuedInput
+    from app.controller import SessionController
+    from app.sources.mix import MixSource
+
+    class Part(QueuedInput):
+        kind, rate, lost, is_open = "microphone", 16000, False, True
+
+        def __init__(self, description: str, renamed: str, notice: str) -> None:
+            self.queue = AudioQueue(1.0)
+            self.description, self.renamed, self.reads = description, renamed, 0
+            self._notes: list[str] = []
+            self._notice = notice
+
+        def open(self) -> None: ...
+
+        def close(self) -> None: ...
+
+        def notices(self) -> list[str]:
+            out, self._notes = self._notes, []
+            return out
+
+        def read(self, max_seconds=None):
+            self.reads += 1
+            if self.reads == 10 and self.renamed:
+                self.description = self.renamed
+                self._notes.append(self._notice)
+            self.queue.put(Block(np.zeros((320, 1), np.float32), 16000, time.monotonic()))
+            return super().read(max_seconds)
+
+    c = SessionController(loader=fake_engine.load_model, sounddevice=FakeSoundDevice(), journal_dir=journal_dir)
+    seen = []
+    c.message.connect(lambda level, text: seen.append(text))
+    try:
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake", "auto")
+        mic = Part("Virtual Mic (16 kHz)", "USB-Mic (16 kHz)", "The default microphone changed.")
+        system = Part("System audio: Speakers (16 kHz)", "", "")
+        c.worker._make_source = lambda spec: MixSource(mic, system)
+        c.start(SessionSpec(source="both"))
+        qtbot.waitUntil(lambda: "The default microphone changed." in seen, timeout=5000)
+        assert c.input_description == "USB-Mic (16 kHz) + System audio: Speakers (16 kHz)"
+        with qtbot.waitSignal(c.session_finished, timeout=5000):
+            c.stop()
+        journal = "".join(path.read_text() for path in journal_dir.glob("*.jsonl"))
+        assert '"input": "USB-Mic (16 kHz) + System audio: Speakers (16 kHz)"' in journal
+    finally:
+        c.shutdown(5000)
