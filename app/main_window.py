@@ -78,6 +78,7 @@ AUDIO_FILTER = (
     "Audio and video (*.wav *.flac *.ogg *.oga *.opus *.mp3 *.m4a *.aac *.mp4 *.m4v *.mov *.mkv *.webm);;All files (*)"
 )
 SILENT_DB = -90.0  # the level meter's floor: exact digital silence
+LOAD_FAILED_KEY = "load-failed"  # the banner's message while the last model load failed
 SOUND_SERVER_KEY = "sound-server"  # the banner's message while the sound server does not answer at start
 CAPTION_SIZE_STEP = 2
 #: Model > Weights: (``Key.WEIGHTS`` value, menu text, tooltip).
@@ -811,6 +812,7 @@ class MainWindow(QMainWindow):
         if info is not None:
             self._working = info.source
             self.settings.set_value(Key.MODEL_SOURCE, info.source)
+            self.banner.dismiss(LOAD_FAILED_KEY)  # an earlier load's failure no longer stands above a working model
         if info is None:
             self.model_button.setText("Choose model\u2026")
             self.model_button.setAccessibleName("Model: none chosen")
@@ -879,14 +881,47 @@ class MainWindow(QMainWindow):
         banner says why, the status bar no longer says it is loading."""
         if self.status.currentMessage().startswith(LOADING):
             self.status.clearMessage()
+        if self.banner.text() == _text:  # the controller's error message, shown just before: dismissed by a load
+            self.banner.key = LOAD_FAILED_KEY
         if self._working:
             self.settings.set_value(Key.MODEL_SOURCE, self._working)
 
     def _reload_model(self) -> None:
-        """Load the last requested model again with the saved backend and weights, unless a session runs."""
+        """Load the last requested model again with the saved backend and weights, unless a session runs. One no
+        longer on this computer (deleted in the model dialog, its folder gone) is not loaded over the model in
+        memory (the load downloaded a catalog model behind "Loading the model...", without progress or Cancel,
+        and a failure dropped the model that worked): the banner says so and the loaded model stays."""
         source = self._requested or self.settings.value(Key.MODEL_SOURCE)
-        if source and self.controller.state in ("idle", "no-model"):
-            self.load_model(source)
+        if not source or self.controller.state not in ("idle", "no-model"):
+            return
+        gone = self._not_here(source) if self.controller.model is not None else None
+        if gone:
+            self.show_message(
+                "warning",
+                f"{gone} is no longer on this computer: the new setting applies once it is downloaded or chosen "
+                "again (Model \u25b8 Models\u2026); the loaded model stays in use until then.",
+            )
+            return
+        self.load_model(source)
+
+    @staticmethod
+    def _not_here(source: str) -> str | None:
+        """The name of ``source`` when it is no longer on this computer (a catalog model not fully downloaded, a
+        folder that went), else None (also for a hub id outside the catalog: the loader says what is wrong)."""
+        from engine import install
+        from engine.catalog import find_entry
+
+        path = Path(source).expanduser()
+        if path.is_absolute():
+            return None if path.exists() else path.name
+        entry = find_entry(source)
+        if entry is None:
+            return None
+        try:
+            state = install.local_state(entry.repo_ids, entry.revision, entry.required_files)
+        except Exception:  # noqa: BLE001 - an unreadable cache: let the load say what is wrong
+            return None
+        return None if state is not None and state.complete else entry.name
 
     def _live_srt_stopped(self) -> None:
         """The live SRT file could not be written and is off: the menu says so (it stayed checked)."""

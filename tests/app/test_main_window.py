@@ -116,6 +116,26 @@ def test_weights_menu_reloads_the_model_and_is_remembered(qtbot, window, setting
     assert again.status.model_label.text() == "fake-moonshine \u00b7 Moonshine \u00b7 numpy"
 
 
+def test_a_weights_change_does_not_download_a_deleted_model_over_the_loaded_one(qtbot, window, tmp_path):
+    """QA: the model in use deleted in the model dialog, then Model > Weights > 8-bit: the reload downloaded it
+    again behind "Loading the model..." (no progress, no Cancel; ~45 s), and a failed download dropped the model
+    that still worked. The loaded model stays; the banner says why nothing loads."""
+    from engine.catalog import find_entry
+
+    small = "UsefulSensors/moonshine-streaming-small"
+    assert find_entry(small) is not None
+    for source, name in ((small, "Moonshine Streaming small"), (str(tmp_path / "gone-model"), "gone-model")):
+        load(qtbot, window)
+        loaded = window.controller.model
+        window._requested = source  # what the model in memory was loaded from, since deleted
+        weights_action(window, "8-bit").trigger()
+        qtbot.wait(200)
+        assert window.controller.model is loaded and window.controller.state == "idle"
+        assert window.banner.text().startswith(f"{name} is no longer on this computer")
+        weights_action(window, "stored").trigger()
+        qtbot.wait(50)
+
+
 def test_the_menus_show_a_runs_backend_and_weights_not_only_the_saved_ones(qtbot, window, settings):
     """``livecap --weights 8-bit --backend numpy`` loaded 8-bit weights while Model > Weights showed the saved
     "As stored": the menu said the results were exact when they were not."""
@@ -127,6 +147,21 @@ def test_the_menus_show_a_runs_backend_and_weights_not_only_the_saved_ones(qtbot
     assert [a.data() for a in window.weights_group.actions() if a.isChecked()] == ["8-bit"]
     assert [a.data() for a in window.backend_group.actions() if a.isChecked()] == ["numpy"]
     assert settings.value(Key.WEIGHTS) == "stored" and settings.value(Key.BACKEND) == "auto"  # this run only
+
+
+def test_a_failed_loads_message_goes_once_a_model_loads(qtbot, window):
+    """QA: a failed load's error stayed in the banner above the captions of the model loaded after it. Other
+    messages stay (a warning shown after the failure is not the failure's)."""
+    with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
+        window.load_model("fake-broken")
+    assert window.banner.text().startswith("No model found in fake-broken")
+    load(qtbot, window)
+    assert window.banner.text() == ""
+    with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
+        window.load_model("fake-broken")
+    window.show_message("warning", "Something else happened.")
+    load(qtbot, window)
+    assert window.banner.text() == "Something else happened."
 
 
 def test_a_model_that_fails_to_load_does_not_replace_the_one_that_worked(qtbot, window, settings):
