@@ -37,6 +37,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QLineEdit,
+    QMessageBox,
     QProgressBar,
     QPushButton,
     QScrollArea,
@@ -46,7 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import placement, questions
+from app import placement
 from app.banner import Banner
 from app.downloads import CheckJob, DownloadJob, Job, progress_text
 from app.hub_messages import download_problem
@@ -110,6 +111,19 @@ class Row:
     @property
     def partial(self) -> int:
         return self.state.partial_bytes if self.state is not None and not self.state.complete else 0
+
+    @property
+    def plain_name(self) -> str:
+        """The name without the list's "(recommended)" tag, for sentences."""
+        return self.name.replace(" (recommended)", "").strip()
+
+    def is_about(self, source: str | None) -> bool:
+        """Whether ``source`` (a repo id, any alias, or this row's folder) names this row."""
+        if not source:
+            return False
+        if self.kind == "folder":
+            return Path(self.source) == Path(source).expanduser()
+        return source.lower() in {r.lower() for r in self.repo_ids}
 
 
 # -- settings ----------------------------------------------------------------------------------------------
@@ -193,8 +207,13 @@ class ModelDialog(QDialog):
         self._busy = False
         self._check: CheckJob | None = None
         self._error_source: str | None = None  # the row the error label is about
+        self._progress_source: str | None = None  # the row the progress bar and its label are about
+        self._progress_bar_on = False  # the bar is part of what is said about it (not after a delete)
         self._last_progress: hub.Progress | None = None
+        self._question: QMessageBox | None = None  # the question shown now (``_confirm``)
+        self._asking_to_stop = False  # that question is "Stop downloading ...?" (moot once the download ends)
         saved = _read_source(settings)
+        self.in_use = saved  # the model the app uses: the main window saves a model once it has loaded
         if saved and Path(saved).expanduser().is_dir():
             self._folders.append(str(Path(saved).expanduser()))
         self._build()
@@ -276,8 +295,11 @@ class ModelDialog(QDialog):
         progress_row = QHBoxLayout()
         progress_row.addWidget(self.progress_bar, 1)
         progress_row.addWidget(self.progress_label)
-        self.progress_bar.hide()
-        self.progress_label.hide()
+        for w in (self.progress_bar, self.progress_label):  # hidden, they keep their room: the buttons stay put
+            policy = w.sizePolicy()
+            policy.setRetainSizeWhenHidden(True)
+            w.setSizePolicy(policy)
+            w.hide()
 
         self.error_label = QLabel(self)
         self.error_label.setObjectName("modelError")
@@ -488,12 +510,7 @@ class ModelDialog(QDialog):
 
     def row_for(self, source: str) -> Row | None:
         """The row for a repo id (aliases included) or a folder."""
-        for row in self.rows:
-            if row.kind == "folder" and Path(row.source) == Path(source).expanduser():
-                return row
-            if row.kind != "folder" and source.lower() in {r.lower() for r in row.repo_ids}:
-                return row
-        return None
+        return next((row for row in self.rows if row.is_about(source)), None)
 
     def select_source(self, source: str) -> bool:
         row = self.row_for(source)
@@ -534,12 +551,32 @@ class ModelDialog(QDialog):
         self.open_button.setEnabled(row is not None and row.path is not None and row.path.is_dir())
         self.use_button.setEnabled(row is not None and row.installed)
         self.details.setText(self._details(row) if row is not None else "")
+        self._show_progress(row)
         if isinstance(focus, QPushButton) and not focus.isEnabled():
             self._move_focus_from(focus)
         for i, r in enumerate(self.rows):  # keep the status column live
             item = self.tree.topLevelItem(i)
             if item is not None and r.kind != "folder":
                 item.setText(4, self._status(r))
+
+    def _set_progress(self, about: str, text: str, per_mille: int | None) -> None:
+        """Say ``text`` about the model ``about`` under its buttons, with the progress bar at ``per_mille`` (no bar
+        for None); both show while that model is selected (or while nothing is, once it has left the list)."""
+        self._progress_source = about
+        self._progress_bar_on = per_mille is not None
+        if per_mille is not None:
+            self.progress_bar.setValue(max(0, min(per_mille, 1000)))
+        self.progress_label.setText(text)
+        self._show_progress(self.selected_row())
+
+    def _show_progress(self, row: Row | None) -> None:
+        about = self._progress_source
+        if row is None:  # e.g. a model from the cache just deleted: its row went, the sentence stays
+            mine = about is not None and self.row_for(about) is None
+        else:
+            mine = row.is_about(about)
+        self.progress_bar.setVisible(mine and self._progress_bar_on)
+        self.progress_label.setVisible(mine)
 
     def _details(self, row: Row) -> str:
         e = row.entry
@@ -691,10 +728,7 @@ class ModelDialog(QDialog):
         self._last_progress = None
         _LIVE_JOBS.add(job)
         job.finished.connect(lambda j=job: _LIVE_JOBS.discard(j))
-        self.progress_bar.setValue(0)
-        self.progress_bar.show()
-        self.progress_label.setText(f"Preparing {repo_id}\u2026")
-        self.progress_label.show()
+        self._set_progress(repo_id, f"Preparing {repo_id}\u2026", 0)
         job.start()
         self._update_selection()
         return job
@@ -714,23 +748,25 @@ class ModelDialog(QDialog):
             self.custom_status.setStyleSheet("")
             self.custom_status.show()
         p = self._last_progress
-        self.progress_bar.setValue(1000)
-        self.progress_label.setText(f"Installed \u00b7 {hub.format_bytes(p.total)}" if p else "Installed")
+        self._set_progress(repo_id, f"Installed \u00b7 {hub.format_bytes(p.total)}" if p else "Installed", 1000)
         self.refresh()
         self.select_source(repo_id)
 
     def _on_download_failed(self, message: str, exc: object) -> None:
         repo_id = self._job.repo_id if self._job is not None else ""
+        kept = hub.kept_bytes(repo_id) if repo_id else 0
+        kept_bar = self._per_mille(repo_id, kept)  # the bar shows what is on disk, not the last count
         if isinstance(exc, hub.DownloadCancelled):
-            kept = hub.kept_bytes(repo_id) if repo_id else 0
-            self.progress_label.setText(
+            self._set_progress(
+                repo_id,
                 f"Cancelled \u00b7 {hub.format_bytes(kept)} kept; Resume download continues from there."
                 if kept
-                else "Cancelled \u00b7 nothing was kept."
+                else "Cancelled \u00b7 nothing was kept.",
+                kept_bar,
             )
         else:
             text = download_problem(exc, repo_id)
-            self.progress_label.setText("Download failed.")
+            self._set_progress(repo_id, "Download failed.", kept_bar)
             if repo_id in self._pending:  # said once, where the user typed the id
                 self._custom_message(text, error=True)
             else:
@@ -740,8 +776,18 @@ class ModelDialog(QDialog):
         self.refresh()
         self.select_source(repo_id)
 
+    def _per_mille(self, repo_id: str, done: int) -> int:
+        """``done`` bytes of ``repo_id``'s download in thousandths (of the total the download counted, else of the
+        catalog's download size)."""
+        p = self._last_progress
+        row = self.row_for(repo_id) if repo_id else None
+        total = p.total if p is not None and p.total else (row.entry.download_bytes if row and row.entry else 0)
+        return min(1000, done * 1000 // total) if total else 0
+
     def _on_job_finished(self) -> None:
         self._busy = False
+        if self._asking_to_stop and self._question is not None:  # "Stop downloading ...?": nothing to stop now
+            self._question.done(QMessageBox.StandardButton.No.value)
         self._update_selection()
 
     def _cancel(self) -> None:
@@ -752,23 +798,37 @@ class ModelDialog(QDialog):
 
     def _job_name(self) -> str:
         """The name the list shows for the model being downloaded (its repo id when not listed)."""
-        repo_id = self._job.repo_id.lower() if self._job is not None else ""
-        row = next((r for r in self.rows if r.kind != "folder" and repo_id in {x.lower() for x in r.repo_ids}), None)
-        return row.name.replace(" (recommended)", "").strip() if row is not None else repo_id
+        repo_id = self._job.repo_id if self._job is not None else ""
+        row = next((r for r in self.rows if r.kind != "folder" and r.is_about(repo_id)), None)
+        return row.plain_name if row is not None else repo_id.lower()
 
     def _confirm(self, title: str, text: str) -> bool:
-        return questions.ask(self, title, text)
+        """Ask ``text`` in a modal Yes/No box (No is the default); True only for Yes. The box is ``_question``
+        while it shows, so that a question the download's end makes moot can be closed (as No)."""
+        buttons = QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No
+        box = QMessageBox(QMessageBox.Icon.Question, title, text, buttons, self)
+        box.setDefaultButton(QMessageBox.StandardButton.No)
+        self._question = box
+        try:
+            return box.exec() == QMessageBox.StandardButton.Yes.value
+        finally:
+            self._question = None
+            box.deleteLater()
 
     def _delete_selected(self) -> None:
         row = self.selected_row()
         if row is None or row.kind == "folder" or row.state is None:
             return
         size = row.state.size_on_disk + row.state.partial_bytes
-        if not self._confirm(
-            "Delete model",
-            f"Delete {row.name.strip()} ({hub.format_bytes(size)}) from this "
-            "computer? It can be downloaded again later.",
-        ):
+        text = (
+            f"Delete {row.plain_name} ({hub.format_bytes(size)}) from this computer? It can be downloaded again later."
+        )
+        if row.is_about(self.in_use):  # the main window keeps a loaded model until another one is chosen
+            text += (
+                f" {row.plain_name} is the model livecap uses: it stays in use until you choose another one, and the "
+                "next start offers to download it again."
+            )
+        if not self._confirm("Delete model", text):
             return
         try:
             freed = hub.delete_model(row.repo_ids)
@@ -777,9 +837,7 @@ class ModelDialog(QDialog):
             self._show_error(f"{row.source} could not be deleted ({type(e).__name__}: {e}).")
             return
         self._show_error("")
-        self.progress_bar.hide()
-        self.progress_label.setText(f"Deleted {row.source} \u00b7 {hub.format_bytes(freed)} freed")
-        self.progress_label.show()
+        self._set_progress(row.source, f"Deleted {row.source} \u00b7 {hub.format_bytes(freed)} freed", None)
         self.refresh()
 
     def _open_folder(self) -> None:
@@ -886,17 +944,26 @@ class ModelDialog(QDialog):
 
     def done(self, result: int) -> None:
         """Closing the dialog cancels a running download (the part downloaded so far is kept); while it shows, it
-        asks first (closed with Esc, the download stopped without a word and seemed to go on unseen)."""
+        asks first (closed with Esc, the download stopped without a word and seemed to go on unseen). A download
+        that ends while the question shows makes it moot: the question goes and the dialog closes as asked."""
         job = self._job
         if job is not None and job.running:
-            name = html.escape(self._job_name())
-            question = (
-                f"<p>Stop downloading {name}?</p><p>What was downloaded is kept; the next download continues there.</p>"
-            )
-            if self.isVisible() and not job.token.cancelled and not self._confirm("Stop the download", question):
-                return
-            job.cancel()
-            job.wait(2.0)
+            if self.isVisible() and not job.token.cancelled:
+                name = html.escape(self._job_name())
+                question = (
+                    f"<p>Stop downloading {name}?</p>"
+                    "<p>What was downloaded is kept; the next download continues there.</p>"
+                )
+                self._asking_to_stop = True
+                try:
+                    stop = self._confirm("Stop the download", question)
+                finally:
+                    self._asking_to_stop = False
+                if not stop and self.busy:  # No, and the download goes on
+                    return
+            if job.running:
+                job.cancel()
+                job.wait(2.0)
         super().done(result)
 
 

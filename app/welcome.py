@@ -184,9 +184,18 @@ class WelcomePanel(QWidget):
         return self.job is not None and self.job.running
 
     def refresh(self) -> None:
-        """Work out the recommendation and whether it is on this computer already; update the texts."""
+        """Work out the recommendation and whether it is on this computer already; update the texts. What the last
+        download said (its progress line and bar, its problem) goes: the welcome shown again later (say after a
+        model failed to load) is about the model as it is now. Nothing changes while a download runs."""
         if self.busy:
             return
+        self.progress_bar.hide()
+        self.progress_label.hide()
+        self._message("")
+        self._rescan()
+
+    def _rescan(self) -> None:
+        """``refresh`` keeping what the download that just ended said (``_on_finished``)."""
         if self._offered is not None:
             self.entry = self._offered
             self.reason = f"{self._offered.name} was chosen, and it is not on this computer yet."
@@ -367,7 +376,7 @@ class WelcomePanel(QWidget):
         had_focus = self.cancel_button.hasFocus() or self._cancel_had_focus
         self._cancel_had_focus = False
         self.cancel_button.hide()
-        self.refresh()
+        self._rescan()
         if had_focus and self.download_button.isEnabled():  # keyboard users stay on the button they used
             self.download_button.setFocus(Qt.FocusReason.OtherFocusReason)
         if ready:

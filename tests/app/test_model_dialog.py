@@ -559,3 +559,140 @@ def test_token_link_is_readable_in_every_theme(qtbot) -> None:
                 assert ratio >= 4.5, (theme, bg, ratio)
     finally:
         apply_theme(app, "system")
+
+
+# -- first-run QA: the progress row, the stop question, the delete question ------------------------------------
+
+
+def _top(dialog, widget) -> int:
+    from PySide6.QtCore import QPoint
+
+    return widget.mapTo(dialog, QPoint(0, 0)).y()
+
+
+def test_the_progress_bar_and_its_status_belong_to_their_row(fake, make_dialog, qtbot) -> None:
+    """Medium had just finished downloading; selecting the tiny row ("Not downloaded") showed a full bar and
+    "Installed · 22.2 MB" under tiny's details (QA)."""
+    small, tiny = catalog_entry("moonshine-streaming-small"), catalog_entry("moonshine-streaming-tiny")
+    d = make_dialog()
+    d.show()
+    qtbot.waitExposed(d)
+    d.select_source(small.repo_id)
+    d.download_button.click()
+    _wait_job(qtbot, d)
+    assert d.progress_bar.isVisible() and d.progress_label.text().startswith("Installed")
+    d.select_source(tiny.repo_id)
+    assert d.progress_bar.isHidden() and d.progress_label.isHidden()
+    d.select_source(small.repo_id)  # said again with its model
+    assert d.progress_bar.isVisible() and d.progress_bar.value() == 1000
+    assert d.progress_label.isVisible() and d.progress_label.text().startswith("Installed")
+
+
+def test_cancel_leaves_the_bar_at_what_was_kept(fake, make_dialog, qtbot) -> None:
+    """After Cancel the bar stayed at the last count (67 %, 13.7 of 22.2 MB) beside "Cancelled · 10.5 MB kept" (QA)."""
+    from engine import hub as H
+
+    small = catalog_entry("moonshine-streaming-small")
+    fake.rate = 4_000_000
+    d = make_dialog()
+    d.select_source(small.repo_id)
+    d.download_button.click()
+    qtbot.waitUntil(
+        lambda: (
+            d._last_progress is not None
+            and d._last_progress.file == "model.safetensors"
+            and d._last_progress.done > 12_000_000
+        ),
+        timeout=20000,
+    )
+    d.cancel_button.click()
+    _wait_job(qtbot, d, timeout=5000)
+    counted = d._last_progress
+    kept = H.kept_bytes(small.repo_id)
+    assert 0 < kept < counted.done and d.progress_label.text().startswith("Cancelled")
+    assert d.progress_bar.value() == kept * 1000 // counted.total < int(counted.fraction * 1000)
+
+
+def test_the_buttons_stay_put_when_a_download_starts_and_ends(fake, make_dialog, qtbot, monkeypatch) -> None:
+    """The Download / Cancel row moved up ~20 px when the progress bar appeared, so a click aimed at Cancel landed
+    on the bar (QA)."""
+    small, tiny = catalog_entry("moonshine-streaming-small"), catalog_entry("moonshine-streaming-tiny")
+    fake.rate = 10_000_000
+    d = make_dialog()
+    monkeypatch.setattr(d, "_confirm", lambda title, text: True)  # a failure mid-download closes it without asking
+    d.show()
+    qtbot.waitExposed(d)
+    d.select_source(small.repo_id)
+    qtbot.wait(20)
+    before = _top(d, d.cancel_button)
+    d.download_button.click()
+    qtbot.waitUntil(lambda: d._last_progress is not None and d._last_progress.done > 0, timeout=10000)
+    qtbot.wait(20)
+    assert d.progress_bar.isVisible() and _top(d, d.cancel_button) == before
+    _wait_job(qtbot, d)
+    qtbot.wait(20)
+    assert _top(d, d.cancel_button) == before
+    d.select_source(tiny.repo_id)  # the bar hides again
+    qtbot.wait(20)
+    assert d.progress_bar.isHidden() and _top(d, d.cancel_button) == before
+
+
+def test_the_stop_question_goes_when_the_download_ends(fake, make_dialog, qtbot) -> None:
+    """Esc during a download asked "Stop downloading ...?"; the download finished meanwhile and the question stayed
+    open beside a row that said Installed (QA). It goes, and the dialog closes as asked; nothing was stopped."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    small = catalog_entry("moonshine-streaming-small")
+    fake.rate = 10_000_000
+    d = make_dialog()
+    d.show()
+    qtbot.waitExposed(d)
+    d.select_source(small.repo_id)
+    d.download_button.click()
+    job = d._job
+    qtbot.waitUntil(lambda: d._last_progress is not None and d._last_progress.done > 0, timeout=10000)
+    asked = []
+
+    def look() -> None:
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            asked.append(box.text())
+
+    def give_up() -> None:  # without the fix the question never goes: answer No after a while
+        box = QApplication.activeModalWidget()
+        if isinstance(box, QMessageBox):
+            box.reject()
+
+    QTimer.singleShot(200, look)
+    safety = QTimer(d)
+    safety.setSingleShot(True)
+    safety.timeout.connect(give_up)
+    safety.start(15000)
+    d.reject()  # Esc: the question shows until the download ends
+    safety.stop()
+    assert asked and "Stop downloading Moonshine Streaming small?" in asked[0]
+    assert not isinstance(QApplication.activeModalWidget(), QMessageBox)
+    assert not d.isVisible() and not job.token.cancelled and not job.running
+    assert _status(d, small.repo_id).startswith("Installed")
+
+
+def test_the_delete_question_names_the_model_plainly_and_says_when_it_is_in_use(
+    fake, make_dialog, qsettings, monkeypatch
+) -> None:
+    """It read "Delete Moonshine Streaming small (recommended) (22.2 MB) from this computer?", and said nothing of
+    the model being the one livecap uses (QA)."""
+    small, tiny = catalog_entry("moonshine-streaming-small"), catalog_entry("moonshine-streaming-tiny")
+    _install("moonshine-streaming-small")
+    _install("moonshine-streaming-tiny")
+    qsettings.setValue("model/source", small.repo_id)  # the main window saves the model that loaded
+    d = make_dialog()
+    asked = []
+    monkeypatch.setattr(d, "_confirm", lambda title, text: asked.append(text) or False)
+    d.select_source(small.repo_id)
+    d.delete_button.click()
+    assert asked[0].startswith("Delete Moonshine Streaming small (") and "recommended" not in asked[0]
+    assert "is the model livecap uses: it stays in use until you choose another one" in asked[0]
+    d.select_source(tiny.repo_id)
+    d.delete_button.click()
+    assert asked[1].startswith("Delete Moonshine Streaming tiny (") and "livecap uses" not in asked[1]

@@ -341,3 +341,19 @@ def test_a_damaged_model_list_is_said_as_such(qtbot, monkeypatch, tmp_path):
     text = w.model_label.text()
     assert text.startswith(str(err.value)) and "reinstalling it brings it back" in text
     assert w.download_button.isHidden() and w.folder_button.isEnabled()
+
+
+def test_the_welcome_shown_again_after_a_failed_load_says_nothing_of_the_old_download(qtbot, window, fake):
+    """Download the recommended model on the welcome (it loads), then a later load fails: the welcome came back
+    with "Moonshine Streaming small is downloaded; loading it..." and a full progress bar beside "Use Moonshine
+    Streaming small", while nothing was loading (first-run QA)."""
+    w = window.welcome
+    with qtbot.waitSignal(window.controller.model_changed, timeout=20000):
+        w.download_button.click()
+    assert window.caption_stack.currentWidget() is window.caption_view
+    with qtbot.waitSignal(window.controller.model_failed, timeout=5000):
+        window.load_model("/nowhere/broken")
+    assert window.caption_stack.currentWidget() is w
+    assert w.download_button.text() == "Use Moonshine Streaming small" and w.download_button.isVisible()
+    assert w.progress_label.isHidden() and w.progress_bar.isHidden(), w.progress_label.text()
+    assert w.cancel_button.isHidden() and w.message() == ""
