@@ -37,6 +37,12 @@ from .errors import ModelError, os_reason
 
 log = logging.getLogger(__name__)
 
+# huggingface_hub reads this once, when first imported (the engine imports it through this module only, later):
+# without it, the user-agent header of each call names the torch version, and building it asks the hub for its
+# list of AI agents (``GET /api/agent-harnesses``, at most once a day): livecap goes online only for the model asked
+# for. A value the user set is kept; the download child always gets "1" (``transfer``).
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
 # Files the engine reads when a repo is not in the catalog; everything else (ONNX, other formats) is skipped.
 ALLOW_PATTERNS = ["*.json", "*.safetensors", "tekken.json", "*.model"]
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -734,13 +740,25 @@ class RepoScan:
 
 
 def _partial_bytes(repo_path: Path) -> int:
+    """Bytes of the kept partial files of a repo's cache folder, each file once (a part and its ``.link``, the
+    second name ``engine.hub_worker`` moves into place, can be one file). A kept file whose blob is complete holds
+    nothing to resume from (a transfer ended just as it finished, or a ``.link`` an older livecap left as a second
+    name of the finished blob): it is not counted, and removed."""
     folder = repo_path / PARTIAL_FOLDER
     total = 0
+    seen: set[tuple[int, int]] = set()
     if folder.is_dir():
         for p in folder.iterdir():
-            try:  # a kept file whose blob is complete is a leftover of a transfer ended just then
-                if p.is_file() and not (repo_path / "blobs" / p.name).exists():
-                    total += p.stat().st_size
+            try:
+                if not p.is_file():
+                    continue
+                if (repo_path / "blobs" / p.name.removesuffix(".link")).exists():
+                    p.unlink()
+                    continue
+                st = p.stat()
+                if (st.st_dev, st.st_ino) not in seen:
+                    seen.add((st.st_dev, st.st_ino))
+                    total += st.st_size
             except OSError:
                 continue
     return total
@@ -754,7 +772,8 @@ def kept_bytes(repo_id: str, cache: Path | None = None) -> int:
 
 
 def scan_models(cache: Path | None = None) -> dict[str, RepoScan]:
-    """Every cached model repo, keyed by lower-case repo id. Never touches the network."""
+    """Every cached model repo, keyed by lower-case repo id. Never touches the network; removes kept partial files
+    of files that are complete (``_partial_bytes``)."""
     cache = Path(cache) if cache is not None else cache_dir()
     if not cache.is_dir():
         return {}

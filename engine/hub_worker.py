@@ -27,6 +27,7 @@ whose descriptor the child then points at stderr, so nothing the library or hf_x
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -76,12 +77,34 @@ class Reporter:
         self._last = 0.0
         self._sent = (0, 0)
         self._lock = threading.Lock()  # Xet reports progress from its own threads
+        self.gone = False  # the parent's end of the pipe is closed
 
     def send(self, *message: Any) -> None:
+        """Write one message to the parent; ``BrokenPipeError`` (or another ``OSError``) once the parent has gone,
+        this time and every time after."""
         line = json.dumps(message) + "\n"
         with self._lock:
-            self.out.write(line)
-            self.out.flush()
+            if self.gone:
+                raise BrokenPipeError(errno.EPIPE, "the parent has gone away")
+            try:
+                self.out.write(line)
+                self.out.flush()
+            except (OSError, ValueError):
+                self.gone = True
+                self._discard()
+                raise
+
+    def _discard(self) -> None:
+        """Point the pipe's descriptor at the null device: the bytes the failed write left in the buffer then go
+        nowhere when the file is closed at exit, instead of a second broken pipe printed by the interpreter."""
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(null, self.out.fileno())
+            finally:
+                os.close(null)
+        except (OSError, ValueError):
+            pass
 
     def start_file(self, index: int, name: str, resumed: int) -> None:
         self.bar_written = self.position = self.replayed = 0
@@ -105,11 +128,15 @@ class Reporter:
 
     def tick(self) -> None:
         """Every ``REPORT_INTERVAL_S``, report counts that changed since the last report (the last bytes before
-        the network went quiet would otherwise wait for the next chunk)."""
-        while True:
+        the network went quiet would otherwise wait for the next chunk). Ends quietly once the parent has gone:
+        the main thread's next message fails too, and ends the child."""
+        while not self.gone:
             time.sleep(REPORT_INTERVAL_S)
             if (self.file_bytes, self.received) != self._sent:
-                self.report(force=True)
+                try:
+                    self.report(force=True)
+                except (OSError, ValueError):
+                    return
 
 
 _REPORTER: Reporter | None = None
@@ -163,12 +190,23 @@ def _range_start(value: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _keep(target: Target) -> None:
     """Give the library's temporary file a second name in the partial folder (a hard link: no copy, no extra
-    space), so its bytes outlive the library deleting it on a cancel."""
+    space), so its bytes outlive the library deleting it on a cancel. Nothing to do when the partial file is that
+    name already (huggingface_hub retrying a dropped connection itself: the same temporary file goes on); the
+    link is made beside it and moved into place, and never outlives this call."""
     source = target.library_file()
     if source is None:
         log.info("no temporary file of %s found: its partial bytes will not be kept", target.etag)
+        return
+    if _same_file(source, target.part):  # renaming one name of a file onto another would leave both
         return
     link = target.part.with_name(target.part.name + ".link")
     try:
@@ -177,6 +215,11 @@ def _keep(target: Target) -> None:
         os.replace(link, target.part)
     except OSError as e:  # a file system without hard links: the download works, it just will not resume
         log.info("cannot keep the partial bytes of %s (%s)", target.etag, e)
+    finally:
+        try:
+            link.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 def _drop_orphans(target: Target) -> None:

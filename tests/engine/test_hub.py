@@ -688,3 +688,149 @@ def test_progress_never_goes_back_when_a_file_starts_over() -> None:
         time.sleep(H.PROGRESS_INTERVAL_S + 0.01)
         meter.bytes(current, network)
     assert [p.done for p in seen[1:]] == [600, 600, 600, 700]
+
+
+# -- QA: a retry after a resume, the parent going away, the agent lookup -----------------------------------------
+
+
+def test_a_drop_after_a_resume_leaves_no_second_name_of_the_finished_file(fake: FakeHub) -> None:
+    """QA: cancel mid-file, resume while the hub drops the connection once (huggingface_hub retries by itself and
+    finishes): the model showed twice its size, also after a restart. The retry kept the library's file a second
+    time while the part was already a name of it; renaming one name of a file onto another does nothing, so
+    ``<sha>.link`` outlived the download (a second name of the blob) and counted as partial bytes."""
+    fake.rate = 6_000_000
+    token = H.CancelToken()
+    events: list[H.Progress] = []
+    t, box = _run_in_thread(I.install_model, "acme/moon-big", progress=events.append, cancel=token)
+    _wait_for(events, lambda e: e.file == BIG and e.done > STEP + 3_000_000, t, box)
+    token.cancel()
+    t.join(5)
+    assert isinstance(box.get("error"), H.DownloadCancelled), box
+    fake.rate = None
+    fake.requests.clear()
+    fake.drop_at[BIG] = STEP + 8_000_000  # ~18 MB, past the replayed part
+    path = I.install_model("acme/moon-big")
+    assert (path / BIG).read_bytes() == BIG_DATA
+    assert len(_resolve_gets(fake, BIG)) == 2  # the drop happened, and huggingface_hub's own retry finished
+    assert not _kept("acme/moon-big")
+    assert (path / BIG).resolve().stat().st_nlink == 1
+    total = sum(len(d) for d in tiny_files(**{BIG: BIG_DATA}).values() if d)
+    state = I.local_state("acme/moon-big")
+    assert state is not None and state.complete and state.partial_bytes == 0
+    assert H.kept_bytes("acme/moon-big") == state.size_on_disk <= total
+
+
+def test_a_leftover_second_name_of_a_finished_file_is_not_counted_and_goes(fake: FakeHub) -> None:
+    """What an earlier livecap left (the test above): ``.livecap-partial/<sha>.link``, a second name of the
+    finished blob. It holds nothing to resume from: the scan neither counts it nor keeps it."""
+    path = I.install_model(REPO)
+    blob = (path / BIG).resolve()
+    partial = H.partial_dir(REPO)
+    partial.mkdir(exist_ok=True)
+    os.link(blob, partial / f"{blob.name}.link")
+    os.link(blob, partial / blob.name)  # a part left at the moment its file was finished
+    state = I.local_state(REPO)
+    assert state is not None and state.complete and state.partial_bytes == 0
+    assert H.kept_bytes(REPO) == state.size_on_disk
+    assert not _kept(REPO) and blob.stat().st_nlink == 1
+
+
+def test_a_kept_part_and_its_second_name_count_once(fake: FakeHub) -> None:
+    """A part and a second name of it (a run ended between making the name and moving it into place) are one file
+    on disk: counted once."""
+    partial = H.partial_dir("acme/moon-big")
+    partial.mkdir(parents=True)
+    part = partial / ("a" * 64)
+    part.write_bytes(b"x" * 1000)
+    os.link(part, partial / f"{part.name}.link")
+    (H.cache_dir() / "models--acme--moon-big" / "blobs").mkdir()
+    (H.cache_dir() / "models--acme--moon-big" / "snapshots").mkdir()
+    (H.cache_dir() / "models--acme--moon-big" / "refs").mkdir()
+    assert H.kept_bytes("acme/moon-big") == 1000
+
+
+def test_the_report_thread_ends_quietly_when_the_parent_has_gone() -> None:
+    """QA: quitting during a download printed ``Exception in thread livecap-report: ... BrokenPipeError`` from the
+    child. The report thread ends quietly; the main thread's next message still fails, so the child stops."""
+    from engine import hub_worker as W
+
+    class GonePipe(io.StringIO):
+        def write(self, s: str) -> int:
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    reporter = W.Reporter(GonePipe())
+    reporter.position = 1000  # a count not yet reported: the thread sends it
+    failures: list = []
+    hook = threading.excepthook
+    threading.excepthook = failures.append
+    try:
+        t = threading.Thread(target=reporter.tick, daemon=True)
+        t.start()
+        t.join(3)
+    finally:
+        threading.excepthook = hook
+    assert not t.is_alive() and failures == []
+    with pytest.raises(BrokenPipeError):
+        reporter.send("bytes", 1000, 1000)
+
+
+def test_a_child_whose_parent_has_gone_ends_without_a_traceback(fake: FakeHub) -> None:
+    """The child of a parent that went (the app quit during a download, its end of the pipe closed): it ends, and
+    prints no traceback."""
+    import json
+    import subprocess
+
+    fake.rate = 4_000_000
+    plan = H.plan_download("acme/moon-big")
+    job = {
+        "env": {"HF_HUB_DISABLE_TELEMETRY": "1"},
+        "repo_id": plan.repo_id,
+        "revision": plan.revision,
+        "commit": plan.commit,
+        "endpoint": H.endpoint(),
+        "cache_dir": str(H.cache_dir()),
+        "token": False,
+        "partial_dir": str(H.partial_dir(plan.repo_id)),
+        "files": [[f.name, f.size, f.etag] for f in plan.files],
+    }
+    proc = subprocess.Popen(
+        H._worker_command(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=H._worker_env(),
+        text=True,
+    )
+    try:
+        proc.stdin.write(json.dumps(job) + "\n")
+        proc.stdin.close()
+        for line in proc.stdout:
+            kind, *rest = json.loads(line)
+            if kind == "bytes" and rest[0] > 2_000_000:
+                break
+        proc.stdout.close()  # the parent is gone
+        err = proc.stderr.read()
+        assert proc.wait(30) == 0
+    finally:
+        proc.kill()
+    assert "Traceback" not in err and "Exception" not in err, err
+
+
+def test_a_download_does_not_ask_the_hub_for_its_agent_list(fake: FakeHub, tmp_path: Path) -> None:
+    """QA: a download made the hub log ``GET /api/agent-harnesses`` (huggingface_hub's check whether an AI agent
+    runs it, for its user-agent header). livecap goes online only for the model asked for; that check is part of
+    what ``HF_HUB_DISABLE_TELEMETRY`` turns off. A process of its own, so huggingface_hub reads the environment
+    afresh: no telemetry switch set by the user."""
+    import subprocess
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("HF_HUB_DISABLE_TELEMETRY", "DISABLE_TELEMETRY", "DO_NOT_TRACK")
+    }
+    code = "from engine import install; install.install_model('acme/moon-tiny')"
+    subprocess.run(
+        [sys.executable, "-c", code], env=env, check=True, cwd=Path(__file__).resolve().parents[2], timeout=120
+    )
+    assert _resolve_gets(fake, BIG)  # it downloaded
+    assert not fake.served(contains="agent"), [r.path for r in fake.requests]
