@@ -70,6 +70,7 @@ from app.toolbar_fit import ToolbarFit
 from app.welcome import WelcomePanel
 from app.worker import SessionSpec, Stats
 from engine.backends import BACKENDS
+from engine.catalog import CatalogEntry
 from engine.errors import AudioError
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,22 @@ class _Notifier(QObject):
 #: The window's size on a first start (no more than 90 % of the screen): the whole toolbar fits in the light and
 #: dark themes (at 1100 px Export and Sessions were behind its overflow button).
 FIRST_SIZE = (1240, 680)
+
+
+def _missing_catalog_model(source: str) -> CatalogEntry | None:
+    """The catalog entry of ``source`` when it is a catalog model not (fully) on this computer, else None (also
+    when the cache cannot be read: the load then says what is wrong). No network."""
+    from engine import install
+    from engine.catalog import find_entry
+
+    entry = find_entry(source)
+    if entry is None:
+        return None
+    try:
+        state = install.local_state(entry.repo_ids, entry.revision, entry.required_files)
+    except Exception:  # noqa: BLE001 - an unreadable cache
+        return None
+    return None if state is not None and state.complete else entry
 
 
 class MainWindow(QMainWindow):
@@ -908,20 +925,11 @@ class MainWindow(QMainWindow):
     def _not_here(source: str) -> str | None:
         """The name of ``source`` when it is no longer on this computer (a catalog model not fully downloaded, a
         folder that went), else None (also for a hub id outside the catalog: the loader says what is wrong)."""
-        from engine import install
-        from engine.catalog import find_entry
-
         path = Path(source).expanduser()
         if path.is_absolute():
             return None if path.exists() else path.name
-        entry = find_entry(source)
-        if entry is None:
-            return None
-        try:
-            state = install.local_state(entry.repo_ids, entry.revision, entry.required_files)
-        except Exception:  # noqa: BLE001 - an unreadable cache: let the load say what is wrong
-            return None
-        return None if state is not None and state.complete else entry.name
+        entry = _missing_catalog_model(source)
+        return entry.name if entry is not None else None
 
     def _live_srt_stopped(self) -> None:
         """The live SRT file could not be written and is off: the menu says so (it stayed checked)."""
@@ -995,19 +1003,12 @@ class MainWindow(QMainWindow):
     def _offer_download(self, source: str, backend: str | None, bits: int | None) -> bool:
         """Whether ``source`` is a catalog model missing from this computer, now offered on the welcome (the
         load then ran the whole download inside "Loading the model...", without progress or Cancel)."""
-        from engine import hub, install
-        from engine.catalog import find_entry
+        from engine import hub
 
         if self.controller.model is not None or Path(source).expanduser().exists() or hub.offline():
             return False
-        entry = find_entry(source)
+        entry = _missing_catalog_model(source)
         if entry is None:
-            return False
-        try:
-            state = install.local_state(entry.repo_ids, entry.revision, entry.required_files)
-        except Exception:  # noqa: BLE001 - an unreadable cache: let the load say what is wrong
-            return False
-        if state is not None and state.complete:
             return False
         self._after_download = (backend, bits)
         self.welcome.offer(entry)

@@ -123,13 +123,10 @@ def test_download_shows_progress_then_installed_and_is_chosen(fake, make_dialog,
     assert qsettings.value("model/source") == small.repo_id
 
 
-def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
-    from engine import install
-
-    small = catalog_entry("moonshine-streaming-small")
-    fake.rate = 4_000_000
-    d = make_dialog()
-    d.select_source(small.repo_id)
+def _cancel_past_12_mb(qtbot, d, repo_id: str) -> None:
+    """Download ``repo_id`` in dialog ``d`` and press Cancel once its weights are past 12 MB (the last write step
+    kept 10.5 MB)."""
+    d.select_source(repo_id)
     d.download_button.click()
     qtbot.waitUntil(
         lambda: (
@@ -140,6 +137,15 @@ def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
         timeout=20000,
     )
     d.cancel_button.click()
+
+
+def test_cancel_then_resume(fake, make_dialog, qtbot) -> None:
+    from engine import install
+
+    small = catalog_entry("moonshine-streaming-small")
+    fake.rate = 4_000_000
+    d = make_dialog()
+    _cancel_past_12_mb(qtbot, d, small.repo_id)
     assert d.progress_label.text() == "Stopping\u2026" and not d.cancel_button.isEnabled()
     _wait_job(qtbot, d, timeout=5000)
     assert "Cancelled" in d.progress_label.text()
@@ -595,17 +601,7 @@ def test_cancel_leaves_the_bar_at_what_was_kept(fake, make_dialog, qtbot) -> Non
     small = catalog_entry("moonshine-streaming-small")
     fake.rate = 4_000_000
     d = make_dialog()
-    d.select_source(small.repo_id)
-    d.download_button.click()
-    qtbot.waitUntil(
-        lambda: (
-            d._last_progress is not None
-            and d._last_progress.file == "model.safetensors"
-            and d._last_progress.done > 12_000_000
-        ),
-        timeout=20000,
-    )
-    d.cancel_button.click()
+    _cancel_past_12_mb(qtbot, d, small.repo_id)
     _wait_job(qtbot, d, timeout=5000)
     counted = d._last_progress
     kept = H.kept_bytes(small.repo_id)

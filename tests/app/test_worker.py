@@ -8,9 +8,39 @@ import time
 import numpy as np
 from PySide6.QtCore import QObject, Slot
 
+from app.capture import AudioQueue, Block, QueuedInput
 from app.worker import SessionSpec
 from tests.app import fake_engine
 from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+
+class Renaming(QueuedInput):
+    """A fake input (silence, a block per read) that, at read ``at``, takes the name ``renamed`` and says ``notice``:
+    as a source that follows a new default output or microphone."""
+
+    lost, is_open, rate = False, True, 16000
+
+    def __init__(self, kind: str, description: str, renamed: str = "", notice: str = "", at: int = 0) -> None:
+        self.queue = AudioQueue(1.0)
+        self.kind, self.description, self.reads = kind, description, 0
+        self._renamed, self._notice, self._at = renamed, notice, at
+        self._notes: list[str] = []
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    def notices(self) -> list[str]:
+        out, self._notes = self._notes, []
+        return out
+
+    def read(self, max_seconds=None):
+        self.reads += 1
+        if self.reads == self._at:
+            self.description = self._renamed
+            self._notes.append(self._notice)
+        self.queue.put(Block(np.zeros((320, 1), np.float32), 16000, time.monotonic()))
+        return super().read(max_seconds)
 
 
 def run_until_lines(qtbot, controller, n: int, timeout: int = 8000) -> None:
@@ -398,34 +428,7 @@ def test_a_worker_busy_with_a_slow_model_is_no_stall(qtbot, journal_dir, speech)
 def test_a_notice_of_a_new_output_comes_after_the_new_name(qtbot, journal_dir):
     """The input followed a new default output: its notice in the banner stood for a moment beside the old
     output's name in the status bar (the pulse test saw the banner and the old name together under load)."""
-    from app.capture import AudioQueue, Block, QueuedInput
     from app.controller import SessionController
-
-    block = 1600
-
-    class Follows(QueuedInput):
-        kind, rate, description, lost, is_open = "system", 16000, "Speakers", False, True
-
-        def __init__(self) -> None:
-            self.queue = AudioQueue(1.0)
-            self.reads = 0
-            self._notes: list[str] = []
-
-        def open(self) -> None: ...
-
-        def close(self) -> None: ...
-
-        def notices(self) -> list[str]:
-            out, self._notes = self._notes, []
-            return out
-
-        def read(self, max_seconds=None):
-            self.reads += 1
-            if self.reads == 5:
-                self.description = "Headphones"
-                self._notes.append("The output changed; livecap follows it.")
-            self.queue.put(Block(np.zeros((block, 1), np.float32), 16000, time.monotonic()))
-            return super().read(max_seconds)
 
     c = SessionController(loader=fake_engine.load_model, sounddevice=FakeSoundDevice(), journal_dir=journal_dir)
     seen = []  # the input's name where each warning reaches the banner
@@ -433,7 +436,9 @@ def test_a_notice_of_a_new_output_comes_after_the_new_name(qtbot, journal_dir):
     try:
         with qtbot.waitSignal(c.model_changed, timeout=5000):
             c.load_model("fake", "auto")
-        c.worker._make_source = lambda spec: Follows()
+        c.worker._make_source = lambda spec: Renaming(
+            "system", "Speakers", "Headphones", "The output changed; livecap follows it.", at=5
+        )
         c.start(SessionSpec())
         qtbot.waitUntil(lambda: any("follows" in text for text, _ in seen), timeout=5000)
         assert [name for text, name in seen if "follows" in text] == ["Headphones"]
@@ -444,34 +449,8 @@ def test_a_notice_of_a_new_output_comes_after_the_new_name(qtbot, journal_dir):
 def test_under_both_a_part_that_follows_a_new_default_renames_the_input(qtbot, journal_dir):
     """Both: the microphone part followed a new default microphone (or the system part a new default output) and
     said so, but the status bar and the session journal kept the mix's first name (QA)."""
-    from app.capture import AudioQueue, Block, QueuedInput
     from app.controller import SessionController
     from app.sources.mix import MixSource
-
-    class Part(QueuedInput):
-        kind, rate, lost, is_open = "microphone", 16000, False, True
-
-        def __init__(self, description: str, renamed: str, notice: str) -> None:
-            self.queue = AudioQueue(1.0)
-            self.description, self.renamed, self.reads = description, renamed, 0
-            self._notes: list[str] = []
-            self._notice = notice
-
-        def open(self) -> None: ...
-
-        def close(self) -> None: ...
-
-        def notices(self) -> list[str]:
-            out, self._notes = self._notes, []
-            return out
-
-        def read(self, max_seconds=None):
-            self.reads += 1
-            if self.reads == 10 and self.renamed:
-                self.description = self.renamed
-                self._notes.append(self._notice)
-            self.queue.put(Block(np.zeros((320, 1), np.float32), 16000, time.monotonic()))
-            return super().read(max_seconds)
 
     c = SessionController(loader=fake_engine.load_model, sounddevice=FakeSoundDevice(), journal_dir=journal_dir)
     seen = []
@@ -479,8 +458,10 @@ def test_under_both_a_part_that_follows_a_new_default_renames_the_input(qtbot, j
     try:
         with qtbot.waitSignal(c.model_changed, timeout=5000):
             c.load_model("fake", "auto")
-        mic = Part("Virtual Mic (16 kHz)", "USB-Mic (16 kHz)", "The default microphone changed.")
-        system = Part("System audio: Speakers (16 kHz)", "", "")
+        mic = Renaming(
+            "microphone", "Virtual Mic (16 kHz)", "USB-Mic (16 kHz)", "The default microphone changed.", at=10
+        )
+        system = Renaming("system", "System audio: Speakers (16 kHz)")
         c.worker._make_source = lambda spec: MixSource(mic, system)
         c.start(SessionSpec(source="both"))
         qtbot.waitUntil(lambda: "The default microphone changed." in seen, timeout=5000)

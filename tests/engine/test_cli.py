@@ -638,29 +638,12 @@ def test_a_ctrl_c_swallowed_in_the_first_step_stops_the_feed_there(tmp_path):
     )
 
 
-STOPPED_AT_ONCE = (
-    SWALLOWING.format(swallow="pass")
-    + """
-def load_model(*args, **kwargs):
-    model = real(*args, **kwargs)
-    start = model.start_session
-
-    def start_session(**options):
-        session = start(**options)
-
-        def first_feed(chunk):  # Ctrl+C before the first chunk was heard
-            signal.raise_signal(signal.SIGINT)
-
-        session.feed = first_feed
-        return session
-
-    model.start_session = start_session
-    return model
-
-
-loader.load_model = load_model
-sys.exit(cli.main(sys.argv[1:]))
-"""
+_SWALLOWED_FIRST_FEED = (
+    "            session.feed = feed\n            swallow(signal.SIGINT)\n            return feed(chunk)\n"
+)
+assert _SWALLOWED_FIRST_FEED in SWALLOWING_FEED
+STOPPED_AT_ONCE = SWALLOWING_FEED.replace(  # Ctrl+C before the first chunk was heard
+    _SWALLOWED_FIRST_FEED, "            signal.raise_signal(signal.SIGINT)\n"
 )
 
 
