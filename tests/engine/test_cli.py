@@ -621,16 +621,21 @@ sys.exit(cli.main(sys.argv[1:]))
 )
 
 
-def test_a_ctrl_c_swallowed_in_the_first_step_stops_the_feed_there(tmp_path):
-    """As above, inside the first step: the feed stops after it and what it heard is written, as for any Ctrl+C."""
-    out = tmp_path / "out.txt"
-    r = subprocess.run(
-        [sys.executable, "-c", SWALLOWING_FEED, str(SPEECH), "--model", str(MODEL), "--no-vad", "-o", str(out)],
+def run_script(script: str, out) -> subprocess.CompletedProcess:
+    """``script`` (a patched CLI) over the speech clip without VAD, written to ``out``, with Ctrl+C's default action."""
+    return subprocess.run(
+        [sys.executable, "-c", script, str(SPEECH), "--model", str(MODEL), "--no-vad", "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=120,
         preexec_fn=sigint_default,
     )
+
+
+def test_a_ctrl_c_swallowed_in_the_first_step_stops_the_feed_there(tmp_path):
+    """As above, inside the first step: the feed stops after it and what it heard is written, as for any Ctrl+C."""
+    out = tmp_path / "out.txt"
+    r = run_script(SWALLOWING_FEED, out)
     assert r.returncode == 130 and out.exists(), (r.returncode, r.stderr)
     assert r.stderr == (
         "livecap-transcribe: stopped (SIGINT) after 0.1 s of audio; the transcript holds what was transcribed until "
@@ -652,13 +657,7 @@ def test_a_ctrl_c_before_anything_was_transcribed_keeps_the_file_there(tmp_path)
     out = tmp_path / "out.srt"
     out.write_text("1\n00:00:00,000 --> 00:00:01,000\nold\n", encoding="utf-8")
     before = out.read_bytes()
-    r = subprocess.run(
-        [sys.executable, "-c", STOPPED_AT_ONCE, str(SPEECH), "--model", str(MODEL), "--no-vad", "-o", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=sigint_default,
-    )
+    r = run_script(STOPPED_AT_ONCE, out)
     assert r.returncode == 130, r.stderr
     assert out.read_bytes() == before
     assert r.stderr == (
