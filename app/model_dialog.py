@@ -47,7 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import placement
+from app import placement, questions
 from app.banner import Banner
 from app.downloads import CheckJob, DownloadJob, Job, progress_text
 from app.hub_messages import download_problem
@@ -805,9 +805,7 @@ class ModelDialog(QDialog):
     def _confirm(self, title: str, text: str) -> bool:
         """Ask ``text`` in a modal Yes/No box (No is the default); True only for Yes. The box is ``_question``
         while it shows, so that a question the download's end makes moot can be closed (as No)."""
-        buttons = QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No
-        box = QMessageBox(QMessageBox.Icon.Question, title, text, buttons, self)
-        box.setDefaultButton(QMessageBox.StandardButton.No)
+        box = questions.box(self, title, text)
         self._question = box
         try:
             return box.exec() == QMessageBox.StandardButton.Yes.value

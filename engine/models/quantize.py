@@ -229,13 +229,17 @@ def quantize_targets(
                 saved[f"{n}.cols"] = B.asarray(np.array([q.cols], np.int64))  # integers stay integers
     if path is not None and saved:
         _save(B, path, saved, weights_file)
-        for old in range(1, LAYOUT):  # the copies this one replaces, and their lists of files
+        for old in range(1, LAYOUT):  # the copies this one replaces
             with contextlib.suppress(OSError):
-                old_path = cache_path(weights_file, bits, tag, layout=old)
-                old_path.unlink(missing_ok=True)
-                old_path.with_suffix(".json").unlink(missing_ok=True)
+                discard(cache_path(weights_file, bits, tag, layout=old))
         sweep(path.parent)  # the copies of this checkpoint before it changed, of models deleted since
     return False
+
+
+def discard(path: Path) -> None:
+    """Delete the copy ``path`` and its list of files (a list left alone names current files: ``sweep`` keeps it)."""
+    path.unlink(missing_ok=True)
+    path.with_suffix(".json").unlink(missing_ok=True)
 
 
 def _save(B, path: Path, saved: dict, weights: Weights) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 
-from ..quantize import GROUPS, Weights, cache_path, quantize_targets
+from ..quantize import GROUPS, Weights, cache_path, discard, quantize_targets
 
 _ENC = ("qkv", "o", "fc1", "fc2")
 _DEC = ("qkv", "o", "xq", "xkv", "xo", "fc1", "fc2")
@@ -47,5 +47,5 @@ def quantize_model(model, bits: int, weights_file: Weights | None = None) -> boo
     hit = quantize_targets(model.B, targets(model), bits, weights_file, tag=tag, groups=groups)
     if not hit and groups and weights_file is not None:
         with contextlib.suppress(OSError):  # the copy in groups of 64 it replaces
-            cache_path(weights_file, bits, "moonshine", backend=model.B.name).unlink(missing_ok=True)
+            discard(cache_path(weights_file, bits, "moonshine", backend=model.B.name))
     return hit
