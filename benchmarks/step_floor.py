@@ -15,7 +15,10 @@ Medians over ``--steps`` steps per round (the slower process counts), ``--runs``
 gives "of bound (best rate)", the median of the probes "of bound (median rate)". ``--engine`` also times the
 engine's own float32 step in every round (``moonshine_ort``'s 65 cached steps over 10 s of noise, its twin on),
 right after the floor, so that the two are compared within the same minutes (this VM's read rate moves by half
-between minutes). It holds for this machine only.
+between minutes). ``--library blis`` runs the floor's products on BLIS instead (``pip install blis``, the
+``bench`` extra: cython-blis, BLIS's own kernels for the CPU at hand; its one-row product over the stored
+``[out, in]`` matrix, the only form its Python binding gets right), to see whether another library's products
+read faster here. It holds for this machine only.
 
     .venv/bin/python benchmarks/step_floor.py --variant small --runs 5 --engine
 """
@@ -50,7 +53,7 @@ def half_shapes(cfg: dict) -> tuple[list[tuple[int, int]], tuple[int, int], tupl
     return layer, (cfg["vocab_size"] // 2, d), (hkv // 2, 0, hd)
 
 
-def _process(cfg: dict, frames: int, steps: int, seed: int, start, done) -> None:
+def _process(cfg: dict, frames: int, steps: int, seed: int, start, done, library: str = "openblas") -> None:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
@@ -62,7 +65,14 @@ def _process(cfg: dict, frames: int, steps: int, seed: int, start, done) -> None
     layer, head_shape, (kvh, _, hd) = half_shapes(cfg)
 
     def matrix(shape):
-        return step_layout(rng.standard_normal(shape, dtype=np.float32))
+        w = rng.standard_normal(shape, dtype=np.float32)
+        return w if library == "blis" else step_layout(w)
+
+    if library == "blis":
+        import blis.py as blis
+
+        def product(w, x):  # noqa: F811  (BLIS's one-row product over the stored [out, in] matrix)
+            return blis.gemv(w, x[0])
 
     layers = [
         ([matrix(s) for s in layer], [rng.standard_normal((kvh, frames, hd), dtype=np.float32) for _ in range(2)])
@@ -99,6 +109,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--frames", type=int, default=500, help="cross-attention length (500 = 10 s of audio)")
     p.add_argument("--engine", action="store_true", help="also time the engine's float32 step in every round")
+    p.add_argument("--library", choices=("openblas", "blis"), default="openblas", help="whose products the floor runs")
     a = p.parse_args(argv)
     _common.set_threads(2)  # the probe reads with every thread; each process limits itself to one
     import moonshine_offline as mo
@@ -108,7 +119,9 @@ def main(argv=None) -> int:
     nbytes = bench.step_bytes(cfg, a.frames, 32.5, 4.0)  # moonshine_ort's mean past of 65 steps
     ctx = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
     starts, done = [ctx.Queue() for _ in range(2)], ctx.Queue()
-    procs = [ctx.Process(target=_process, args=(cfg, a.frames, a.steps, i, starts[i], done)) for i in range(2)]
+    procs = [
+        ctx.Process(target=_process, args=(cfg, a.frames, a.steps, i, starts[i], done, a.library)) for i in range(2)
+    ]
     for proc in procs:
         proc.start()
     floors, rates, engine = [], [], []
@@ -131,7 +144,7 @@ def main(argv=None) -> int:
         for proc in procs:
             proc.join()
     floor, best, median = statistics.median(floors), max(rates), statistics.median(rates)
-    print(f"\n{_common.cpu_model()}; {a.variant}, {a.frames} frames: {nbytes / 1e6:.0f} MB per step")
+    print(f"\n{_common.cpu_model()}; {a.variant}, {a.frames} frames: {nbytes / 1e6:.0f} MB per step; {a.library}")
     print(f"floor {floor * 1e3:.2f} ms per step (rounds {', '.join(f'{t * 1e3:.2f}' for t in floors)})")
     print(f"read rate best {best:.1f}, median {median:.1f} GB/s")
     print(f"of bound: {nbytes / best / 1e9 / floor:.0%} (best rate), {nbytes / median / 1e9 / floor:.0%} (median rate)")
