@@ -157,6 +157,7 @@ class EngineWorker(QObject):
         self._recorder: AudioRecorder | None = None
         self._stall_watch: StallWatch | None = None  # while a session runs
         self._state = "idle"
+        self._started_on_defaults = False  # a chosen device was not connected at Start (``_make_source``)
         self._reset_counters()
 
     # -- slots (worker thread) -----------------------------------------------------------------
@@ -203,6 +204,7 @@ class EngineWorker(QObject):
         self._source, self._session = source, session
         self._recorder = AudioRecorder(spec.audio_path) if spec.audio_path else None
         self._reset_counters()
+        self._fell_back = self._started_on_defaults  # the chosen device, once plugged in, takes over
         self._stall_watch = StallWatch(STALL_S)
         self._ensure_timer().start()
         self.session_started.emit(source.description)
@@ -269,10 +271,18 @@ class EngineWorker(QObject):
 
     # -- internals ------------------------------------------------------------------------------
     def _make_source(self, spec: SessionSpec) -> AudioSource:
+        """The session's input; ``_started_on_defaults`` says whether a chosen device that is not connected was
+        replaced by the default (the session then goes back to it once it is there, as after a loss)."""
         self._spec = spec
+        self._started_on_defaults = False
         if spec.input_file:
             return FileSource(spec.input_file, spec.speed)
-        return self._audio_system().make_source(spec.source, spec.device, spec.output, self.notice.emit, spec.names)
+
+        def notify(text: str) -> None:
+            self._started_on_defaults = True
+            self.notice.emit(text)
+
+        return self._audio_system().make_source(spec.source, spec.device, spec.output, notify, spec.names)
 
     def _fallback_source(self) -> Any:
         """The same kind of source on the default devices (after a device vanished); under "both", the side that

@@ -628,6 +628,34 @@ def test_a_chosen_microphone_plugged_back_in_is_captioned_again(qtbot, pulse_ser
         usb.remove()
 
 
+def test_a_session_started_without_the_chosen_microphone_takes_it_once_plugged_in(
+    qtbot, pulse_server, journal_dir, settings
+):
+    """Started while the chosen USB microphone was unplugged, the session captioned the default one (said so) and
+    stayed on it after the USB one was plugged in, unlike a session that lost it midway (found in QA). It is the
+    same fallback: back on the chosen microphone once the server lists it."""
+    usb = UsbMic(pulse_server)
+    usb.unplug()
+    writer = FifoWriter(pulse_server.fifo, np.zeros(RATE * 60, np.float32), lead=0.0)
+    writer.start()
+    c, w = started_window(
+        qtbot, pulse_server, journal_dir, settings, SOURCE="mic", DEVICE="pulse:usb_mic", DEVICE_NAME="USB-Mic"
+    )
+    try:
+        assert c.state == "running" and "Virtual Mic" in c.input_description
+        assert "\u201cUSB-Mic\u201d is not connected; using the default one" in w.banner.label.text()
+        wait_recording(pulse_server)
+        with qtbot.waitSignal(c.device_returned, timeout=20000) as back:
+            usb.plug_in()
+        assert "USB-Mic" in back.args[0] and "USB-Mic" in c.input_description
+        assert c.state == "running" and "Back on" in w.banner.label.text()
+        with qtbot.waitSignal(c.session_finished, timeout=10000):
+            c.stop()
+    finally:
+        end_session(c, writer)
+        usb.remove()
+
+
 def server_pid(server) -> int:
     return int((server.runtime / "pulse" / "pid").read_text().strip())
 
