@@ -22,6 +22,7 @@ from typing import Any
 from PySide6.QtCore import QCoreApplication, QEventLoop, QObject, QThread, QTimer, Signal, Slot
 
 from app import journal as journal_mod
+from app import session_audio
 from app.session_store import Retention, SessionStore, made_with
 from app.worker import EngineWorker, ModelInfo, ModelLoader, SessionSpec, Stats, default_loader
 from engine.events import CaptionEvent, Line
@@ -82,6 +83,7 @@ class SessionController(QObject):
         self.input_description = ""
         self.state = "no-model"
         self.last_stats: Stats | None = None
+        self._recovered_audio_s: float | None = None  # a recovered transcript's length (it has no stats)
         self._journal_dir = Path(journal_dir) if journal_dir is not None else None
         self.store = SessionStore(self._journal_dir) if self._journal_dir is not None else None
         self.retention = Retention()
@@ -92,7 +94,7 @@ class SessionController(QObject):
         self.session_kept = False  # the current (or last) session's journal is whole on disk (or is being written)
         self._session_started = False
         self.starting = False  # a start was asked for and the worker has not answered yet (start or fail)
-        self._before: tuple[list[Line], Stats | None, str | None] | None = None
+        self._before: tuple[list[Line], Stats | None, str | None, float | None] | None = None
         self._live_srt_path: str | None = None
         self._live_srt: Any = None
         self._elapsed = 0.0
@@ -165,7 +167,9 @@ class SessionController(QObject):
         """Start a new session. The previous one stays in the store; the views start empty."""
         if self.state != "idle" or self.starting:  # a second Start before the worker answered the first
             return
-        self._before = (self.lines, self.last_stats, self.session_id)  # shown again if this start fails
+        before = (self.lines, self.last_stats, self.session_id, self._recovered_audio_s)
+        self._before = before  # shown again if this start fails
+        self._recovered_audio_s = None
         spec = self._open_session(spec)
         self.lines = []
         self._partial = None
@@ -228,9 +232,8 @@ class SessionController(QObject):
         """Show a recovered session's lines as the current transcript (for reading and export)."""
         if self.state in ("running", "paused"):
             return
-        self._marked(journal_mod.mark_finished(recovered.path, "recovered"))
-        if self.store is not None:
-            self.store.finish_audio(recovered.path.stem)
+        self._recovered_audio_s = self._mark_handled(recovered, "recovered")
+        self.last_stats = None  # the last session's: its length was taken for the recovered one's (exports cut to it)
         self.last_session_id = recovered.path.stem
         self.lines = list(recovered.lines)
         self._partial = None
@@ -239,9 +242,22 @@ class SessionController(QObject):
 
     def discard_recovery(self, recovered: journal_mod.RecoveredSession) -> None:
         """Do not offer ``recovered`` again (it stays in the store, like every session)."""
-        self._marked(journal_mod.mark_finished(recovered.path, "discarded"))
+        self._mark_handled(recovered, "discarded")
+
+    def _mark_handled(self, recovered: journal_mod.RecoveredSession, reason: str) -> float | None:
+        """End ``recovered``'s journal and compress its kept audio; the session's length is that audio's, which
+        runs past its last line (the Sessions list and exports showed the last line's end). Returns that length
+        (None: no audio was kept)."""
+        audio_s = None
         if self.store is not None:
-            self.store.finish_audio(recovered.path.stem)
+            session_id = recovered.path.stem
+            self.store.finish_audio(session_id)
+            kept = self.store.audio_file(session_id)
+            if kept is not None:
+                last = max((line.end for line in recovered.lines), default=0.0)
+                audio_s = max(session_audio.audio_seconds(kept), last) or None
+        self._marked(journal_mod.mark_finished(recovered.path, reason, audio_s))
+        return audio_s
 
     def _marked(self, problem: str | None) -> None:
         if problem:  # a read-only sessions folder: Recover or Discard seemed to work, and it came back every start
@@ -352,7 +368,7 @@ class SessionController(QObject):
             self._journal = None
             self.session_id = None
         if not self._session_started and self._before is not None:  # the last transcript comes back to the views
-            self.lines, self.last_stats, self.session_id = self._before
+            self.lines, self.last_stats, self.session_id, self._recovered_audio_s = self._before
             self._before = None
             self.lines_reset.emit()
         self.message.emit("error", text)
@@ -540,8 +556,8 @@ class SessionController(QObject):
     @property
     def audio_seconds(self) -> float | None:
         """Seconds of audio the current (or last) session was fed, as the worker last said; ``None`` when
-        unknown (no session yet, or recovered lines). No transcript time passes it."""
-        return self.last_stats.audio_s if self.last_stats is not None else None
+        unknown (no session yet, or recovered lines whose audio was not kept). No transcript time passes it."""
+        return self.last_stats.audio_s if self.last_stats is not None else self._recovered_audio_s
 
     def _close_live_srt(self, audio_end: float | None = None) -> None:
         writer, self._live_srt = self._live_srt, None

@@ -464,9 +464,13 @@ def find_unfinished(folder: str | Path, recording: Iterable[str] = ()) -> Recove
     return None
 
 
-def mark_finished(path: str | Path, reason: str) -> str | None:
-    """Append an end record to an unfinished journal (after recovering or discarding it). Returns None, or the
+def mark_finished(path: str | Path, reason: str, audio_s: float | None = None) -> str | None:
+    """Append an end record to an unfinished journal (after recovering or discarding it), with the seconds of
+    audio the session was fed where they are known (``audio_s``: its kept audio's length). Returns None, or the
     reason in a few words when it cannot be written (a read-only folder): the session is then offered again."""
+    record: dict[str, Any] = {"type": "end", "reason": reason}
+    if audio_s is not None and math.isfinite(audio_s) and audio_s > 0:
+        record["audio_s"] = round(audio_s, 3)
     try:
         torn = False
         with open(path, "rb") as f:
@@ -474,7 +478,7 @@ def mark_finished(path: str | Path, reason: str) -> str | None:
                 f.seek(-1, os.SEEK_END)
                 torn = f.read(1) != b"\n"
         with open(path, "a", encoding="utf-8") as f:
-            f.write(("\n" if torn else "") + json.dumps({"type": "end", "reason": reason}) + "\n")
+            f.write(("\n" if torn else "") + json.dumps(record) + "\n")
             f.flush()
             os.fsync(f.fileno())
     except OSError as exc:

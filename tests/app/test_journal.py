@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
+
 from app import journal
 from app.worker import SessionSpec
 from engine.events import Line
@@ -321,3 +323,36 @@ def test_control_characters_in_a_journal_line_are_not_read_back(tmp_path):
     j.close()
     [line] = journal.read_journal_data(tmp_path / f"{j.session_id}.jsonl").lines
     assert line.text == "ctlnulescbeldel\tand\nmore" and line.words[0].text == "ctlnul"
+
+
+def test_a_recovered_sessions_length_is_its_kept_audio_not_the_last_session_s(qtbot, loaded, journal_dir, speech):
+    """Recovering a crashed session after another one had run this time: exports took the other session's length
+    for the recovered transcript's and brought every later line back to it (a 3.6 s session left an hour's cues
+    at 3.6 s), and the Sessions list gave the recovered one its last line's end (found in QA). Its length is now
+    the audio it kept."""
+    from app import session_audio
+    from engine.transcript import format_srt
+
+    controller = loaded
+    with qtbot.waitSignal(controller.session_finished, timeout=8000):
+        controller.start(SessionSpec())
+        qtbot.waitUntil(lambda: len(controller.lines) >= 1, timeout=8000)
+        controller.stop()
+    assert controller.audio_seconds is not None and controller.audio_seconds < 10
+    crashed = controller.store.create({"source": "microphone"})  # another livecap that died mid-session
+    for i in range(4):
+        crashed.add(Line(f"line {i}", 10.0 * i, 10.0 * i + 2.0))
+    recorder = session_audio.AudioRecorder(controller.store.recording_path(crashed.session_id))
+    recorder.write(np.zeros(session_audio.RATE * 45, np.float32))
+    recorder._file.close()  # killed: no end record, the raw audio left as it was
+    crashed._file.close()
+    info = json.loads((journal_dir / f"{crashed.session_id}.jsonl").read_text().splitlines()[0])
+    assert info["pid"] == os.getpid()  # this process counts as gone for its own journals
+    recovered = controller.pending_recovery()
+    assert recovered is not None and recovered.path.stem == crashed.session_id
+    controller.recover(recovered)
+    assert controller.audio_seconds == 45.0
+    srt_text = format_srt(controller.lines, audio_end=controller.audio_seconds)
+    assert "00:00:30,000 --> " in srt_text  # the last line where it was said
+    assert controller.store.summary(crashed.session_id).duration == 45.0
+    assert controller.store.audio_seconds(crashed.session_id) == 45.0
