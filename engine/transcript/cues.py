@@ -32,8 +32,10 @@ at most ``max_chars`` characters, and times them. Contract:
   Line and word times past it are brought back to it before the cut, and a cue's extension into the
   silence stops there (the last cue of a transcript ends by the end of the audio; starts and ends are
   clamped to it, so the rules above hold with ``audio_end`` as the limit of every cue). The last Lines that
-  then start at the end itself (decoded after the audio) are shown in the ``min_dur`` before it, as far as
-  the Lines before them leave room (:func:`end_slots`), not as cues of no length; the cut stays as it was.
+  then start at the end itself (decoded after the audio), or a last Line begun less than ``min_dur`` before it
+  with less time than its text takes to say, are shown in the ``min_dur`` before it, the Line before them giving
+  up to the second half of its time where the room is short (:func:`end_slots`), not as cues of a few ms or
+  none; the cut stays as it was.
 - The cut of one Line does not depend on the other Lines; only the end of a Line's last cue depends on
   the next cue's start (which :class:`~engine.transcript.live.LiveSrtWriter` relies on).
 """
@@ -48,6 +50,8 @@ from dataclasses import dataclass, replace
 
 from engine.errors import UsageError
 from engine.events import Line, Word
+
+FASTEST_SPEECH_CPS = 25.0  # characters a second (spaces included) hardly any speech passes; fast speech is ~20
 
 # ---------------------------------------------------------------- public types
 
@@ -211,9 +215,12 @@ def end_slots(lines: Sequence[Line], audio_end: float | None, span: float) -> di
     """New times ``{index: (start, end)}`` for the last Lines of ``lines`` (within the audio: ``limit_lines``) with
     text that start at ``audio_end`` itself: text decoded after the audio ended, such as Voxtral's last words
     held back by its delay, every time of theirs brought back to the end. Their cues had no length, and players
-    skip such a cue. Each takes up to ``span`` seconds just before the end, sharing the room there is after the
-    Lines before them; where the Line just before them runs to the end too, it gives up to the second half of
-    its time (it gets a slot as well). Empty when there is no such Line or no room."""
+    skip such a cue. Where no Line starts there, the last Line with text is one of them when it starts less than
+    ``span`` before the end and has less time than its text takes to say (``FASTEST_SPEECH_CPS``): Stop pressed as
+    a sentence began, its times past the end brought back to it, gave a cue a few ms long. Each takes up to
+    ``span`` seconds just before the end, sharing the room there is after the Lines before them; where that room
+    is shorter than ``span`` each, the Line just before them gives up to the second half of its time (it gets a
+    slot as well). Empty when there is no such Line or no room."""
     end = check_audio_end(audio_end)
     spoken = [i for i, line in enumerate(lines) if line.text.strip()]
     if end is None or not spoken:
@@ -221,22 +228,36 @@ def end_slots(lines: Sequence[Line], audio_end: float | None, span: float) -> di
     first = len(spoken)
     while first and lines[spoken[first - 1]].start >= end:
         first -= 1
+    if first == len(spoken) and _squeezed(lines[spoken[-1]], end, span):
+        first -= 1
     tail, head = spoken[first:], spoken[:first]
     count = len(tail)
     if not count:
         return {}
     floor = max((lines[i].end for i in head), default=0.0)
     slots: dict[int, tuple[float, float]] = {}
-    if head and floor >= end:  # the Line before them runs to the end: it gives up to the second half of its time
+    if head and end - floor < span * count:  # too little room: the Line before gives up to the second half of its time
         last = lines[head[-1]]
         before = max((lines[i].end for i in head[:-1]), default=0.0)
-        floor = max(before, last.start + (end - last.start) / 2, end - span * count)
-        slots[head[-1]] = (last.start, floor)
+        given = max(before, last.start + (min(last.end, end) - last.start) / 2, end - span * count)
+        if given < floor:
+            floor = given
+            slots[head[-1]] = (last.start, floor)
     slot = min(span, (end - floor) / count)
     if slot <= 0:
         return {}
+    if count == 1 and lines[tail[0]].start < end:  # begun before the end: it starts no later than it did
+        slots[tail[0]] = (min(lines[tail[0]].start, end - slot), end)
+        return slots
     slots.update({i: (end - (count - k) * slot, end - (count - k - 1) * slot) for k, i in enumerate(tail)})
     return slots
+
+
+def _squeezed(line: Line, end: float, span: float) -> bool:
+    """Whether ``line`` (its times within the audio) starts less than ``span`` before ``end`` with less time than
+    its text takes to say: cut short by the end of the audio, not spoken that fast."""
+    room = end - line.start
+    return room < span and len(" ".join(line.text.split())) > room * FASTEST_SPEECH_CPS
 
 
 def retime(raws: Sequence[RawCue], start: float, end: float) -> list[RawCue]:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from engine.errors import UsageError
 from engine.events import Line, Word
-from engine.transcript import Cue, make_cues
+from engine.transcript import Cue, format_txt, make_cues
 
 EPS = 1e-9
 CJK = "今天天气很好我们去公园散步吧然后可以在湖边吃午饭看风景再回家休息一下これはとても長い文章ですカタカナ"
@@ -368,12 +368,36 @@ def test_lines_decoded_after_the_audio_are_shown_before_its_end():
     assert [c.text for c in cues] == ["It is all", "over"]
     assert cues[-1].end == end and cues[-1].end - cues[-1].start == pytest.approx(0.83)
     assert cues[0].end <= cues[-1].start
-    # two such lines share the room after the last line heard (here 0.5 s)
+    # two such lines: the room after the last line heard (0.5 s) was shared (0.25 s each, too short to read); that
+    # line now gives up to the second half of its time so that each has 0.83 s
     cues = make_cues([Line("It is all", 1.0, end - 0.5), Line("over", end, end), Line("now", end, end)], audio_end=end)
     assert [c.text for c in cues] == ["It is all", "over", "now"]
-    assert [round(c.end - c.start, 3) for c in cues[1:]] == [0.25, 0.25] and cues[-1].end == end
+    assert [round(c.end - c.start, 3) for c in cues[1:]] == [0.83, 0.83] and cues[-1].end == end
+    assert cues[0].start == 1.0 and cues[0].end >= 1.0 + (end - 0.5 - 1.0) / 2
     for a, b in zip(cues, cues[1:]):
         assert a.start <= a.end <= b.start + EPS
+
+
+def test_a_line_begun_as_the_audio_ended_is_shown_long_enough_to_read():
+    """Stop pressed as a sentence began: a line starting at 9.999 s of 10 s (its times past the end brought back to
+    it) gave a cue 1 ms long, at 9.95 s 50 ms, which players skip or flash (QA); one at the end itself got 0.83 s.
+    It now starts early enough for 0.83 s; a short word really said just before the end keeps its times."""
+    text = "And one more thing before we all go home"
+    for start in (10.0, 9.999, 9.95, 9.8):
+        lines = [Line("Thanks everyone for joining today.", 2.0, 8.0), Line(text, start, 11.2)]
+        cues = make_cues(lines, audio_end=10.0)
+        assert [c.text for c in cues] == [lines[0].text, text]
+        assert (cues[-1].start, cues[-1].end) == (pytest.approx(9.17), 10.0), start
+        assert cues[0].end <= cues[1].start
+        txt = format_txt(lines, timestamps=True, audio_end=10.0).splitlines()[-1]
+        assert txt.startswith("[00:00:09.170 --> 00:00:10.000]"), txt
+    # the line before runs almost to the end: it gives up to the second half of its time
+    cues = make_cues([Line("Thanks everyone.", 8.0, 9.99), Line(text, 9.999, 11.2)], audio_end=10.0)
+    assert cues[-1].end - cues[-1].start == pytest.approx(0.83) and cues[0].end <= cues[1].start
+    assert cues[0].start == 8.0 and cues[0].end >= 8.995 - EPS
+    # a word said in its own time before the end is not moved
+    [cue] = make_cues([Line("Yes.", 9.7, 10.0)], audio_end=10.0)
+    assert (cue.start, cue.end) == (9.7, 10.0)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
