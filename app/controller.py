@@ -183,7 +183,10 @@ class SessionController(QObject):
         self.request_start.emit(spec)
 
     def pause(self) -> None:
+        """Stop capturing, keep the session. The clock stops now: capture does, though the worker may still be
+        transcribing what it captured (a model slower than real time: seconds) before it says "paused"."""
         if self.state == "running":
+            self._hold_clock(time.monotonic())
             self.request_pause.emit()
 
     def resume(self) -> None:
@@ -191,7 +194,9 @@ class SessionController(QObject):
             self.request_resume.emit()
 
     def stop(self) -> None:
+        """End the session (its last words are still transcribed; the clock stops now, as for ``pause``)."""
         if self.state in ("running", "paused"):
+            self._hold_clock(time.monotonic())
             self.request_stop.emit()
 
     def elapsed(self) -> float:

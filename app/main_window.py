@@ -791,7 +791,8 @@ class MainWindow(QMainWindow):
         if state == "no-model":
             self.start_action.setToolTip("Choose a model first (Model \u25b8 Models\u2026)")
         else:
-            self.start_action.setToolTip(f"Start captioning ({self.settings.shortcut(Shortcut.START_PAUSE)})")
+            verb = "Resume" if state == "paused" else "Start"
+            self.start_action.setToolTip(f"{verb} captioning ({self.settings.shortcut(Shortcut.START_PAUSE)})")
         suffix = {
             "running": " \u2014 captioning",
             "paused": " \u2014 paused",

@@ -78,6 +78,25 @@ class SessionStatusBar(QStatusBar):
             self.addPermanentWidget(label)
         self._latency: float | None = None
         self._float_model = False  # the loaded model computes with float weights: 8-bit ones are a way to keep up
+        self.messageChanged.connect(lambda _text: self._fit_message())
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit_message()
+
+    def _fit_message(self) -> None:
+        """Make room for a transient message in a narrow window: the model's name (the one label that can give
+        room) is elided as far as the message needs; the permanent labels left "Mo" of "Model ... is ready"."""
+        label = self.model_label
+        label.setMaximumWidth(16777215)  # QWIDGETSIZE_MAX: its whole name, unless a message needs the room
+        message = self.currentMessage()
+        if not message:
+            return
+        shown = [w for w in self.findChildren(QLabel) if w.isVisible() and w is not self.input_label]
+        taken = sum(w.sizeHint().width() for w in shown) + 16 * (len(shown) + 1)  # labels, the layout's spacing
+        short = self.fontMetrics().horizontalAdvance(message) - (self.width() - taken)
+        if short > 0:
+            label.setMaximumWidth(max(label.minimumSizeHint().width(), label.sizeHint().width() - short))
 
     def set_model(self, info: ModelInfo | None, loading: bool = False) -> None:
         self._float_model = info is not None and not loading and not info.bits
@@ -127,7 +146,9 @@ class SessionStatusBar(QStatusBar):
         self.elapsed_label.setText(clock(seconds))
 
     def reset_session(self) -> None:
-        """A session starts: nothing of the last one is shown (its input stayed after a start that failed)."""
+        """A session starts: nothing of the last one is shown (its input stayed after a start that failed), nor an
+        old message ("Stopped; ...", "Model ... is ready", which also hid the input's name)."""
+        self.clearMessage()
         self.set_input("")
         self._latency = None
         self.latency_label.setText("Latency \u2013")

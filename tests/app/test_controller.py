@@ -135,3 +135,24 @@ def test_quitting_before_the_engine_catches_up_leaves_the_session_for_recovery(q
         assert not data.finished  # not marked whole (its backlog untranscribed): the next start offers its lines
     finally:
         controller._thread.wait(20000)
+
+
+def test_the_clock_stops_at_pause_and_stop_not_when_the_backlog_is_transcribed(qtbot, controller):
+    """With a model slower than real time the clock said 00:00:06 at the Pause click and 00:00:10 once paused, and
+    Stop likewise (QA): capture stops at the click, the clock counts time captured."""
+    with qtbot.waitSignal(controller.model_changed, timeout=5000):
+        controller.load_model("fake-slow", "auto")  # 0.5 s of work per second of audio, fed at 4x real time
+    controller.start(SessionSpec())
+    qtbot.waitUntil(lambda: controller.state == "running", timeout=5000)
+    qtbot.wait(200)
+    controller.pause()
+    clock = controller.elapsed()
+    qtbot.waitUntil(lambda: controller.state == "paused", timeout=20000)
+    assert controller.elapsed() - clock < 0.05, (clock, controller.elapsed())
+    controller.resume()
+    qtbot.waitUntil(lambda: controller.state == "running", timeout=5000)
+    qtbot.wait(200)
+    with qtbot.waitSignal(controller.session_finished, timeout=20000):
+        controller.stop()
+        clock = controller.elapsed()
+    assert controller.elapsed() - clock < 0.05, (clock, controller.elapsed())

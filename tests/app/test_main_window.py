@@ -7,6 +7,7 @@ import sys
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QLabel
 
 from app.main_window import MainWindow
 from app.settings import Key
@@ -1041,3 +1042,33 @@ def test_idle_the_status_bar_does_not_name_the_last_sessions_input(qtbot, window
         window.stop_action.trigger()
     window.sources.set_kind("both")
     assert window.status.input_label.text() == "" and window.status.input_label.toolTip() == ""
+
+
+def test_a_new_session_clears_old_messages_and_a_narrow_status_bar_makes_room_for_one(qtbot, window):
+    """QA: a session started soon after Stop kept "Stopped; 3 line(s) ..." beside "Captioning", and "Model ... is
+    ready" hid the input's name; at 640 px a message showed as "Mo" beside the permanent labels. Paused, the Start
+    button's tooltip said "Start captioning"."""
+    load(qtbot, window)
+    c, status = window.controller, window.status
+    window.resize(640, 480)
+    text = "Model fake-moonshine is ready (numpy); press Space to start."
+    status.showMessage(text)
+    qtbot.wait(50)
+    labels = [w for w in status.findChildren(QLabel) if w.isVisible() and w is not status.input_label]
+    room = status.width() - sum(w.width() for w in labels)
+    assert room >= status.fontMetrics().horizontalAdvance(text), (room, status.fontMetrics().horizontalAdvance(text))
+    assert status.model_label.shown_text().endswith("\u2026")  # it gave the room
+    status.clearMessage()
+    qtbot.wait(50)
+    assert status.model_label.shown_text() == status.model_label.text()  # and has it back
+    status.showMessage("Stopped; 3 line(s) in the transcript.")
+    with qtbot.waitSignal(c.state_changed, timeout=5000):
+        window.start_action.trigger()
+    qtbot.waitUntil(lambda: c.state == "running", timeout=5000)
+    assert status.currentMessage() == "" and status.input_label.isVisible()
+    window.pause_action.trigger()
+    qtbot.waitUntil(lambda: c.state == "paused", timeout=5000)
+    assert window.start_action.toolTip().startswith("Resume captioning")
+    with qtbot.waitSignal(c.session_finished, timeout=5000):
+        window.stop_action.trigger()
+    assert window.start_action.toolTip().startswith("Start captioning")
