@@ -153,8 +153,9 @@ class ExportDialog(QDialog):
         if not self.path_edit.text().strip():
             self._show_error("Choose a file name first.")
             return
-        if not self.path().suffix and not self.path().is_dir():  # "notes": a file is known by its extension
-            typed = self.path_edit.text().strip()
+        suffix = self.path().suffix
+        if not any(c.isalpha() for c in suffix) and not self.path().is_dir():  # "notes", "meeting 3.5.2026": a
+            typed = self.path_edit.text().strip()  # file is known by its extension (".2026" is none)
             self.path_edit.setText(with_format(typed.rstrip(".") if typed.endswith(".") else typed, self.format))
         path = self.path()
         ext = path.suffix.lower()
@@ -196,7 +197,8 @@ class ExportDialog(QDialog):
         n = self._spoken
         self.summary.setText(f"{n} line{'s' if n != 1 else ''}" + (" \u2014 preview:" if n else " to export."))
         try:
-            text = render(self._lines[:PREVIEW_LINES], self.format, self._audio_end)
+            spoken = [line for line in self._lines if line.text.strip()]  # blank Lines give no text
+            text = render(spoken[:PREVIEW_LINES], self.format, self._audio_end)
         except Exception as exc:  # a preview must never break the dialog
             text = user_message(exc, "No preview")
         if n > PREVIEW_LINES:

@@ -297,7 +297,7 @@ def _parsed(f: Any) -> Any:
             yield None
         elif raw.strip():
             try:
-                yield json.loads(raw.decode("utf-8", errors="replace"))
+                yield json.loads(raw.decode("utf-8", errors="replace").lstrip("\ufeff"))  # an editor's BOM
             except (ValueError, RecursionError):
                 yield None
 

@@ -207,3 +207,16 @@ def test_a_name_typed_without_an_extension_is_given_the_formats(qtbot, tmp_path)
     dialog.accept()
     assert dialog.saved_path == folder / "minutes.srt" and "is a directory" in dialog.error_label.text()
     assert sorted(f.name for f in folder.iterdir()) == ["Documents", "minutes.srt", "notes.srt"]
+
+
+def test_a_name_with_a_date_gets_the_formats_extension_and_blank_lines_leave_the_preview_filled(qtbot, tmp_path):
+    """'meeting 3.5.2026' was written as an SRT file with no extension (".2026" taken for one), and a transcript
+    whose first 12 lines were blank showed an empty preview under "1 line — preview:" (QA)."""
+    lines = [Line("", float(i), i + 0.5) for i in range(12)] + [Line("Finally some words.", 20.0, 21.0)]
+    dialog = ExportDialog(lines, folder=str(tmp_path), fmt_key="srt")
+    qtbot.addWidget(dialog)
+    assert "Finally some words." in dialog.preview.toPlainText()
+    dialog.path_edit.setText(str(tmp_path / "meeting 3.5.2026"))
+    dialog.accept()
+    assert dialog.saved_path == tmp_path / "meeting 3.5.2026.srt"
+    assert [s.content for s in srt.parse(dialog.saved_path.read_text(encoding="utf-8"))] == ["Finally some words."]

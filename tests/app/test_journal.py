@@ -356,3 +356,16 @@ def test_a_recovered_sessions_length_is_its_kept_audio_not_the_last_session_s(qt
     assert "00:00:30,000 --> " in srt_text  # the last line where it was said
     assert controller.store.summary(crashed.session_id).duration == 45.0
     assert controller.store.audio_seconds(crashed.session_id) == 45.0
+
+
+def test_a_journal_saved_with_a_byte_order_mark_keeps_its_start_record(tmp_path):
+    """A journal opened and saved in an editor that writes a UTF-8 BOM lost its start record (model and source
+    shown as unknown, QA): the mark is not part of the JSON."""
+    j = journal.Journal(tmp_path, {"model": "moonshine-small", "source": "microphone"})
+    j.add(Line("hello", 0.0, 1.0))
+    j.close()
+    path = next(tmp_path.glob("*.jsonl"))
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    data = journal.read_journal_data(path)
+    assert data.info.get("model") == "moonshine-small" and data.unreadable == 0 and data.finished
+    assert journal.read_start(path).get("source") == "microphone"
