@@ -6,10 +6,14 @@ at most ``max_chars`` characters, and times them. Contract:
 - Text is never lost or reordered: the cues' text, joined, equals the lines' text modulo whitespace
   (runs of whitespace become one space or a line break). A cue never spans two Lines; blank Lines give
   no cue.
-- Every text line has at most ``max_chars`` characters and every cue at most ``max_lines`` lines. A word
-  longer than ``max_chars`` is hard-split into pieces of at most ``max_chars`` characters (never before a
-  combining mark). Text without spaces (Chinese, Japanese) is broken between characters, never before
-  closing punctuation, small kana or the prolonged-sound mark, and never after an opening bracket.
+- Every text line takes at most ``max_chars`` columns and every cue at most ``max_lines`` lines. A column is
+  a character, two for an East Asian wide or full-width one (Han, kana, Hangul, most emoji), as screens show
+  them: a line of 42 Han characters was twice as wide as a Latin one (subtitle norms for Chinese and Japanese
+  are 13-16 characters a line). So a line never has more than ``max_chars`` characters. A word wider than
+  ``max_chars`` is hard-split into pieces of at most ``max_chars`` columns (never before a combining mark, nor
+  inside an emoji sequence: ZWJ, skin tone, flag; unless that left a piece empty). Text without spaces
+  (Chinese, Japanese) is broken between characters, never before closing punctuation, small kana or the
+  prolonged-sound mark, and never after an opening bracket.
 - Breaks (between cues and between the lines of a cue) prefer, in order: sentence punctuation, clause
   punctuation (commas, semicolons, colons, dashes, 、，), pauses between words, then any space or
   CJK character boundary; hard splits inside a word come last. The lines of a cue are balanced, one
@@ -370,6 +374,32 @@ class _Atom:
     hard: bool  # it continues a hard-split word (a break before it is a last resort)
     start: float
     end: float
+    cols: int  # the columns its text takes (``_cols``)
+
+
+def _cols(text: str) -> int:
+    """Columns ``text`` takes: two for an East Asian wide or full-width character, one for any other code point
+    (combining ones too, so never fewer than its characters)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _glued(text: str, k: int) -> bool:
+    """Whether a cut before ``text[k]`` would split what shows as one character: a combining mark or variation
+    selector, a zero-width joiner or what follows one, a skin tone, an emoji tag, the second of a flag's pair."""
+    ch, prev = text[k], text[k - 1]
+    o = ord(ch)
+    if _is_mark(ch) or ch == "\u200d" or prev == "\u200d" or 0x1F3FB <= o <= 0x1F3FF or 0xE0020 <= o <= 0xE007F:
+        return True
+    if not (_regional(ch) and _regional(prev)):
+        return False
+    run = 0
+    while k - 1 - run >= 0 and _regional(text[k - 1 - run]):
+        run += 1
+    return run % 2 == 1  # flags are pairs of regional indicators
+
+
+def _regional(ch: str) -> bool:
+    return 0x1F1E6 <= ord(ch) <= 0x1F1FF
 
 
 def _char_times(line: Line) -> tuple[list[float], list[float]]:
@@ -435,13 +465,18 @@ def _word_spans(word: str) -> list[tuple[int, int]]:
 
 
 def _hard_split(text: str, limit: int) -> list[str]:
-    """Cut ``text`` into pieces of at most ``limit`` characters, evenly, never before a combining mark."""
-    size = math.ceil(len(text) / math.ceil(len(text) / limit))
+    """Cut ``text`` into pieces of at most ``limit`` columns (a character wider than that alone), evenly, never
+    inside what shows as one character (``_glued``) unless a piece would be empty."""
+    total = _cols(text)
+    size = math.ceil(total / math.ceil(total / limit))
     pieces = []
     pos = 0
     while pos < len(text):
-        cut = min(pos + size, len(text))
-        while pos + 1 < cut < len(text) and _is_mark(text[cut]):
+        cut, width = pos + 1, _cols(text[pos])
+        while cut < len(text) and width + _cols(text[cut]) <= size:
+            width += _cols(text[cut])
+            cut += 1
+        while pos + 1 < cut < len(text) and _glued(text, cut):
             cut -= 1
         pieces.append(text[pos:cut])
         pos = cut
@@ -449,7 +484,7 @@ def _hard_split(text: str, limit: int) -> list[str]:
 
 
 def _atoms(line: Line, opts: CueOptions) -> list[_Atom]:
-    """The line's text as atoms with times; every atom has at most ``max_chars`` characters."""
+    """The line's text as atoms with times; every atom takes at most ``max_chars`` columns (or is one character)."""
     cs, ce = _char_times(line)
     atoms: list[_Atom] = []
     for m in re.finditer(r"\S+", line.text):
@@ -460,7 +495,7 @@ def _atoms(line: Line, opts: CueOptions) -> list[_Atom]:
             piece_start = a
             for j, piece in enumerate(_hard_split(line.text[a:b], opts.max_chars)):
                 end = piece_start + len(piece)
-                atoms.append(_Atom(piece, space and j == 0, j > 0, cs[piece_start], ce[end - 1]))
+                atoms.append(_Atom(piece, space and j == 0, j > 0, cs[piece_start], ce[end - 1], _cols(piece)))
                 piece_start = end
     return atoms
 
@@ -528,20 +563,21 @@ def line_cues(line: Line, opts: CueOptions) -> list[RawCue]:
     for i in range(n):
         if best[i] == math.inf:
             continue
-        lines_used, width, chars = 1, len(atoms[i].text), len(atoms[i].text)
+        lines_used, width, chars, cols = 1, atoms[i].cols, len(atoms[i].text), atoms[i].cols
         for j in range(i + 1, n + 1):
             if j > i + 1:
                 a = atoms[j - 1]
-                add = len(a.text) + (1 if a.space else 0)
-                chars += add
-                if width + add <= opts.max_chars:
-                    width += add
+                space = 1 if a.space else 0
+                chars += len(a.text) + space
+                cols += a.cols + space
+                if width + a.cols + space <= opts.max_chars:
+                    width += a.cols + space
                 else:
                     lines_used += 1
-                    width = len(a.text)
+                    width = a.cols
                 if lines_used > opts.max_lines:
                     break
-            cost = best[i] + _cue_cost(atoms, costs, i, j, chars, line_end, cap, opts)
+            cost = best[i] + _cue_cost(atoms, costs, i, j, chars, cols, line_end, cap, opts)
             if cost < best[j]:
                 best[j] = cost
                 back[j] = i
@@ -563,11 +599,12 @@ def _cue_cost(
     i: int,
     j: int,
     chars: int,
+    cols: int,
     line_end: float,
     cap: int,
     opts: CueOptions,
 ) -> float:
-    """The cost of a cue made of ``atoms[i:j]`` (``chars`` characters, spaces included)."""
+    """The cost of a cue made of ``atoms[i:j]`` (``chars`` characters and ``cols`` columns, spaces included)."""
     start = atoms[i].start
     dur = atoms[j - 1].end - start
     cost = _PER_CUE
@@ -582,29 +619,29 @@ def _cue_cost(
         cost += _RATE * (need - avail) / need
     if avail < opts.min_dur:
         cost += _SHORT * (opts.min_dur - avail) / opts.min_dur if opts.min_dur > 0 else 0.0
-    cost += _FULLNESS * ((cap - min(chars, cap)) / cap) ** 2
+    cost += _FULLNESS * ((cap - min(cols, cap)) / cap) ** 2
     return cost
 
 
 def _wrap(atoms: list[_Atom], costs: list[float], opts: CueOptions) -> list[str]:
     """Lay a cue's atoms out in the fewest lines that fit, choosing the best, most balanced breaks."""
     n = len(atoms)
-    lines_needed, width = 1, len(atoms[0].text)
+    lines_needed, width = 1, atoms[0].cols
     for a in atoms[1:]:
-        add = len(a.text) + (1 if a.space else 0)
+        add = a.cols + (1 if a.space else 0)
         if width + add <= opts.max_chars:
             width += add
         else:
             lines_needed += 1
-            width = len(a.text)
+            width = a.cols
     if lines_needed == 1:
         return [_join(atoms)]
-    total = sum(len(a.text) + (1 if a.space else 0) for a in atoms) - (1 if atoms[0].space else 0)
+    total = sum(a.cols + (1 if a.space else 0) for a in atoms) - (1 if atoms[0].space else 0)
     avg = total / lines_needed
 
     pre = [0]
     for a in atoms:
-        pre.append(pre[-1] + len(a.text) + (1 if a.space else 0))
+        pre.append(pre[-1] + a.cols + (1 if a.space else 0))
 
     def seg_len(i: int, j: int) -> int:
         return pre[j] - pre[i] - (1 if atoms[i].space else 0)
@@ -620,7 +657,7 @@ def _wrap(atoms: list[_Atom], costs: list[float], opts: CueOptions) -> list[str]
                 continue
             for j in range(i + 1, n + 1):
                 length = seg_len(i, j)
-                if length > opts.max_chars:
+                if length > opts.max_chars and j > i + 1:  # one wide character alone may pass a limit under 2
                     break
                 cost = best[m - 1][i] + _BALANCE * ((length - avg) / opts.max_chars) ** 2
                 if j < n:

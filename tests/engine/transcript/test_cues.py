@@ -424,3 +424,21 @@ def test_no_cue_passes_any_audio_end(lines, end):
     for a, b in zip(cues, cues[1:]):
         assert a.start <= b.start and a.end <= b.start + EPS
     assert all(c.start <= c.end <= end for c in cues)
+
+
+def test_wide_characters_take_two_columns_and_emoji_stay_whole():
+    """QA: a line of Japanese held 42 characters, 84 columns on screen (twice a Latin line; subtitle norms say
+    13-16), and a long run of emoji was split inside ZWJ, skin-tone and flag sequences (one emoji shown as two)."""
+    import unicodedata
+
+    text = "今日はとても良い天気ですね散歩に行きましょうそれから駅前の新しいカフェで"
+    text += "コーヒーを飲みながら来週の会議の準備をしましょう"
+    cues = make_cues([Line(text, 0.0, 8.0)])
+    check_cues([Line(text, 0.0, 8.0)], cues)
+    widths = [sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in t) for c in cues for t in c.lines]
+    assert max(widths) <= 42 and max(len(t) for c in cues for t in c.lines) <= 21, widths
+    family, thumbs, flag = "\U0001f468\u200d\U0001f469\u200d\U0001f467", "\U0001f44d\U0001f3fd", "\U0001f1eb\U0001f1f7"
+    for unit, n in ((family, 9), (thumbs, 25), (flag, 25)):
+        cues = make_cues([Line(unit * n, 0.0, 4.0)])
+        pieces = [t for c in cues for t in c.lines]
+        assert len(pieces) > 1 and all(len(p) % len(unit) == 0 and p == unit * (len(p) // len(unit)) for p in pieces)
