@@ -43,10 +43,12 @@ def retranscribe(
 ) -> int:
     """Transcribe the kept audio of ``session_id`` with the model ``source`` and store it as the
     session's next version; returns its number. Raises ``engine.errors.LivecapError`` (one sentence)
-    when the session has no audio, the model cannot load or the audio cannot be read; nothing is
-    stored then. ``quantize``: 8 or 4-bit float weights (``engine.load_model``'s; None: as stored). ``warn``
-    gets a sentence when the kept audio is shorter than the session (the disk filled while it was recorded):
-    the new version, which becomes the one exported, covers less."""
+    when the session has no audio, the model cannot load or the audio cannot be read, and ``ExportError``
+    (``session_store.NO_SPEECH``) when the model found no speech in it; nothing is stored then (an empty
+    version would become the latest and hide the session's transcript). ``quantize``: 8 or 4-bit float
+    weights (``engine.load_model``'s; None: as stored). ``warn`` gets a sentence when the kept audio is
+    shorter than the session (the disk filled while it was recorded): the new version, which becomes the
+    one exported, covers less."""
     summary = store.summary(session_id)
     if summary.audio is None:
         raise UsageError(

@@ -9,8 +9,9 @@ Layout of the sessions folder (``app.paths.journal_dir()``)::
     <id>/audio.flac     the audio the engine was fed (16 kHz mono), when "keep audio" was on
     <id>/audio.pcm      the same while recording (raw s16le; compressed to FLAC when the session ends)
     <id>/v<N>.jsonl     version N >= 2: a re-transcription of the audio with another model
-    <id>/retranscribing.json  {"pid", "epoch", "started"} of a process re-transcribing it (``working_on``):
-                        while it runs, retention and ``delete`` leave the session alone
+    <id>/retranscribing-<pid>-<token>.json  {"pid", "epoch", "started"} of one run re-transcribing it (``working_on``;
+                        one per run): while the process of any of them runs, retention and ``delete`` leave the
+                        session alone; the marks of processes that ended are ignored, and cleaned
     index.json          what the list shows of each journal, a cache (``app.session_index``)
 
 The id is the journal's file name without ``.jsonl`` (its start time, ``YYYYmmdd-HHMMSS[-n]``). Every
@@ -26,6 +27,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
 import tempfile
 import time
@@ -54,8 +56,9 @@ log = logging.getLogger(__name__)
 SESSION_ID = re.compile(r"^[0-9A-Za-z][0-9A-Za-z_-]{0,99}$")  # never a path: no dots, no separators
 VERSION_FILE = re.compile(r"^v([0-9]{1,4})\.jsonl$")
 DELETED_SUFFIX = ".deleted"
-BUSY_NAME = "retranscribing.json"
+BUSY_MARK = re.compile(r"^retranscribing(-[0-9]+-[0-9a-f]+)?\.json$")  # one per run ("retranscribing.json": older)
 BUSY = "That session is being re-transcribed: cancel the re-transcription first."
+NO_SPEECH = "The re-transcription found no speech; the session keeps its transcript."
 
 
 PARSED_KEPT = 8  # parsed journals kept (all their lines): 300 hour-long sessions held 150 MB for good (QA)
@@ -250,11 +253,10 @@ class SessionStore:
         for number, vpath in self._version_paths(session_id):
             b = latest = self._index.brief(vpath, self._read)
             versions.append(Version(number, vpath, b.model, b.time, b.lines, b.unreadable, b.bits, b.delay_ms))
-        title = self._meta(session_id).get("title")
         return SessionSummary(
             id=session_id,
             path=path,
-            title=title if isinstance(title, str) else "",
+            title=self._title(session_id),
             started=started,
             duration=live.duration,
             source=live.source,
@@ -287,16 +289,17 @@ class SessionStore:
         return audio_s if audio_s is not None and audio_s >= 0 else None
 
     def search(self, text: str) -> dict[str, int]:
-        """For each session whose latest version contains ``text`` (case-insensitive): the number of
-        matching lines. An empty ``text`` matches nothing."""
+        """For each session whose latest version or title contains ``text`` (case-insensitive, a line or the
+        title at a time): the number of matching lines of its latest version, or 1 when only its title matches
+        (every count is at least 1). An empty ``text`` matches nothing."""
         needle = text.strip().casefold()
         if not needle:
             return {}
         hits: dict[str, int] = {}
         for session_id in self.ids():
             n = sum(needle in line for line in self._folded(self._latest_path(session_id)))
-            if n:
-                hits[session_id] = n
+            if n or needle in self._title(session_id).casefold():
+                hits[session_id] = max(n, 1)
         return hits
 
     def prepare_search(self, session_id: str) -> None:
@@ -368,11 +371,15 @@ class SessionStore:
 
     @contextlib.contextmanager
     def working_on(self, session_id: str) -> Iterator[None]:
-        """Mark ``session_id`` as being re-transcribed by this process while the block runs: ``busy`` is True
-        for it (in every process), so retention and ``delete`` leave it alone. Raises ExportError (one
-        sentence) when the mark cannot be written, as the new version could not be either."""
+        """Mark ``session_id`` as being re-transcribed by this run while the block runs: ``busy`` is True for it
+        (in every process), so retention and ``delete`` leave it alone. Each run writes a mark of its own and
+        removes only that one, so a session stays busy while any run on it goes on (two re-transcriptions of one
+        session: the first to end removed the one mark under the other). Marks left by processes that ended
+        are removed. Raises ExportError (one sentence) when the mark cannot be written, as the new version could
+        not be either."""
         self.journal_path(session_id)
-        path = self.folder / session_id / BUSY_NAME
+        self._clear_dead_marks(session_id)
+        path = self.folder / session_id / f"retranscribing-{os.getpid()}-{secrets.token_hex(4)}.json"
         try:
             path.parent.mkdir(exist_ok=True)
             mark = {"pid": os.getpid(), "epoch": time.time(), "started": since_boot(os.getpid())}
@@ -386,16 +393,18 @@ class SessionStore:
                 path.unlink()
 
     def busy(self, session_id: str) -> bool:
-        """Whether a running process is re-transcribing ``session_id`` (``working_on``)."""
-        try:
-            mark = json.loads((self.folder / session_id / BUSY_NAME).read_bytes())
-        except (OSError, ValueError):
-            return False
-        return isinstance(mark, dict) and recorder_alive(mark) is True
+        """Whether a running process is re-transcribing ``session_id`` (``working_on``): a mark of a run whose
+        process still runs is there."""
+        return any(alive for _path, alive in self._marks(session_id))
 
     def add_version(self, session_id: str, lines: Iterable[Line], info: dict[str, Any]) -> int:
-        """Store ``lines`` as the session's next version (a complete journal, written atomically)."""
+        """Store ``lines`` as the session's next version (a complete journal, written atomically); returns its
+        number. Lines without any text are refused (ExportError, ``NO_SPEECH``) and nothing is stored: the new
+        version would become the latest one, listed, searched and exported, and hide the session's text."""
         self.journal_path(session_id)
+        lines = list(lines)
+        if not any(line.text.strip() for line in lines):
+            raise ExportError(NO_SPEECH)
         numbers = [n for n, _ in self._version_paths(session_id)]
         number = max(numbers, default=1) + 1
         records = [{"type": "start", "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "version": number, **info}]
@@ -529,6 +538,11 @@ class SessionStore:
             return {}
         return meta if isinstance(meta, dict) else {}
 
+    def _title(self, session_id: str) -> str:
+        """The title the user gave the session ("" when none)."""
+        title = self._meta(session_id).get("title")
+        return title if isinstance(title, str) else ""
+
     def _version_paths(self, session_id: str) -> list[tuple[int, Path]]:
         try:
             names = [p.name for p in (self.folder / session_id).iterdir()]
@@ -558,6 +572,31 @@ class SessionStore:
         except (ValueError, OverflowError):
             return float("inf")  # unknown age: never too old
 
+    def _marks(self, session_id: str) -> list[tuple[Path, bool]]:
+        """The re-transcription marks in a session's folder (``working_on``), each with whether the process that
+        wrote it still runs (an unreadable mark: no)."""
+        try:
+            paths = [p for p in (self.folder / session_id).iterdir() if BUSY_MARK.match(p.name)]
+        except OSError:
+            return []
+        out = []
+        for path in paths:
+            try:
+                mark = json.loads(path.read_bytes())
+            except OSError:  # removed meanwhile: its run has ended
+                continue
+            except (ValueError, RecursionError):
+                mark = None
+            out.append((path, isinstance(mark, dict) and recorder_alive(mark) is True))
+        return out
+
+    def _clear_dead_marks(self, session_id: str) -> None:
+        """Remove the marks of re-transcriptions whose process has ended (killed before it could). Never raises."""
+        for path, alive in self._marks(session_id):
+            if not alive:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
     def _remove_leftovers(self, session_id: str, hidden: Path) -> None:
         folder = self.folder / session_id
         try:
@@ -574,7 +613,6 @@ class SessionStore:
         for entry in folder.iterdir():
             if entry.name.startswith(".") and entry.name.endswith(".tmp"):
                 entry.unlink()
-        if (folder / BUSY_NAME).is_file() and not self.busy(session_id):
-            (folder / BUSY_NAME).unlink()  # left by a re-transcription that was killed
+        self._clear_dead_marks(session_id)  # left by re-transcriptions that were killed
         if (folder / session_audio.RAW_NAME).is_file() and self._read(self.folder / f"{session_id}.jsonl").finished:
             self.finish_audio(session_id)

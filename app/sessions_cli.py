@@ -8,8 +8,9 @@
 ``--export-session`` takes the format from ``OUT``'s extension when ``--format`` is not given (and refuses a
 ``--format`` that contradicts it), writes ``OUT`` atomically, or stdout without ``-o``; it exports the latest
 version unless ``--session-version`` says. A reader of stdout that goes away (``| head``) ends the output
-quietly. Exit codes: 0 ok, 1 the file (or stdout) could not be written, 2 usage (an unknown session), 3 model,
-4 audio.
+quietly. Exit codes: 0 ok, 1 nothing to write (an export of a session with no captions, a re-transcription that
+found no speech: no version is stored) or the file (or stdout) could not be written, 2 usage (an unknown session),
+3 model, 4 audio.
 """
 
 from __future__ import annotations

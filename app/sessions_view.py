@@ -65,6 +65,7 @@ RETENTION_CHOICES: tuple[tuple[str, str], ...] = (
 )
 COLUMNS = ("Session", "Duration", "Source", "Model", "Lines", "First words")
 GONE = "That session is no longer there."
+ALREADY = "That session is being re-transcribed already; wait until that has finished."
 
 
 def apply_session_settings(controller: Any, settings: Settings) -> None:
@@ -131,8 +132,10 @@ class SessionsWindow(QWidget):
         self._process_session: str | None = None
         self._process_out = b""
         self._process_warning = ""  # a {"warning"} row of the child, shown when it has finished
+        self._process_version: int | None = None  # the version the child stored (its last row)
         self._hits: dict[str, int] = {}
         self._shown: str | None = None  # the session the right side shows
+        self._chosen_version: int | None = None  # the version of it the user chose (None: the latest)
         self._build()
         if not placement.restore(self, settings.value(Key.SESSIONS_GEOMETRY)):
             placement.fit(self, 1100, 620)
@@ -232,7 +235,7 @@ class SessionsWindow(QWidget):
         self.version_combo = QComboBox(self)
         self.version_combo.setObjectName("sessionVersion")
         self.version_combo.setAccessibleName("Version")
-        self.version_combo.activated.connect(lambda _i: self._show_lines())
+        self.version_combo.activated.connect(lambda _i: self._version_chosen())
         self.history = HistoryPane(self)
         self.history.search.setPlaceholderText("Search this session")
 
@@ -344,7 +347,7 @@ class SessionsWindow(QWidget):
         else:
             self._set_current(target)
         if not reopen:  # follows the search box, back to the whole session when it is cleared
-            self.history.search.setText(needle)
+            self.history.search.setText(self._line_filter(needle))
 
     def current_id(self) -> str | None:
         item = self.table.currentItem()
@@ -362,10 +365,12 @@ class SessionsWindow(QWidget):
         """The listed session ids, in order."""
         return [self.table.topLevelItem(i).data(0, ID_ROLE) for i in range(self.table.topLevelItemCount())]
 
-    def select(self, session_id: str | None) -> None:
-        """Open ``session_id`` (None: nothing), once: the change of the current row opens nothing itself here."""
+    def select(self, session_id: str | None, version: int | None = None) -> None:
+        """Open ``session_id`` (None: nothing), once: the change of the current row opens nothing itself here.
+        It shows ``version`` when given, else the version the user chose when that session is open already (a
+        refresh), else the latest; a version that is no longer there gives the latest."""
         self._set_current(session_id)
-        self._open_current()
+        self._open_current(version)
 
     def _set_current(self, session_id: str | None) -> None:
         """Make ``session_id``'s row the current one (none when it is not listed), opening nothing."""
@@ -428,7 +433,7 @@ class SessionsWindow(QWidget):
         session_id = self.current_id()
         if session_id is None or session_id == self._recording_id():
             return
-        if session_id == self._process_session:
+        if self._retranscribing(session_id):
             self._show_error(BUSY)
             return
         self._guard(lambda: self.store.delete(session_id))
@@ -439,7 +444,7 @@ class SessionsWindow(QWidget):
         went. A session already gone counts as gone; another failure is said and the rest are still deleted."""
         done = 0
         for session_id in session_ids:
-            if session_id in self._busy():
+            if self._is_busy(session_id):
                 continue
             try:
                 self.store.delete(session_id)
@@ -454,7 +459,7 @@ class SessionsWindow(QWidget):
 
     def retention_deletes(self, text: str) -> list[SessionSummary]:
         """The sessions the policy ``text`` would delete now, newest first (nothing is deleted)."""
-        protect = [i for i in self._busy() if i]
+        protect = [i for i in (self._recording_id(), self._process_session) if i]  # the store knows the rest
         out = []
         for session_id in self.store.would_delete(Retention.parse(text), protect):
             try:
@@ -527,6 +532,10 @@ class SessionsWindow(QWidget):
         session_id = self.current_id()
         if session_id is None or self.process is not None:
             return
+        if self.store.busy(session_id):  # by another process (livecap --retranscribe)
+            self._show_error(ALREADY)
+            self._update_actions()
+            return
         backend = backend or self.settings.value(Key.BACKEND)
         weights = self.settings.value(Key.WEIGHTS)
         program, args = retranscribe_command(self.store, session_id, source, backend, self.child_args, weights)
@@ -539,7 +548,7 @@ class SessionsWindow(QWidget):
         process.finished.connect(self._on_process_finished)
         process.errorOccurred.connect(self._on_process_error)
         self.process, self._process_session, self._process_out = process, session_id, b""
-        self._process_warning = ""
+        self._process_warning, self._process_version = "", None
         self.progress.setValue(0)
         self.progress.setFormat(f"Loading {model_name(source)}\u2026")
         self.progress.show()
@@ -572,15 +581,22 @@ class SessionsWindow(QWidget):
         if session_id is not None and session_id == self._recording_id() and self.isVisible():
             self.history.add_line(line)
 
-    def _busy(self) -> tuple[str | None, str | None]:
-        """The sessions that cannot be deleted now: the one being recorded and the one being re-transcribed."""
-        return self._recording_id(), self._process_session
+    def _retranscribing(self, session_id: str) -> bool:
+        """Whether ``session_id`` is being re-transcribed, by this window or another process."""
+        return session_id == self._process_session or self.store.busy(session_id)
+
+    def _is_busy(self, session_id: str) -> bool:
+        """Whether ``session_id`` cannot be deleted now: it is being recorded or re-transcribed."""
+        return session_id == self._recording_id() or self._retranscribing(session_id)
 
     def _recording_id(self) -> str | None:
         return getattr(self.controller, "session_id", None) if self.controller is not None else None
 
-    def _open_current(self) -> None:
-        session_id = self._shown = self.current_id()
+    def _open_current(self, version: int | None = None) -> None:
+        session_id = self.current_id()
+        if version is None and session_id == self._shown:
+            version = self._chosen_version  # opened again (a refresh): the version chosen stays
+        self._shown, self._chosen_version = session_id, version
         self.version_combo.clear()
         if session_id is None:
             empty = not self.table.topLevelItemCount()
@@ -596,8 +612,8 @@ class SessionsWindow(QWidget):
             return
         try:
             s = self.store.summary(session_id)
-        except SessionNotFound:
-            self.refresh()
+        except SessionNotFound:  # deleted by another process since it was listed
+            self._gone()
             return
         self.title_label.setText(s.name)
         parts = [s.started.replace("T", " "), duration_text(s.duration), s.input or s.source]
@@ -613,13 +629,27 @@ class SessionsWindow(QWidget):
                 f" \u2014 {model_name(v.model) or 'unknown model'}{how}, {v.lines} line{'s' if v.lines != 1 else ''}"
             )
             self.version_combo.addItem(label, v.number)
-        self.version_combo.setCurrentIndex(self.version_combo.count() - 1)
+        index = self.version_combo.findData(version) if version is not None else -1
+        if index < 0:
+            self._chosen_version = None
+        self.version_combo.setCurrentIndex(index if index >= 0 else self.version_combo.count() - 1)
         self.version_combo.setEnabled(len(s.versions) > 1)
         self._show_lines()
         needle = self.search.text().strip()
         if needle:
-            self.history.search.setText(needle)
+            self.history.search.setText(self._line_filter(needle))
         self._update_actions()
+
+    def _line_filter(self, needle: str) -> str:
+        """What the open session's lines are filtered by for the search of all sessions ``needle``: ``needle``,
+        or nothing when no line holds it (the session was found by its title: it is shown whole)."""
+        folded = needle.casefold()
+        return needle if any(folded in line.text.casefold() for line in self.history.lines()) else ""
+
+    def _version_chosen(self) -> None:
+        """The user chose a version: shown, and kept while the session is shown again (rename, refresh)."""
+        self._chosen_version = self.selected_version()
+        self._show_lines()
 
     def _show_lines(self) -> None:
         session_id = self.current_id()
@@ -639,20 +669,22 @@ class SessionsWindow(QWidget):
         recording = has and session_id == self._recording_id()
         self.export_button.setEnabled(has)
         self.rename_button.setEnabled(has)
-        busy = self._busy()
-        self.delete_button.setEnabled(any(i not in busy for i in self.selected_ids()))
+        self.delete_button.setEnabled(any(not self._is_busy(i) for i in self.selected_ids()))
         has_audio = False
         if has and not recording:
             try:
                 has_audio = self.store.summary(session_id).audio is not None
             except SessionNotFound:
                 has_audio = False
-        self.retranscribe_button.setEnabled(has_audio and self.process is None)
-        self.retranscribe_button.setToolTip(
-            "Transcribe the kept audio again with another model, as a new version"
-            if has_audio
-            else "Only sessions recorded with \u201cKeep audio\u201d on can be re-transcribed"
-        )
+        retranscribing = has_audio and self._retranscribing(session_id)
+        self.retranscribe_button.setEnabled(has_audio and self.process is None and not retranscribing)
+        if retranscribing:
+            tip = "The session is being re-transcribed"
+        elif has_audio:
+            tip = "Transcribe the kept audio again with another model, as a new version"
+        else:
+            tip = "Only sessions recorded with \u201cKeep audio\u201d on can be re-transcribed"
+        self.retranscribe_button.setToolTip(tip)
 
     def _guard(self, action: Callable[[], None]) -> bool:
         try:
@@ -701,8 +733,9 @@ class SessionsWindow(QWidget):
         summary = self._open_summary()
         if summary is None:
             return
-        if summary.id == self._process_session:
+        if self._retranscribing(summary.id):
             self._show_error(BUSY)
+            self._update_actions()
             return
         if self._ask(
             "Delete session", f"<p>Delete \u201c{html.escape(summary.name)}\u201d with all its versions and audio?</p>"
@@ -711,8 +744,7 @@ class SessionsWindow(QWidget):
 
     def _delete_several(self, ids: list[str]) -> None:
         """Delete the selected sessions after one question that says how many (and which stay, if any)."""
-        busy = self._busy()
-        doomed = [i for i in ids if i not in busy]
+        doomed = [i for i in ids if not self._is_busy(i)]
         if not doomed:
             return
         text = f"<p>Delete {len(doomed)} sessions with all their versions and audio?</p>"
@@ -761,6 +793,8 @@ class SessionsWindow(QWidget):
                 continue
             if isinstance(record, dict) and isinstance(record.get("warning"), str):
                 self._process_warning = record["warning"]  # shown when the new version is there
+            if isinstance(record, dict) and type(record.get("version")) is int:
+                self._process_version = record["version"]
             if isinstance(record, dict) and "progress" in record:
                 total = float(record.get("total") or 0) or 1.0
                 self.progress.setValue(int(1000 * min(float(record["progress"]) / total, 1.0)))
@@ -779,8 +813,10 @@ class SessionsWindow(QWidget):
         self.progress.hide()
         self.cancel_button.hide()
         if status == QProcess.ExitStatus.NormalExit and code == 0 and session_id is not None:
+            # the new version is shown (the child's, else the latest), not the one chosen before
+            self._chosen_version = None
             self.refresh()
-            self.select(session_id)
+            self.select(session_id, self._process_version)
             version = self.selected_version() or 0
             if self._process_warning:
                 self._show_error(self._process_warning)
@@ -822,6 +858,11 @@ class SessionsWindow(QWidget):
             self.store.prepare_search(self._to_warm.pop())
         except (OSError, ValueError):  # read again, and reported, by the search itself
             pass
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() == QEvent.Type.ActivationChange:  # back from a terminal: another livecap may have started
+            self._update_actions()  # or ended re-transcribing the open session meanwhile
+        super().changeEvent(event)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.settings.set_value(Key.SESSIONS_GEOMETRY, bytes(self.saveGeometry().data()))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -14,7 +15,7 @@ from app.session_store import Retention, SessionStore
 from engine.errors import ExportError, UsageError
 from engine.events import Line
 from tests.app import fake_engine
-from tests.app.kept_sessions import unfinished_with_audio
+from tests.app.kept_sessions import dead_pid, unfinished_with_audio
 
 
 def test_a_session_this_process_is_recording_is_refused(tmp_path):
@@ -94,3 +95,59 @@ def test_kept_audio_shorter_than_the_session_is_said(tmp_path):
     journal2.close(audio_s=kept)
     assert retranscribe(store2, sid2, "fake-moonshine", loader=fake_engine.load_model, warn=said.append) == 2
     assert len(said) == 1  # a whole recording: nothing to say
+
+
+def silent_session(folder):
+    """A finished session ("before the crash") whose kept audio is silence: the model finds no speech in it."""
+    store, sid, journal = unfinished_with_audio(folder)
+    journal.close(audio_s=1.0)
+    store.recording_path(sid).write_bytes(bytes(2 * 16000))  # 1 s of zeros (s16le)
+    return store, sid
+
+
+def test_a_retranscription_that_finds_no_speech_stores_no_version(tmp_path):
+    """Silent kept audio (or a model of another language) stored an empty version 2, which became the latest: the
+    list showed 0 lines, the search no longer found the live text, and the default export had "no captions"."""
+    store, sid = silent_session(tmp_path)
+    with pytest.raises(ExportError) as err:
+        retranscribe(store, sid, "fake-moonshine", loader=fake_engine.load_model)
+    assert str(err.value) == "The re-transcription found no speech; the session keeps its transcript."
+    summary = SessionStore(tmp_path).summary(sid)
+    assert [v.number for v in summary.versions] == [1] and summary.lines == 1
+    assert store.search("crash") == {sid: 1} and store.lines(sid) == (Line("before the crash", 0.0, 1.0),)
+    assert not store.busy(sid) and sorted(p.name for p in (tmp_path / sid).iterdir()) == ["audio.pcm"]
+
+
+def test_two_retranscriptions_of_one_session_each_keep_it_busy(tmp_path):
+    """Two re-transcriptions of one session (the window's and ``livecap --retranscribe``) shared one mark: the first
+    to end removed it, and Delete or retention then removed the session under the other (its version lost)."""
+    store, sid, journal = unfinished_with_audio(tmp_path)
+    journal.close(audio_s=1.0)
+    other = SessionStore(tmp_path)  # as another process sees the folder
+    with store.working_on(sid):
+        with store.working_on(sid):
+            assert other.busy(sid)
+        assert other.busy(sid)  # the first ended: the second still runs
+        assert other.would_delete(Retention("days", 1), now=4e9) == []
+        with pytest.raises(ExportError, match="being re-transcribed"):
+            other.delete(sid)
+        assert store.add_version(sid, [Line("new take", 0.0, 1.0)], {"model": "m"}) == 2
+    assert not other.busy(sid) and not list((tmp_path / sid).glob("retranscribing*"))
+    other.delete(sid)
+    assert sid not in other.ids()
+
+
+def test_marks_of_retranscriptions_that_were_killed_are_ignored_and_removed(tmp_path):
+    store, sid, journal = unfinished_with_audio(tmp_path)
+    journal.close(audio_s=1.0)
+    dead = {"pid": dead_pid(), "epoch": 1.0, "started": 1.0}
+    for name in ("retranscribing-1-ab.json", "retranscribing-2-cd.json"):
+        (tmp_path / sid / name).write_text(json.dumps(dead))
+    (tmp_path / sid / "retranscribing-3-ef.json").write_text("{torn")
+    assert not store.busy(sid)
+    with store.working_on(sid):  # a new run removes them
+        assert [p.name.split("-")[1] for p in (tmp_path / sid).glob("retranscribing*")] == [str(os.getpid())]
+        assert store.busy(sid)
+    (tmp_path / sid / "retranscribing-1-ab.json").write_text(json.dumps(dead))
+    store.repair()  # and so does the app's start
+    assert not list((tmp_path / sid).glob("retranscribing*"))

@@ -94,6 +94,21 @@ def test_search_across_sessions(folder, tmp_path):
     assert store.search("  ") == {} and store.search("zebra") == {}
 
 
+def test_search_finds_a_session_by_its_title(folder):
+    """A session renamed "Board meeting" was not found by "board": the search looked at its lines only."""
+    store = SessionStore(folder)
+    a = make_session(folder).session_id
+    b = make_session(folder, [Line("hello", 0, 1), Line("the board agreed", 1, 2)]).session_id
+    assert store.search("board") == {b: 1}
+    store.rename(a, "Board meeting")
+    assert store.search("BOARD") == {a: 1, b: 1}  # a title alone counts as one hit
+    assert store.search("board meeting") == {a: 1} and store.search("budget") == {a: 1}
+    store.rename(b, "Board")
+    assert store.search("board") == {a: 1, b: 1}  # the lines' count, the title adds none
+    store.rename(a, "")
+    assert store.search("meeting") == {} and store.search("board") == {b: 1}
+
+
 def test_search_keeps_the_text_it_searches_not_the_parsed_sessions(folder):
     """A year of hour-long sessions kept ~80 MB of parsed line objects after a search, and the garbage collector
     walked them all in each full pass (74-454 ms stalls of the window)."""
@@ -155,9 +170,25 @@ def test_versions(folder, tmp_path):
     assert s.first_words == "better text"
     assert store.lines(sid) == (Line("better text", 0.5, 4.0),)
     assert store.lines(sid, 1) == tuple(LINES)
-    assert store.add_version(sid, [], {"model": "m3"}) == 3
+    assert store.add_version(sid, [Line("third take", 0.5, 4.0)], {"model": "m3"}) == 3
     with pytest.raises(SessionNotFound):
         store.lines(sid, 7)
+
+
+def test_a_version_without_text_is_refused_and_hides_nothing(folder, tmp_path):
+    """An empty re-transcription was stored as the latest version: 0 lines listed, the search and the default
+    export (CLI: "has no captions to export") no longer found the session's text."""
+    store = SessionStore(folder)
+    sid = make_session(folder).session_id
+    for lines in ([], [Line("  ", 0.0, 1.0), Line("", 1.0, 2.0)]):
+        with pytest.raises(
+            ExportError, match=r"^The re-transcription found no speech; the session keeps its transcript\.$"
+        ):
+            store.add_version(sid, lines, {"model": "wrong-language-model"})
+    s = store.summary(sid)
+    assert [v.number for v in s.versions] == [1] and s.lines == 2 and s.first_words.startswith("Good morning")
+    assert store.search("budget") == {sid: 1} and store.lines(sid) == tuple(LINES)
+    assert not (folder / sid).exists()  # no version file, no folder for it
 
 
 def test_retention_by_count_and_days_keeps_protected_and_unfinished(folder, tmp_path):

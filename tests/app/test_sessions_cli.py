@@ -395,3 +395,22 @@ def test_an_export_with_nothing_to_show_or_onto_a_read_only_file_is_refused(tmp_
     assert proc.returncode == 2 and "read-only" in proc.stderr and kept.read_text() == "KEEP", proc.stderr
     proc = run_livecap(tmp_path, *where, "--export-session", said.session_id, "--format", "srt", factory=None)
     assert proc.returncode == 0 and "Hello there." in proc.stdout
+
+
+def test_a_retranscription_that_finds_no_speech_is_said_and_stores_nothing(tmp_path, capsys):
+    """``--retranscribe`` of silent kept audio exited 0 and stored an empty version 2, which then hid version 1:
+    ``--export-session ID`` failed with "has no captions to export" (found in QA)."""
+    from app import sessions_cli
+    from app.main import build_parser
+    from tests.app.kept_sessions import dead_pid, unfinished_with_audio
+
+    store, sid, _ = unfinished_with_audio(tmp_path, pid=dead_pid())
+    store.recording_path(sid).write_bytes(bytes(2 * 16000))  # 1 s of silence: no speech to find
+    argv = ["--retranscribe", sid, "--model", "fake-moonshine", "--sessions-dir", str(tmp_path)]
+    assert sessions_cli.run(build_parser().parse_args(argv), fake_engine.load_model) == 1
+    err = capsys.readouterr().err
+    assert err == "livecap: The re-transcription found no speech; the session keeps its transcript.\n"
+    assert [v.number for v in store.summary(sid).versions] == [1]
+    argv = ["--export-session", sid, "--format", "txt", "--sessions-dir", str(tmp_path)]
+    assert sessions_cli.run(build_parser().parse_args(argv)) == 0
+    assert capsys.readouterr().out == "before the crash\n"

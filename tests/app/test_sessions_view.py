@@ -125,6 +125,9 @@ def test_kept_audio_retranscribes_into_a_new_version(qtbot, window, tmp_path):
     view.version_combo.activated.emit(0)
     assert view.history.lines() == live
     assert not view.progress.isVisible()
+    with qtbot.waitSignal(view.retranscribed, timeout=30000) as signal:  # version 1 chosen: the new one is shown
+        view.retranscribe("fake-third-model")
+    assert signal.args == [sid, 3] and view.selected_version() == 3 and view.history.lines() == expected
 
 
 def test_cancelled_retranscription_stores_nothing(qtbot, window, tmp_path):
@@ -601,3 +604,117 @@ def test_escape_or_ctrl_w_closes_the_sessions_window(qtbot, library):
         qtbot.waitUntil(lambda: QApplication.activeWindow() is view, timeout=3000)
         qtbot.keyClick(view.table, key, mod)
         assert not view.isVisible(), key
+
+
+def kept_silence(view, session_id):
+    """Give ``session_id`` 1 s of kept audio, all silence (the fake model finds no speech in it)."""
+    view.store.recording_path(session_id).write_bytes(bytes(2 * 16000))
+    view.refresh()
+
+
+def test_a_retranscription_that_finds_no_speech_is_said_and_the_transcript_stays(qtbot, tmp_path, settings):
+    """An empty re-transcription was stored as the latest version: the window opened it (no lines, Export
+    disabled) and the list showed 0 lines for the session (found in QA)."""
+    from app.session_store import SessionStore
+    from app.sessions_view import SessionsWindow
+
+    (sid,) = write_sessions(tmp_path / "sessions", [1])
+    view = SessionsWindow(SessionStore(tmp_path / "sessions"), settings, child_args=FACTORY)
+    qtbot.addWidget(view)
+    kept_silence(view, sid)
+    assert view.retranscribe_button.isEnabled()
+    with qtbot.waitSignal(view.retranscribe_failed, timeout=30000) as signal:
+        view.retranscribe("fake-second-model")
+    sentence = "The re-transcription found no speech; the session keeps its transcript."
+    assert signal.args == [sentence] and view.error_label.text() == sentence
+    assert view.version_combo.count() == 1 and [v.number for v in view.store.summary(sid).versions] == [1]
+    assert [line.text for line in view.history.lines()] == ["day 1 0", "day 1 1", "day 1 2"]
+    assert view.table.topLevelItem(0).text(4) == "3"
+
+
+def test_the_search_of_all_sessions_finds_a_title_and_shows_that_session_whole(library):
+    """A session renamed "Board meeting" was not found by "board" (found in QA)."""
+    view, ids = library([1, 2, 3])
+    view.select(ids[1])
+    view.rename("Board meeting")
+    view.search.setText("board")
+    assert view.ids() == [ids[1]] and view.count_label.text() == "1 session match"
+    assert view.table.topLevelItem(0).text(4) == "1 / 3"
+    assert view.current_id() == ids[1] and view.history.search.text() == ""  # no line holds it: none hidden
+    assert not any(view.history.list.item(i).isHidden() for i in range(view.history.list.count()))
+    view.search.setText("day 2 1")  # a line: the lines are filtered by it, as before
+    assert view.ids() == [ids[1]] and view.history.search.text() == "day 2 1"
+    view.search.setText("BOARD")
+    view.select(ids[1])
+    assert view.history.search.text() == "" and len(view.history.lines()) == 3
+
+
+def test_the_version_chosen_stays_when_the_window_refreshes(library, tmp_path):
+    """The user chose version 1; a rename, another session saved or the window shown again showed the latest
+    version instead, without a word, and the next Export wrote that one (found in QA)."""
+    from app.session_store import SessionStore
+
+    view, ids = library([1, 2])
+    store = view.store
+    store.add_version(ids[1], [Line("second take", 0.0, 1.0)], {"model": "m2"})
+    view.select(ids[1])
+    assert view.selected_version() == 2
+    view.version_combo.setCurrentIndex(0)
+    view.version_combo.activated.emit(0)
+    live = ["day 1 0", "day 1 1", "day 1 2"]
+    assert [line.text for line in view.history.lines()] == live
+    view.rename("Weekly sync")
+    assert view.selected_version() == 1 and [line.text for line in view.history.lines()] == live
+    SessionStore(store.folder).add_version(ids[1], [Line("third take", 0.0, 1.0)], {"model": "m3"})  # elsewhere
+    view.refresh()  # what a session saved or the window shown again do
+    assert view.version_combo.count() == 3 and view.selected_version() == 1
+    assert [line.text for line in view.history.lines()] == live
+    view.export_to(tmp_path / "out.txt")
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == "\n".join(live) + "\n"
+    view.select(ids[0])  # another session: its latest; back again: the latest too (the choice was for that visit)
+    view.select(ids[1])
+    assert view.selected_version() == 3
+    view.version_combo.setCurrentIndex(1)
+    view.version_combo.activated.emit(1)
+    view.refresh()
+    assert view.selected_version() == 2 and [line.text for line in view.history.lines()] == ["second take"]
+
+
+def test_a_session_another_process_retranscribes_offers_neither_retranscribe_nor_delete(qtbot, library, monkeypatch):
+    """The window offered "Re-transcribe with..." and Delete for a session that ``livecap --retranscribe`` was
+    re-transcribing: it looked only at its own child process (found in QA)."""
+    from PySide6.QtCore import QEvent
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from app.session_store import SessionStore
+
+    view, ids = library([1, 2])
+    kept_silence(view, ids[0])
+    asked = answer_questions(monkeypatch, {"value": QMessageBox.StandardButton.Yes})
+    view.select(ids[0])
+    assert view.retranscribe_button.isEnabled() and view.delete_button.isEnabled()
+    with SessionStore(view.store.folder).working_on(ids[0]):  # as livecap --retranscribe marks it
+        view._delete_clicked()  # the buttons as they were: refused in one sentence, nothing asked
+        assert asked == [] and view.store.ids() == ids
+        assert view.error_label.text() == "That session is being re-transcribed: cancel the re-transcription first."
+        assert not view.delete_button.isEnabled() and not view.retranscribe_button.isEnabled()
+        view.retranscribe("fake-second-model")
+        assert view.process is None
+        assert view.error_label.text() == "That session is being re-transcribed already; wait until that has finished."
+        view.refresh()  # opened again: still not offered
+        assert not view.delete_button.isEnabled() and not view.retranscribe_button.isEnabled()
+        assert view.retranscribe_button.toolTip() == "The session is being re-transcribed"
+        assert view.delete_sessions(ids) == 1 and view.store.ids() == [ids[0]]
+    QApplication.sendEvent(view, QEvent(QEvent.Type.ActivationChange))  # back to the window after it ended
+    assert view.retranscribe_button.isEnabled() and view.delete_button.isEnabled()
+
+
+def test_a_session_deleted_elsewhere_says_so_when_its_row_is_clicked(qtbot, library):
+    """Its row vanished and another session opened without a word (Rename, Delete and Export say it)."""
+    view, ids = library([1, 2, 3])
+    view.select(ids[0])
+    (view.store.folder / f"{ids[1]}.jsonl").unlink()  # another livecap, a file manager
+    assert not view.error_label.isVisibleTo(view)
+    view.table.setCurrentItem(view.table.topLevelItem(1))
+    assert view.error_label.text() == "That session is no longer there." and view.error_label.isVisibleTo(view)
+    assert view.ids() == [ids[0], ids[2]] and view.current_id() == ids[0]
