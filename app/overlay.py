@@ -9,6 +9,12 @@ shows the captions full screen with a larger font (Esc leaves it), sized to the 
 QTextDocument and only the last ``lines`` wrapped lines are painted, bottom-aligned, so the newest
 words are always visible.
 
+Someone watching only the overlay (the main window behind a call) must see when no captions are coming: given
+the session's state (``set_session_state``), a short note follows the last words, small, dimmed and in capitals
+("Paused", "Stopped", "No audio input"; on a line of its own, one of the ``lines``, where the last line has no
+room), or stands alone while there is nothing to show yet ("Waiting for speech\u2026", "Not captioning"). While
+not running, the still-settling tail is drawn as settled text: no words are coming to change it.
+
 Wayland compositors may ignore "always on top" and window positions; the View menu says so.
 """
 
@@ -17,7 +23,9 @@ from __future__ import annotations
 import collections
 import math
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from PySide6.QtCore import QPoint, QPointF, QRect, QRectF, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import (
@@ -58,6 +66,19 @@ KEY_STEP = 20  # px an arrow key moves or resizes the overlay
 ADJUST_HINT = "Arrows move \u00b7 Shift+arrows resize \u00b7 Enter keeps \u00b7 Esc undoes"
 FULL_SCREEN_CHECK_MS = 400  # how long a window manager gets to make the presentation window full screen
 DEFAULT_POINT_SIZE = 26
+NOTE_SCALE = 0.6  # the state note's size, of the caption font's
+MIN_NOTE_POINT_SIZE = 9.0
+
+SessionState = Literal["running", "waiting", "paused", "idle"]  # waiting: running, but there is no audio input
+
+
+def _note(state: SessionState | None, empty: bool) -> str:
+    """The note the overlay shows in ``state`` (None: no state given, no note); ``empty``: it has no text."""
+    if state == "running":
+        return "Waiting for speech\u2026" if empty else ""
+    if state == "idle":
+        return "Not captioning" if empty else "Stopped"
+    return {"waiting": "No audio input", "paused": "Paused"}.get(state or "", "")
 
 
 @dataclass(frozen=True)
@@ -121,6 +142,7 @@ class CaptionOverlay(QWidget):
         self._committed: collections.deque[str] = collections.deque(maxlen=KEEP_LINES)
         self._stable = ""
         self._tail = ""
+        self._state: SessionState | None = None
         self._presentation = False
         self._menu: QMenu | None = None
         self._drag: tuple[QPoint, QRect, Qt.Edge] | None = None
@@ -142,9 +164,14 @@ class CaptionOverlay(QWidget):
         self._style = style.clamped()
         if self._style.click_through != old.click_through:
             self._apply_flags()
+        self.fit_height()
+        self.update()
+
+    def fit_height(self) -> None:
+        """Take the height the number of lines and the font need, within the screen (see ``_set_height``);
+        nothing in presentation mode."""
         if not self._presentation:
             self._set_height(self._natural_height())
-        self.update()
 
     def _set_height(self, height: int) -> None:
         """Take ``height``, staying on the screen: an overlay in the lower half of its screen keeps its bottom
@@ -201,18 +228,41 @@ class CaptionOverlay(QWidget):
     def commit(self, line: Line) -> None:
         self._committed.append(line.text.strip())
         self._stable = self._tail = ""
-        self.setAccessibleDescription(" ".join(list(self._committed)[-3:]))  # committed text only: no churn
-        self.update()
+        self._changed()
 
     def set_partial(self, event: CaptionEvent | None) -> None:
         self._stable = event.stable_text if event is not None else ""
         self._tail = event.tail_text if event is not None else ""
-        self.update()
+        self._changed()
+
+    def set_lines(self, lines: Sequence[Line]) -> None:
+        """Show ``lines`` (the last of them) in place of everything the overlay holds: a transcript that was
+        replaced (a new session, a recovered one, the last one back after a failed start)."""
+        self._committed.clear()
+        self._committed.extend(line.text.strip() for line in lines[-KEEP_LINES:])
+        self._stable = self._tail = ""
+        self._changed()
 
     def clear(self) -> None:
-        self._committed.clear()
-        self._stable = self._tail = ""
-        self.setAccessibleDescription("")
+        """Show no lines."""
+        self.set_lines([])
+
+    def set_session_state(self, state: SessionState | None) -> None:
+        """What the session is doing, for the note after the captions; None (the start): no note."""
+        self._state = state
+        self._changed()
+
+    def note(self) -> str:
+        """The state note shown now ("" when none)."""
+        return _note(self._state, not self.text())
+
+    def _changed(self) -> None:
+        """Repaint; the accessible description is the last committed lines (no churn from the partial) and the
+        note, or the note alone while there is nothing to read ("Waiting for speech\u2026")."""
+        note = self.note()
+        description = " ".join(list(self._committed)[-3:]) + (f" ({note})" if note and self._committed else note)
+        if description != self.accessibleDescription():
+            self.setAccessibleDescription(description)
         self.update()
 
     def text(self) -> str:
@@ -221,7 +271,7 @@ class CaptionOverlay(QWidget):
         return " ".join(p for p in parts if p)
 
     def visible_lines(self) -> list[str]:
-        """The wrapped lines that are painted, top to bottom."""
+        """The wrapped lines that are painted, top to bottom (the note included)."""
         doc = self._layout_document()
         return [text for text, _, _ in self._shown(self._wrapped_lines(doc))]
 
@@ -297,8 +347,11 @@ class CaptionOverlay(QWidget):
         tail = QTextCharFormat()
         color = QColor(self._style.text_color)
         color.setAlphaF(0.62)
-        tail.setForeground(color)
-        tail.setFontItalic(tail_italic(doc.defaultFont(), self._tail))
+        if self._state in (None, "running"):  # words may still change: grey (and italic)
+            tail.setForeground(color)
+            tail.setFontItalic(tail_italic(doc.defaultFont(), self._tail))
+        else:  # nothing is coming to change them
+            tail = normal
         parts = [(text, "") for text in self._committed if text]
         if self._stable or self._tail:
             parts.append((self._stable, self._tail))
@@ -313,6 +366,15 @@ class CaptionOverlay(QWidget):
                 cursor.insertText((" " if j else "") + stable.lstrip(), normal)
                 if partial_tail:
                     cursor.insertText(partial_tail, tail)
+        note = self.note()
+        if note:  # after the last words (on the left of a right-to-left line), a label rather than words said
+            label = QTextCharFormat()
+            label.setForeground(color)
+            label.setFontPointSize(max(MIN_NOTE_POINT_SIZE, doc.defaultFont().pointSizeF() * NOTE_SCALE))
+            label.setFontCapitalization(QFont.Capitalization.AllUppercase)
+            label.setFontLetterSpacing(110)
+            cursor.insertText("\u2003" if parts else "", normal)
+            cursor.insertText(f"\u2066{note}\u2069", label)  # isolated: kept whole after Arabic
         return doc
 
     @staticmethod

@@ -3,6 +3,10 @@
 The menu (shared by the main window's View menu and the overlay's right-click) sets the number of
 lines, font, colours, background opacity, click-through and presentation mode; every choice is saved
 at once, as is the overlay's geometry after the user moves or resizes it.
+
+The overlay shows what the main window's caption view shows: the controller's lines (again after they are
+replaced: a new session, a recovered one, the last one back after a failed start), the partial, and the session's
+state (running, waiting for an input, paused, or not captioning).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from PySide6.QtWidgets import QApplication, QColorDialog, QFontDialog, QMenu, QW
 
 from app import placement
 from app.controller import SessionController
-from app.overlay import CaptionOverlay, OverlayStyle
+from app.overlay import CaptionOverlay, OverlayStyle, SessionState
 from app.settings import Key, Settings
 
 OPACITIES = (0.0, 0.25, 0.5, 0.65, 0.8, 0.9, 1.0)
@@ -30,17 +34,24 @@ class OverlayManager(QObject):
         super().__init__(parent)
         self._settings = settings
         self._parent = parent
+        self._controller = controller
         self.overlay = CaptionOverlay()
         self.overlay.set_overlay_style(self._load_style())
-        if not placement.restore(self.overlay, settings.value(Key.OVERLAY_GEOMETRY)) and not placement.place_relative(
-            self.overlay, settings.value(Key.OVERLAY_PLACE)
-        ):
-            self._place_default()
+        if not placement.restore(self.overlay, settings.value(Key.OVERLAY_GEOMETRY)):  # saved on another screen
+            if placement.place_relative(self.overlay, settings.value(Key.OVERLAY_PLACE)):
+                self.overlay.fit_height()  # its share of that screen's height cut lines: the font is not scaled
+            else:
+                self._place_default()
         self.overlay.geometry_changed.connect(self.save_geometry)
         self.overlay.closed.connect(lambda: self._set_visible_action(False))
         controller.line_committed.connect(self.overlay.commit)
         controller.partial_changed.connect(self.overlay.set_partial)
-        controller.lines_reset.connect(self.overlay.clear)
+        controller.lines_reset.connect(self._show_lines)
+        c = controller
+        for changed in (c.state_changed, c.input_waiting, c.server_waiting, c.device_recovered):
+            changed.connect(self._show_state)
+        self._show_lines()
+        self._show_state()
 
         self.toggle_action = QAction("Caption overlay", self)
         self.toggle_action.setCheckable(True)
@@ -65,6 +76,21 @@ class OverlayManager(QObject):
         self.reset_action.triggered.connect(self.reset_place)
         self.menu = self._build_menu()
         self.overlay.set_context_menu(self.menu)
+
+    # -- what the overlay shows ------------------------------------------------------------------
+    def _show_lines(self) -> None:
+        """The controller's lines, as the caption view shows them (its transcript was replaced)."""
+        self.overlay.set_lines(self._controller.lines)
+
+    def _show_state(self, *_: object) -> None:
+        """The session's state, for the overlay's note (``controller.waiting``: running with no audio input)."""
+        c = self._controller
+        state: SessionState = "idle"
+        if c.state == "running":
+            state = "waiting" if c.waiting else "running"
+        elif c.state == "paused":
+            state = "paused"
+        self.overlay.set_session_state(state)
 
     # -- visibility ------------------------------------------------------------------------------
     def set_visible(self, visible: bool) -> None:

@@ -402,3 +402,106 @@ def test_at_its_own_height_the_overlay_shows_every_line_it_is_set_to(qtbot):
             if len(overlay.visible_lines()) < lines:
                 short.append((size, lines))
     assert short == []
+
+
+def _brightest(overlay: CaptionOverlay) -> int:
+    """The brightest pixel's value in the overlay as painted (white text on black: settled words reach 255, the
+    grey tail and the note stay near 160)."""
+    image = overlay.grab().toImage()
+    return max(image.pixelColor(x, y).value() for y in range(image.height()) for x in range(0, image.width(), 2))
+
+
+def test_paused_the_still_forming_tail_is_drawn_settled(qtbot):
+    """QA: paused, the overlay still drew the grey "still forming" tail, as if words were coming. Nothing comes to
+    change it while the session is not running: it is drawn as settled text, and the note says why."""
+    overlay = CaptionOverlay()
+    qtbot.addWidget(overlay)
+    overlay.set_overlay_style(OverlayStyle(text_color="#ffffff", background_color="#000000", opacity=1.0))
+    overlay.resize(700, overlay.height())
+    overlay.set_partial(CaptionEvent(partial=Line("every word still forming", 0, 1), partial_stable=0))
+    overlay.set_session_state("running")
+    assert overlay.note() == "" and _brightest(overlay) < 200  # all tail: grey
+    overlay.set_session_state("paused")
+    assert overlay.note() == "Paused" and _brightest(overlay) > 240
+    assert (
+        overlay.visible_lines()[-1].startswith("every word still forming") and "Paused" in overlay.visible_lines()[-1]
+    )
+    assert overlay.text() == "every word still forming"  # the note is not caption text (copy, export)
+
+
+def test_the_overlay_says_when_no_captions_are_coming(qtbot, settings, controller):
+    """QA: someone watching only the overlay could not tell that captions were not coming: before the first
+    caption it was an empty strip with an empty accessible description, paused it looked live, and after Stop the
+    last lines stayed with no sign that the session had ended. The overlay follows the controller's state now and
+    says so in a short note (also in its accessible description)."""
+    from PySide6.QtWidgets import QWidget
+
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    manager = OverlayManager(controller, settings, parent)
+    overlay = manager.overlay
+    qtbot.addWidget(overlay)
+
+    def state(name: str) -> None:
+        controller.state = name
+        controller.state_changed.emit(name)
+
+    def shown() -> tuple[str, str]:
+        return overlay.note(), overlay.accessibleDescription()
+
+    assert controller.state == "no-model" and shown() == ("Not captioning", "Not captioning")
+    assert "Not captioning" in overlay.visible_lines()[-1]
+    state("running")
+    assert shown() == ("Waiting for speech\u2026", "Waiting for speech\u2026")
+    controller.partial_changed.emit(CaptionEvent(partial=Line("hello", 0, 1)))
+    assert overlay.note() == ""  # words are showing
+    controller.line_committed.emit(Line("hello there", 0, 1))
+    controller.partial_changed.emit(None)
+    assert shown() == ("", "hello there")
+    controller.waiting = True  # the input was lost and no other can be opened
+    controller.input_waiting.emit()
+    assert shown() == ("No audio input", "hello there (No audio input)")
+    controller.waiting = False
+    controller.device_recovered.emit("Fake Mic")
+    assert overlay.note() == ""
+    state("paused")
+    assert shown() == ("Paused", "hello there (Paused)")
+    state("running")
+    assert overlay.note() == ""
+    state("idle")  # stopped: the last lines stay, marked
+    assert shown() == ("Stopped", "hello there (Stopped)")
+    assert overlay.visible_lines() == ["hello there\u2003\u2066Stopped\u2069"]
+
+
+def test_the_overlay_shows_the_transcript_the_views_get_back(qtbot, settings, journal_dir):
+    """QA: after a failed start or a Recover the overlay went blank (it cleared on ``lines_reset``) while the main
+    view showed the lines again. It shows the controller's lines, as the views do."""
+    from PySide6.QtWidgets import QWidget
+
+    from app.controller import SessionController
+    from app.worker import SessionSpec
+    from tests.app import fake_engine
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    sd = FakeSoundDevice([make_device("Built-in Mic")], deny=True)  # every start fails
+    c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+    try:
+        parent = QWidget()
+        qtbot.addWidget(parent)
+        overlay = OverlayManager(c, settings, parent).overlay
+        qtbot.addWidget(overlay)
+        with qtbot.waitSignal(c.model_changed, timeout=5000):
+            c.load_model("fake-moonshine", "auto")
+        crashed = c.store.create({"source": "microphone"})  # a session that did not end cleanly
+        for i in range(3):
+            crashed.add(Line(f"recovered line {i}", 2.0 * i, 2.0 * i + 1))
+        crashed._file.close()
+        c.recover(c.pending_recovery())
+        assert overlay.text() == "recovered line 0 recovered line 1 recovered line 2"
+        with qtbot.waitSignal(c.session_failed, timeout=5000):
+            c.start(SessionSpec())
+            assert overlay.text() == ""  # a new session starts empty
+        assert overlay.text() == "recovered line 0 recovered line 1 recovered line 2"
+        assert overlay.note() == "Stopped"
+    finally:
+        c.shutdown(5000)

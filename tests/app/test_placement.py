@@ -174,3 +174,29 @@ def test_a_place_from_another_screen_keeps_its_share_of_the_screen(
         settings.set_value(Key.OVERLAY_PLACE, damaged)
         g = overlay_manager(qtbot, controller, settings).overlay.geometry()
         assert a.contains(g) and abs(g.center().x() - a.center().x()) <= 1, damaged
+
+
+def test_an_overlay_from_another_screen_is_as_tall_as_its_lines_need(
+    qtbot, controller, settings, geometry_of_a_large_screen
+):
+    """QA: 4 lines at 40 pt, 270 px high on a 2560 x 1440 screen, came back 144 px high on a 1366 x 768 one (its
+    share of the screen's height) and showed 2 of its 4 lines: the font is not scaled. Its place and width keep
+    their shares; its height is what its lines and font need."""
+    from PySide6.QtGui import QFont
+
+    from engine.events import Line
+
+    font = QFont("DejaVu Sans")
+    font.setPointSize(40)
+    settings.set_value(Key.OVERLAY_FONT, font.toString())
+    settings.set_value(Key.OVERLAY_LINES, 4)
+    settings.set_value(Key.OVERLAY_GEOMETRY, geometry_of_a_large_screen)  # refused here
+    settings.set_value(Key.OVERLAY_PLACE, f"{1500 / 2560:.4f} {1100 / 1440:.4f} {1000 / 2560:.4f} {270 / 1440:.4f}")
+    overlay = overlay_manager(qtbot, controller, settings).overlay
+    g, a = overlay.geometry(), area()
+    assert a.height() * 270 / 1440 < 0.6 * overlay.sizeHint().height() <= a.height()  # the premise: the share cut
+    assert g.height() == overlay.sizeHint().height() and a.contains(g), (g, a)
+    assert abs(g.width() - a.width() * 1000 / 2560) <= 2 and g.bottom() > a.center().y()
+    for i in range(6):
+        overlay.commit(Line(f"line {i} with a few words in it", i, i + 1))
+    assert len(overlay.visible_lines()) == 4
