@@ -101,6 +101,18 @@ class _Notifier(QObject):
 FIRST_SIZE = (1240, 680)
 
 
+OTHER_KEYS = (  # keys of one widget, not configurable: listed in Help > Keyboard shortcuts
+    ("Ctrl+End, Page Down", "Back to the live captions after scrolling up", "Caption view"),
+    ("Esc", "Clear the search", "History search box"),
+    ("Esc", "Leave presentation mode", "Overlay (F11)"),
+    (
+        "Arrows, Shift+arrows",
+        "Move, resize the overlay; Enter keeps, Esc undoes",
+        "View \u25b8 Overlay \u25b8 Move or resize with the keyboard",
+    ),
+)
+
+
 def _missing_catalog_model(source: str) -> CatalogEntry | None:
     """The catalog entry of ``source`` when it is a catalog model not (fully) on this computer, else None (also
     when the cache cannot be read: the load then says what is wrong). No network."""
@@ -687,10 +699,16 @@ class MainWindow(QMainWindow):
         return rows
 
     def show_shortcuts(self) -> InfoDialog:
-        """Help > Keyboard shortcuts: every key, what it does and its menu item (a dialog that fits the screen)."""
+        """Help > Keyboard shortcuts: every key, what it does and its menu item (a dialog that fits the screen),
+        then the keys that belong to one place (``OTHER_KEYS``)."""
         rows = "".join(
             f"<tr><td><b>{keys}</b></td><td>{what}</td><td>{where}</td></tr>"
             for keys, what, where in self.shortcut_rows()
+        )
+        larger = self.settings.shortcut(Shortcut.LARGER_TEXT)
+        rows = rows.replace(f"<b>{larger}</b>", f"<b>{larger}</b> or <b>Ctrl+=</b>", 1)  # both sequences work
+        rows += "<tr><td colspan=3><br><b>In one place</b></td></tr>" + "".join(
+            f"<tr><td><b>{keys}</b></td><td>{what}</td><td>{where}</td></tr>" for keys, what, where in OTHER_KEYS
         )
         dialog = InfoDialog(self, "Keyboard shortcuts", f"<table cellspacing=6>{rows}</table>")
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
