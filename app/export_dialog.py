@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,14 +43,16 @@ PREVIEW_LINES = 12
 SUFFIXES = {f.suffix for f in FORMATS}  # the extensions a transcript file name may end in
 
 
-def default_file_name(fmt: ExportFormat, started: str = "") -> str:
+def default_file_name(fmt: ExportFormat, started: str = "", title: str = "") -> str:
     """``livecap-YYYY-MM-DD-HHMM`` plus the format's suffix: the time ``started`` (ISO 8601, a kept session's
-    start) when it reads as one, else now."""
+    start) when it reads as one, else now; a session's ``title`` ("Board meeting") in place of "livecap", with
+    what no file system takes (separators, ``<>:"|?*``, control characters) as spaces, at most 80 characters."""
     try:
         when = time.strptime(started[:16], "%Y-%m-%dT%H:%M")
     except ValueError:
         when = time.localtime()
-    return time.strftime("livecap-%Y-%m-%d-%H%M", when) + fmt.suffix
+    name = " ".join(re.sub(r'[<>:"/\\|?*\x00-\x1f\x7f]', " ", title).split())[:80].strip(" .")
+    return (f"{name} " if name else "livecap-") + time.strftime("%Y-%m-%d-%H%M", when) + fmt.suffix
 
 
 def with_format(name: str, fmt: ExportFormat) -> str:
@@ -63,8 +66,8 @@ def with_format(name: str, fmt: ExportFormat) -> str:
 
 class ExportDialog(QDialog):
     """Exports ``lines`` (of ``audio_end`` seconds of audio, when known: no time written passes it); the file
-    name offered carries the time ``started`` (a kept session's start), else now. After an accepted ``exec()``,
-    ``saved_path`` and ``format`` say what was written."""
+    name offered carries the time ``started`` (a kept session's start), else now, and its ``title``. After an
+    accepted ``exec()``, ``saved_path`` and ``format`` say what was written."""
 
     def __init__(
         self,
@@ -75,6 +78,7 @@ class ExportDialog(QDialog):
         parent: QWidget | None = None,
         audio_end: float | None = None,
         started: str = "",
+        title: str = "",
     ) -> None:
         super().__init__(parent)
         self.setObjectName("exportDialog")
@@ -135,7 +139,7 @@ class ExportDialog(QDialog):
 
         fmt = format_by_key(fmt_key)
         self.format_combo.setCurrentIndex(FORMATS.index(fmt))
-        self.path_edit.setText(str(Path(folder or Path.home()) / default_file_name(fmt, started)))
+        self.path_edit.setText(str(Path(folder or Path.home()) / default_file_name(fmt, started, title)))
         self.format_combo.currentIndexChanged.connect(self._format_changed)
         self._update_preview()
 

@@ -403,9 +403,10 @@ class SessionsWindow(QWidget):
         if session_id is None:
             return None
         try:
-            audio_end, started = self.store.audio_seconds(session_id), self.store.summary(session_id).started
+            summary = self.store.summary(session_id)
+            audio_end, started, title = self.store.audio_seconds(session_id), summary.started, summary.title
         except LivecapError:  # the session went meanwhile: the lines shown, their times as they are
-            audio_end, started = None, ""
+            audio_end, started, title = None, "", ""
         folder = self.settings.value(Key.EXPORT_FOLDER) or str(documents_dir())
         dialog = ExportDialog(
             self.history.lines(),
@@ -414,6 +415,7 @@ class SessionsWindow(QWidget):
             parent=self,
             audio_end=audio_end,
             started=started,  # the file name offered carries the session's time, not now
+            title=title,  # and its title, when it was given one
         )
         if dialog.exec() and dialog.saved_path is not None:
             self.settings.set_value(Key.EXPORT_FOLDER, str(dialog.saved_path.parent))

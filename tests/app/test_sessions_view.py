@@ -718,3 +718,16 @@ def test_a_session_deleted_elsewhere_says_so_when_its_row_is_clicked(qtbot, libr
     view.table.setCurrentItem(view.table.topLevelItem(1))
     assert view.error_label.text() == "That session is no longer there." and view.error_label.isVisibleTo(view)
     assert view.ids() == [ids[0], ids[2]] and view.current_id() == ids[0]
+
+
+def test_an_export_of_a_titled_session_offers_its_title_as_the_file_name(library, monkeypatch):
+    """The file name offered was always livecap-<date>, also for a session the user had named (QA)."""
+    from app.export_dialog import ExportDialog
+
+    view, ids = library([1])
+    view.select(ids[0])
+    view.rename("Board meeting: Q3/Q4?")
+    monkeypatch.setattr(ExportDialog, "exec", lambda self: 0)
+    dialog = view.export_dialog()
+    assert dialog is not None and dialog.path().name.startswith("Board meeting Q3 Q4 ")
+    assert dialog.path().suffix == dialog.format.suffix
