@@ -604,6 +604,16 @@ def test_a_monitor_as_the_default_source_is_not_taken_for_the_microphone(pulse_s
         pulse_server.pactl("set-default-source", "fakemic")
 
 
+def back_on_usb_then_stop(qtbot, c, w, usb) -> None:
+    """Plug the USB microphone in: the session goes back to it ("Back on ..."); then stop it."""
+    with qtbot.waitSignal(c.device_returned, timeout=20000) as back:
+        usb.plug_in()
+    assert "USB-Mic" in back.args[0] and "USB-Mic" in c.input_description
+    assert c.state == "running" and "Back on" in w.banner.label.text()
+    with qtbot.waitSignal(c.session_finished, timeout=10000):
+        c.stop()
+
+
 def test_a_chosen_microphone_plugged_back_in_is_captioned_again(qtbot, pulse_server, journal_dir, settings):
     """A USB microphone unplugged mid-session: captioning went on from the default microphone, and stayed there
     after it was plugged back in (found in QA). Back on it once the server lists it again."""
@@ -617,12 +627,7 @@ def test_a_chosen_microphone_plugged_back_in_is_captioned_again(qtbot, pulse_ser
         with qtbot.waitSignal(c.device_recovered, timeout=20000) as fallback:
             usb.unplug()
         assert "Virtual Mic" in fallback.args[0]
-        with qtbot.waitSignal(c.device_returned, timeout=20000) as back:
-            usb.plug_in()
-        assert "USB-Mic" in back.args[0] and "USB-Mic" in c.input_description
-        assert c.state == "running" and "Back on" in w.banner.label.text()
-        with qtbot.waitSignal(c.session_finished, timeout=10000):
-            c.stop()
+        back_on_usb_then_stop(qtbot, c, w, usb)
     finally:
         end_session(c, writer)
         usb.remove()
@@ -645,12 +650,7 @@ def test_a_session_started_without_the_chosen_microphone_takes_it_once_plugged_i
         assert c.state == "running" and "Virtual Mic" in c.input_description
         assert "\u201cUSB-Mic\u201d is not connected; using the default one" in w.banner.label.text()
         wait_recording(pulse_server)
-        with qtbot.waitSignal(c.device_returned, timeout=20000) as back:
-            usb.plug_in()
-        assert "USB-Mic" in back.args[0] and "USB-Mic" in c.input_description
-        assert c.state == "running" and "Back on" in w.banner.label.text()
-        with qtbot.waitSignal(c.session_finished, timeout=10000):
-            c.stop()
+        back_on_usb_then_stop(qtbot, c, w, usb)
     finally:
         end_session(c, writer)
         usb.remove()
