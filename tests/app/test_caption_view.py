@@ -269,3 +269,196 @@ def test_a_tail_the_italic_face_cannot_draw_stays_upright(qtbot):
     )
     doc = overlay._layout_document()  # kept: its blocks die with it
     assert [italic for _, italic, _ in fragments(doc.lastBlock())] == [False, False]
+
+
+def _screen_top(view) -> tuple[str, float]:
+    """The paragraph at the top of the screen and how many pixels of it are above the screen."""
+    from PySide6.QtCore import QPoint
+
+    block = view.cursorForPosition(QPoint(0, 0)).block()
+    top = view.document().documentLayout().blockBoundingRect(block).top()
+    return block.text(), view.verticalScrollBar().value() - top
+
+
+def test_a_reader_scrolled_up_keeps_the_pixel_while_the_partial_wraps(qtbot):
+    """A reader wheeled up into a wrapped paragraph was jumped 111 px (about 4 lines) to the paragraph's top as soon
+    as the partial wrapped onto a new line (QA): the paragraph was kept, the pixel offset into it was not."""
+    from PySide6.QtGui import QFont
+
+    view = CaptionView()
+    qtbot.addWidget(view)
+    font = QFont("DejaVu Sans")
+    font.setPointSize(16)
+    view.set_caption_font(font)
+    view.resize(600, 400)
+    view.show()
+    qtbot.waitExposed(view)
+    words = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor " * 3).split()
+    for i in range(40):
+        view.commit(Line(f"[{i}] " + " ".join(words), i, i + 1))
+    bar = view.verticalScrollBar()
+    bar.setValue(bar.maximum() - 10 * 20)  # ten wheel steps up: inside a paragraph, not at its top
+    reading = _screen_top(view)
+    assert not view.following and reading[1] > 20
+    for n in range(1, len(words) + 1):  # the partial grows word by word, wrapping several times
+        view.set_partial(CaptionEvent(partial=Line(" ".join(words[:n]), 50, 51), partial_stable=0))
+        view.flush()
+        assert _screen_top(view) == reading, n
+    view.commit(Line(" ".join(words), 50, 52))
+    view.set_partial(CaptionEvent(partial=Line("a b c", 53, 54), partial_stable=0))
+    view.flush()
+    view.set_partial(None)  # the partial goes: the text is shorter for a moment
+    view.flush()
+    view.commit(Line("next", 54, 55))
+    assert _screen_top(view) == reading and not view.following
+    # a reader scrolled into a partial taller than the screen: the lines above the new words keep still too
+    view.set_partial(CaptionEvent(partial=Line(" ".join(words * 6), 60, 61), partial_stable=0))
+    view.flush()
+    bar.setValue(bar.maximum() - 5 * 20)
+    reading = _screen_top(view)
+    assert reading[0] == view.partial_text() and reading[1] > 20
+    view.set_partial(CaptionEvent(partial=Line(" ".join(words * 8), 60, 62), partial_stable=0))
+    view.flush()
+    assert _screen_top(view)[1] == reading[1]
+
+
+def _drag(view, start, end, during):
+    """Press the left button at ``start`` on the view, drag to ``end``, call ``during()``, drag on, release."""
+    from PySide6.QtCore import QEvent, QPoint, QPointF, Qt
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtTest import QTest
+    from PySide6.QtWidgets import QApplication
+
+    vp = view.viewport()
+
+    def move(to: QPoint) -> None:  # QTest.mouseMove sends no held button
+        left = Qt.MouseButton.LeftButton
+        global_pos = QPointF(vp.mapToGlobal(to))
+        event = QMouseEvent(
+            QEvent.Type.MouseMove,
+            QPointF(to),
+            global_pos,
+            Qt.MouseButton.NoButton,
+            left,
+            Qt.KeyboardModifier.NoModifier,
+        )
+        QApplication.sendEvent(vp, event)
+
+    QTest.mousePress(vp, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, start)
+    move(QPoint((start.x() + end.x()) // 2, end.y()))
+    during()
+    move(end)
+    QTest.mouseRelease(vp, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, end)
+
+
+def test_a_mouse_selection_holds_the_text_still_while_lines_arrive(qtbot):
+    """Dragging over a line while captions came in selected four paragraphs: following scrolled the text under the
+    pointer (QA). The text holds still while the button is held; a follower goes back to the end on release."""
+    from PySide6.QtCore import QPoint
+
+    view = _live_view(qtbot, 30)
+    bar = view.verticalScrollBar()
+    assert view.following and bar.value() == bar.maximum()
+    y = view.cursorRect(view.cursorForPosition(QPoint(5, 150))).center().y()  # on a line, not between paragraphs
+    start, end = QPoint(5, y), QPoint(260, y)
+    target = view.cursorForPosition(start).block().text()
+
+    def lines_arrive():
+        for k in range(3):
+            view.commit(Line(f"new line {k}", 40 + k, 41 + k))
+        assert view.cursorForPosition(start).block().text() == target  # still under the pointer
+
+    _drag(view, start, end, lines_arrive)
+    selected = view.textCursor().selectedText()
+    assert "\u2029" not in selected and target.startswith(selected) and len(selected) > 10
+    assert view.following and bar.value() == bar.maximum()  # following again
+    view.commit(Line("after the selection", 50, 51))
+    assert bar.value() == bar.maximum()
+
+
+def test_a_mouse_selection_leaves_a_reader_scrolled_up_where_they_read(qtbot):
+    from PySide6.QtCore import QPoint
+
+    view = _live_view(qtbot, 60)
+    bar = view.verticalScrollBar()
+    bar.setValue(bar.maximum() // 2)
+    reading = _screen_top(view)
+    _drag(view, QPoint(5, 100), QPoint(200, 100), lambda: view.commit(Line("a new line", 60, 61)))
+    assert not view.following and _screen_top(view) == reading
+    view.commit(Line("another line", 61, 62))
+    assert _screen_top(view) == reading
+
+
+def test_no_caret_flag_by_right_to_left_text_with_the_focus(qtbot):
+    """A caret of width 0 still drew its right-to-left flag, a small "‹" by the newest Arabic or Hebrew line, while
+    the view had the keyboard focus (QA)."""
+    from PySide6.QtGui import QFont
+
+    view = CaptionView()
+    qtbot.addWidget(view)
+    font = QFont("DejaVu Sans")
+    font.setPointSize(28)
+    view.set_caption_font(font)
+    view.resize(600, 200)
+    text = "\u0648\u0627\u0644\u0622\u0646 \u0646\u0646\u062a\u0642\u0644 \u0625\u0644\u0649"  # Arabic
+    view.commit(Line(text, 0, 1))
+    view.set_partial(CaptionEvent(partial=Line(text, 1, 2), partial_stable=6))
+    view.flush()
+    view.show()
+    qtbot.waitExposed(view)
+    view.clearFocus()
+    qtbot.waitUntil(lambda: not view.hasFocus(), timeout=2000)
+    without = view.viewport().grab().toImage()
+    view.activateWindow()
+    view.setFocus()
+    qtbot.waitUntil(view.hasFocus, timeout=2000)
+    assert view.textCursor().position() > 0  # the caret is in the right-to-left text, where the flag was drawn
+    assert view.viewport().grab().toImage() == without
+
+
+def test_the_hint_fits_a_large_font_in_a_small_pane(qtbot):
+    """At 48 pt in a 300 px pane the hint was cut after "Start", and an empty view cannot scroll (QA): the hint is
+    drawn smaller where it would not fit, and at the caption size where it does."""
+    from PySide6.QtCore import QRectF, Qt
+    from PySide6.QtGui import QFont, QFontMetricsF, QPalette
+
+    view = CaptionView()
+    qtbot.addWidget(view)
+    font = QFont("DejaVu Sans")
+    font.setPointSize(48)
+    view.set_caption_font(font)
+    view.show_state("idle")
+    palette = view.palette()
+    palette.setColor(QPalette.ColorRole.PlaceholderText, QColor("#ff0000"))
+    palette.setColor(QPalette.ColorRole.Base, QColor("#ffffff"))
+    view.setPalette(palette)
+    margin = int(view.document().documentMargin())
+    wrapped = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap
+    for size, shrinks in (((300, 250), True), ((120, 600), True), ((1240, 600), False)):
+        view.resize(*size)
+        view.show()
+        qtbot.waitExposed(view)
+        room = QRectF(view.viewport().rect().adjusted(margin, margin, -margin, -margin))
+        image = view.viewport().grab().toImage()
+        rows = _ink_rows(image, "#ff0000")
+        assert rows and rows[-1] < room.bottom() - 3, size  # no line cut at the bottom edge
+        hint_font = view.hint_font()
+        needed = QFontMetricsF(hint_font).boundingRect(room, wrapped, view.hint())
+        assert needed.width() <= room.width() and needed.height() <= room.height(), size
+        assert (hint_font.pointSizeF() < 48) == shrinks, size
+
+
+def test_the_accessible_description_is_the_hint_only_while_it_shows(qtbot):
+    """The description kept "Listening… captions appear here…" after captions were showing (QA)."""
+    view = CaptionView()
+    qtbot.addWidget(view)
+    view.show_state("running")
+    assert view.accessibleDescription() == view.hint() and view.hint().startswith("Listening")
+    view.set_partial(CaptionEvent(partial=Line("hello", 0, 1), partial_stable=0))
+    view.flush()
+    assert view.accessibleDescription() == ""
+    view.commit(Line("Hello.", 0, 1))
+    view.show_state("paused")  # the hint is not drawn over captions, nor described
+    assert view.accessibleDescription() == ""
+    view.clear_captions()
+    assert view.accessibleDescription() == view.hint() and view.hint().startswith("Paused")
