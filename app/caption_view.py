@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from PySide6.QtCore import QEvent, QPoint, QRect, QRectF, Qt, QTimer
+from PySide6.QtCore import QEvent, QPoint, QRect, QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
@@ -35,6 +35,7 @@ from PySide6.QtGui import (
     QTextBlockFormat,
     QTextCharFormat,
     QTextCursor,
+    QWheelEvent,
 )
 from PySide6.QtWidgets import QStyle, QStyleOption, QTextEdit, QWidget
 
@@ -70,6 +71,8 @@ class _Place:
 class CaptionView(QTextEdit):
     """Read-only caption text. Feed it with ``commit(line)`` and ``set_partial(event)`` (GUI thread)."""
 
+    size_step_requested = Signal(int)  # Ctrl+wheel: notches up (+) or down (-), for the window to size the text
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._caption_font: QFont | None = None
@@ -86,6 +89,7 @@ class CaptionView(QTextEdit):
         self.setTabChangesFocus(True)
         self.setAccessibleName("Captions")
         self._hint = ""
+        self._wheel = 0  # Ctrl+wheel turned less than a notch (touchpads send small steps)
         self.document().contentsChanged.connect(self._describe)
         self.keys = {"start": "Space", "models": "Ctrl+M"}  # the keys the hints name (the main window's own)
         self.show_state("no-model")
@@ -281,6 +285,19 @@ class CaptionView(QTextEdit):
         self.clear_captions()
         for line in lines[-(MAX_PARAGRAPHS - 1) :]:  # the rest would go again at once (a recovered 6000 took 5 s)
             self.commit(line)
+
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802 - Qt's name
+        """Ctrl+wheel asks for larger or smaller text (``size_step_requested``), as the View menu's keys do, so that
+        it is remembered; QTextEdit's own zoom was undone at the next font change."""
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            self._wheel += event.angleDelta().y()
+            notches = int(self._wheel / 120)  # toward zero: what is left keeps its sign
+            self._wheel -= notches * 120
+            if notches:
+                self.size_step_requested.emit(notches)
+            event.accept()
+            return
+        super().wheelEvent(event)
 
     # -- mouse selection -------------------------------------------------------------------------
     def mousePressEvent(self, event: QMouseEvent) -> None:

@@ -103,6 +103,8 @@ FIRST_SIZE = (1240, 680)
 
 OTHER_KEYS = (  # keys of one widget, not configurable: listed in Help > Keyboard shortcuts
     ("Ctrl+End, Page Down", "Back to the live captions after scrolling up", "Caption view"),
+    ("Ctrl+wheel", "Larger or smaller caption text", "Caption view"),
+    ("Ctrl+0", "Default caption text size", "View \u25b8 Default caption text size"),
     ("Esc", "Clear the search", "History search box"),
     ("Esc", "Leave presentation mode", "Overlay (F11)"),
     (
@@ -277,6 +279,9 @@ class MainWindow(QMainWindow):
             [QKeySequence(self.settings.shortcut(Shortcut.LARGER_TEXT)), QKeySequence("Ctrl+=")]
         )
         self.smaller_action = self._action("Smaller caption text", Shortcut.SMALLER_TEXT)
+        self.default_size_action = QAction("Default caption text size", self)
+        self.default_size_action.setShortcut(QKeySequence("Ctrl+0"))
+        self.addAction(self.default_size_action)
         self.overlays.toggle_action.setIconText("Overlay")
         self.overlays.toggle_action.setShortcut(QKeySequence(self.settings.shortcut(Shortcut.OVERLAY)))
         self.overlays.toggle_action.setToolTip(
@@ -414,6 +419,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction("Caption font\u2026").triggered.connect(self.choose_caption_font)
         view_menu.addAction(self.larger_action)
         view_menu.addAction(self.smaller_action)
+        view_menu.addAction(self.default_size_action)
         self.theme_group = self._choices(
             view_menu.addMenu("Theme"),
             [(name, name.replace("-", " ").capitalize(), "") for name in THEMES],
@@ -442,6 +448,10 @@ class MainWindow(QMainWindow):
         self.sessions_action.triggered.connect(self.show_sessions)
         self.larger_action.triggered.connect(lambda: self.change_caption_size(CAPTION_SIZE_STEP))
         self.smaller_action.triggered.connect(lambda: self.change_caption_size(-CAPTION_SIZE_STEP))
+        self.default_size_action.triggered.connect(self.reset_caption_size)
+        self.caption_view.size_step_requested.connect(
+            lambda notches: self.change_caption_size(notches * CAPTION_SIZE_STEP)
+        )
         self.welcome.model_ready.connect(self._welcome_model_ready)
         self.welcome.add_folder_requested.connect(self.choose_model_folder)
         self.welcome.more_models_requested.connect(self.choose_model)
@@ -647,6 +657,12 @@ class MainWindow(QMainWindow):
         self._apply_caption_font()
         self.status.showMessage(f"Caption text {size} pt.", 2000)
         return size
+
+    def reset_caption_size(self) -> int:
+        """Back to the default caption text size (Ctrl+0); remembered."""
+        default = Key.CAPTION_FONT_SIZE.value[1]
+        current = self.caption_view.font().pointSize()
+        return self.change_caption_size(default - (current if current > 0 else default))
 
     def set_theme(self, name: str) -> None:
         app = QApplication.instance()

@@ -1075,3 +1075,35 @@ def test_a_new_session_clears_old_messages_and_a_narrow_status_bar_makes_room_fo
     with qtbot.waitSignal(c.session_finished, timeout=5000):
         window.stop_action.trigger()
     assert window.start_action.toolTip().startswith("Start captioning")
+
+
+def test_ctrl_wheel_sizes_the_caption_text_and_ctrl_0_resets_it(qtbot, window, settings):
+    """Ctrl+wheel zoomed the caption view until the next font change undid it, unsaved; there was no key back to
+    the default size (QA). It now steps the size as Larger/Smaller do, remembered; Ctrl+0 returns to 18 pt."""
+    from PySide6.QtCore import QPoint, QPointF
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    view = window.caption_view
+
+    def wheel(dy: int) -> None:
+        pos = QPointF(view.viewport().rect().center())
+        event = QWheelEvent(
+            pos, view.viewport().mapToGlobal(pos), QPoint(), QPoint(0, dy), Qt.MouseButton.NoButton,
+            Qt.KeyboardModifier.ControlModifier, Qt.ScrollPhase.NoScrollPhase, False,
+        )  # fmt: skip
+        QApplication.sendEvent(view.viewport(), event)
+
+    assert view.font().pointSize() == 18
+    wheel(120)
+    wheel(120)
+    assert view.font().pointSize() == 22 and settings.value(Key.CAPTION_FONT_SIZE) == 22
+    wheel(60)  # half a notch (a touchpad): nothing yet
+    assert view.font().pointSize() == 22
+    wheel(-180)  # with the half before: one notch down
+    assert view.font().pointSize() == 20
+    window.set_theme("dark")  # a theme change keeps it (QTextEdit's own zoom went)
+    assert view.font().pointSize() == 20
+    window.setFocus()
+    QTest.keyClick(window, Qt.Key.Key_0, Qt.KeyboardModifier.ControlModifier)
+    assert view.font().pointSize() == 18 and settings.value(Key.CAPTION_FONT_SIZE) == 18
