@@ -1,8 +1,10 @@
 """Replays an audio file as if it were a microphone: blocks become due at wall-clock pace (times ``speed``).
 
 There is no thread: the engine worker calls ``read()`` on every tick and gets the blocks whose time has
-come. When the worker falls behind, the due blocks pile up and are all returned later, so a replay never
-loses audio (the backlog shows as "can't keep up" instead). The file is decoded as its audio becomes due
+come. When the worker falls behind, the due blocks pile up and are returned later, so a replay never loses
+audio (the backlog shows as "can't keep up" instead); beyond ``MAX_BEHIND_S`` the replay's clock waits for the
+engine, as a microphone's queue holds that much: with a model slower than real time the backlog grew without
+end, and Pause and Stop, which transcribe it, took minutes. The file is decoded as its audio becomes due
 (``engine.audio.open_audio``), so an hour-long recording takes no more memory than a short one.
 """
 
@@ -22,6 +24,7 @@ from engine.errors import AudioError, LivecapError
 log = logging.getLogger(__name__)
 
 BLOCK_SECONDS = 0.1
+MAX_BEHIND_S = 10.0  # due and not yet read: the replay's clock waits for the engine beyond this
 
 
 class FileSource:
@@ -71,11 +74,19 @@ class FileSource:
         if self._t0 is not None and self._paused_at is None:
             self._paused_at = time.monotonic()
 
+    @property
+    def max_read_s(self) -> float:
+        """The most audio a reader should take at a time to keep up with this replay's pace (a tick's worth at
+        high speeds: at one second a tick, ``--speed 200`` played at ~50x and said "can't keep up")."""
+        return max(1.0, self.speed * 0.05)
+
     def read(self, max_seconds: float | None = None) -> list[Block]:
         """The blocks that are due by now (at most about ``max_seconds``), oldest first."""
         if self._t0 is None:
             return []
-        due = self._due(time.monotonic() if self._paused_at is None else self._paused_at)
+        now = time.monotonic() if self._paused_at is None else self._paused_at
+        self._wait_for_reader(now)
+        due = self._due(now)
         if max_seconds is not None:
             due = min(due, self._pos + int(max_seconds * self.rate))
         audio = self._take(due - self._pos)
@@ -87,6 +98,12 @@ class FileSource:
             out.append(Block(audio[start:end].reshape(-1, 1), self.rate, arrived))
         self._pos += len(audio)
         return out
+
+    def _wait_for_reader(self, now: float) -> None:
+        """Hold the clock back so that at most ``MAX_BEHIND_S`` of audio are due and not read."""
+        excess = self._due(now) - self._pos - int(MAX_BEHIND_S * self.rate)
+        if excess > 0:
+            self._t0 += excess / (self.rate * self.speed)
 
     def _due(self, now: float) -> int:
         due = int((now - self._t0) * self.speed * self.rate)
@@ -134,10 +151,13 @@ class FileSource:
 
     @property
     def backlog_seconds(self) -> float:
-        """Seconds of audio that are due but not yet handed out (bounded by the file's length when known)."""
-        if self._t0 is None or self._paused_at is not None:
+        """Seconds of audio that are due but not yet handed out (bounded by the file's length when known, and by
+        ``MAX_BEHIND_S``); while paused, those due when it paused (read after Resume)."""
+        if self._t0 is None:
             return 0.0
-        due = self._due(time.monotonic())
+        now = time.monotonic() if self._paused_at is None else self._paused_at
+        self._wait_for_reader(now)
+        due = self._due(now)
         duration = getattr(self._stream, "duration", None)
         if duration is not None:
             due = min(due, int(duration * self.rate))

@@ -314,7 +314,9 @@ def _close_on_interrupt(window: Any, run: Any = None, pending: Sequence[int] = (
     def interrupt(signum: int, _frame: Any = None) -> None:
         if run is not None and run.exit_code is None:
             run.interrupted = 128 + int(signum)
-        window.close()
+        # from the event loop: a handler runs between any two bytecodes of the main thread, and closing there
+        # ended the session inside the code it interrupted (a line being committed lost its journal: QA)
+        QTimer.singleShot(0, window.close)
 
     signal.signal(signal.SIGINT, interrupt)
     if hasattr(signal, "SIGTERM"):

@@ -915,6 +915,9 @@ class MainWindow(QMainWindow):
         else:  # the journal failed (the banner said why): the lines are only in this window
             kept = " Not kept in Sessions: export it (File \u25b8 Export transcript)."
 
+        stats = self.controller.last_stats
+        if stats is not None and stats.dropped_s >= 1.0:  # the label that said so goes with the session
+            kept += f" {stats.dropped_s:.0f} s of audio could not be transcribed in time (the model is too slow)."
         if reason == "input ended":
             self.status.showMessage(f"The file ended; {n} line(s) transcribed.{kept}", 8000)
         elif reason == "stopped":
@@ -1119,8 +1122,15 @@ class MainWindow(QMainWindow):
             self.sessions_window.close()
         self.welcome.cancel()
         running = self.controller.state in ("running", "paused")
-        self.controller.shutdown()
-        if running and self.controller.last_session_id and self.controller.store is not None:
+        stopped = self.controller.shutdown()
+        if running and not stopped:
+            log.error("the engine did not end the session in progress on quit")
+            print(
+                "livecap: the engine did not stop in time; the lines of the session in progress so far are kept "
+                "and offered for recovery at the next start.",
+                file=sys.stderr,
+            )
+        elif running and self.controller.last_session_id and self.controller.store is not None:
             where = self.controller.store.folder / f"{self.controller.last_session_id}.jsonl"
             log.info("the session in progress ended on quit; it is kept in Sessions (%s)", where)
             print(f"livecap: the session in progress ended and is kept in Sessions ({where}).", file=sys.stderr)

@@ -41,7 +41,8 @@ TICK_MS = 20
 STALL_S = 1.0  # livecap did not run this long: the process was stopped, the machine froze or slept (StallWatch)
 STALL_GRACE_S = 3.0  # after a stall, the time the input has to hand over what it buffered before it counts as lost
 STATS_EVERY_S = 0.1
-MAX_SECONDS_PER_TICK = 1.0
+MAX_SECONDS_PER_TICK = 1.0  # a source may ask for more (``max_read_s``: a replay at high speed)
+DRAIN_ON_QUIT_S = 5.0  # on quit, at most this long transcribing what was captured and not yet fed
 SILENCE_HINT_AFTER_S = 4.0
 RECOVER_EVERY_S = 2.0
 SERVER_GRACE_S = 3.0  # once a sound server that did not answer does, its streams have this long to deliver again
@@ -216,7 +217,8 @@ class EngineWorker(QObject):
         if self._session is None or self._state != "running":
             return
         self._source.close()
-        self._feed(self._source.read())
+        if getattr(self._source, "kind", "") != "file":  # a file keeps what was due for Resume (no wait here)
+            self._feed(self._source.read())
         if self._recovering:  # resume on the default device rather than the one that vanished
             self._source = self._fallback_source()
             self._recovering = False
@@ -261,9 +263,11 @@ class EngineWorker(QObject):
 
     @Slot()
     def shutdown(self) -> None:
-        """Stop everything and drop the model (on this thread); emits ``shut_down`` last."""
+        """Stop everything and drop the model (on this thread); emits ``shut_down`` last. What was captured and
+        not yet transcribed is fed for ``DRAIN_ON_QUIT_S`` at most (a model slower than real time had up to 15 s
+        of it: the app's wait for this thread ran out, and a replay's transcript was never saved)."""
         if self._session is not None:
-            self._stop("stopped")
+            self._stop("stopped", DRAIN_ON_QUIT_S)
         if self._timer is not None:
             self._timer.stop()
         self._model = None
@@ -389,7 +393,7 @@ class EngineWorker(QObject):
         elif self._server_waited and not source.lost:  # delivering again before a check saw the server answer
             self._server_answers()
         else:
-            blocks = source.read(MAX_SECONDS_PER_TICK)
+            blocks = source.read(getattr(source, "max_read_s", MAX_SECONDS_PER_TICK))
             self._note_drops(source, stalled)  # after the read: what it dropped by then came before these blocks
             notices = getattr(source, "notices", list)()  # output changes, hints
             if notices:  # the new input's name first: a notice on screen never stands beside the old name
@@ -610,14 +614,21 @@ class EngineWorker(QObject):
         self._source, self._fell_back, self._kept, self._zero_run = source, False, set(), 0
         self.device_returned.emit(source.description)
 
-    def _stop(self, reason: str) -> None:
+    def _stop(self, reason: str, budget_s: float | None = None) -> None:
+        """End the session: feed what the input still holds (for ``budget_s`` seconds at most; None: all of it),
+        ``finish()``, emit the last captions and ``session_finished``."""
         source, session = self._source, self._session
         events: list[CaptionEvent] = []
         failed = False
         if source is not None:
             source.close()
             if not self._recovering:
-                self._feed(source.read())
+                left = self._drain(source, budget_s)
+                if left >= 0.5:
+                    self.notice.emit(
+                        f"The last {left:.0f} s of audio were not transcribed: quitting does not wait for a model "
+                        "slower than real time."
+                    )
         if self._session is None:  # _feed failed and already ended the session
             return
         try:
@@ -633,6 +644,19 @@ class EngineWorker(QObject):
         self._emit_events(events)
         self._emit_stats()
         self._end("error" if failed else reason)
+
+    def _drain(self, source: Any, budget_s: float | None) -> float:
+        """Feed what ``source`` still holds, for ``budget_s`` seconds at most (None: all of it); returns the seconds
+        of audio left untranscribed (dropped)."""
+        if budget_s is None:
+            self._feed(source.read())
+            return 0.0
+        until = time.monotonic() + budget_s
+        while time.monotonic() < until:
+            blocks = source.read(MAX_SECONDS_PER_TICK)
+            if not blocks or not self._feed(blocks):
+                return 0.0
+        return sum(len(block.samples) / block.rate for block in source.read())
 
     def _fail(self, message: str) -> None:
         self.error.emit(message)

@@ -112,3 +112,36 @@ def test_a_file_cut_short_is_said_once_when_its_audio_ends(tmp_path):
         time.sleep(0.01)
     assert source.ended and len(notes) == 1 and "ends early" in notes[0]
     assert source.notices() == []
+
+
+def test_a_replay_waits_for_a_reader_that_falls_far_behind_and_loses_nothing(tmp_path, monkeypatch):
+    """With a model slower than real time a replay's backlog grew without end: Pause and Stop, which transcribe
+    it, took 16 s after 30 s of replay and 47 s after 90 s (QA). Beyond MAX_BEHIND_S the clock waits for the
+    engine instead, as a microphone's queue holds that much; every sample is still read, in order. A fast replay
+    may be read in larger steps (at one second a tick, --speed 200 ran at ~50x)."""
+    from app import file_source
+    from engine.audio import read_audio
+
+    clock = [1000.0]
+    monkeypatch.setattr(file_source.time, "monotonic", lambda: clock[0])
+    audio = fake_engine.speechlike([(0.5, 0.5)] * 40)  # 40 s
+    path = fake_engine.write_wav(tmp_path / "a.wav", audio)
+    source = FileSource(path, speed=1.0)
+    source.open()
+    got = []
+    for _ in range(20):  # the engine reads half a second for every second that passes
+        clock[0] += 1.0
+        assert source.backlog_seconds <= file_source.MAX_BEHIND_S
+        got += source.read(0.5)
+    assert source.backlog_seconds == pytest.approx(file_source.MAX_BEHIND_S - 0.5, abs=0.01)  # held there
+    source.close()  # pause or stop: what is due is bounded too
+    due = source.read()
+    assert sum(len(b.samples) for b in due) <= file_source.MAX_BEHIND_S * 16000 + 1
+    got += due
+    source.open()
+    while not source.ended:
+        clock[0] += 1.0
+        got += source.read()
+    samples = np.concatenate([b.samples.reshape(-1) for b in got])
+    assert np.array_equal(samples, read_audio(path))  # every sample, in order: the clock waited, nothing skipped
+    assert FileSource(path, speed=200.0).max_read_s == pytest.approx(10.0) and FileSource(path).max_read_s == 1.0

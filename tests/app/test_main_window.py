@@ -1107,3 +1107,22 @@ def test_ctrl_wheel_sizes_the_caption_text_and_ctrl_0_resets_it(qtbot, window, s
     window.setFocus()
     QTest.keyClick(window, Qt.Key.Key_0, Qt.KeyboardModifier.ControlModifier)
     assert view.font().pointSize() == 18 and settings.value(Key.CAPTION_FONT_SIZE) == 18
+
+
+def test_stopped_says_how_much_audio_the_model_could_not_keep_up_with(qtbot, window):
+    """A model slower than real time dropped 70 s of 4 minutes at the microphone; "can't keep up" said so while it
+    ran, and went with the session: after Stop the message said only "Stopped; 126 line(s)" (QA)."""
+    from app.worker import Stats
+
+    load(qtbot, window)
+    c = window.controller
+    with qtbot.waitSignal(c.state_changed, timeout=5000):
+        window.start_action.trigger()
+    with qtbot.waitSignal(c.session_finished, timeout=5000):
+        window.stop_action.trigger()
+    c.last_stats = Stats(-30.0, 0.5, 0.0, 70.4, 240.0)
+    c.session_finished.emit("stopped")
+    assert "70 s of audio could not be transcribed in time" in window.status.currentMessage()
+    c.last_stats = Stats(-30.0, 0.5, 0.0, 0.2, 240.0)
+    c.session_finished.emit("stopped")
+    assert "could not be transcribed" not in window.status.currentMessage()

@@ -112,3 +112,33 @@ def test_an_interrupt_before_anything_was_heard_keeps_the_file_there(qtbot, caps
     run.interrupted = 130
     window.controller.session_finished.emit("stopped")
     assert run.exit_code == 130 and "Hello." in keep.read_text(encoding="utf-8")
+
+
+def test_a_signal_closes_the_window_from_the_event_loop_not_inside_the_code_it_interrupted(qtbot):
+    """SIGTERM during ``livecap --input`` closed the window inside the signal handler, which Python runs between
+    any two bytecodes of the main thread: the session ended (journal closed) in the middle of committing a line,
+    which then failed ("unexpected error", QA). The close now waits for the event loop."""
+    import signal
+
+    from PySide6.QtWidgets import QWidget
+
+    from app.main import _close_on_interrupt
+
+    closed: list[bool] = []
+
+    class Window(QWidget):
+        def closeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+            closed.append(True)
+            super().closeEvent(event)
+
+    window = Window()
+    qtbot.addWidget(window)
+    before = {name: signal.getsignal(getattr(signal, name)) for name in ("SIGINT", "SIGTERM")}
+    try:
+        _close_on_interrupt(window)
+        signal.raise_signal(signal.SIGTERM)  # its handler has run when this returns
+        assert closed == []  # not in the middle of this code
+        qtbot.waitUntil(lambda: closed == [True], timeout=2000)
+    finally:
+        for name, handler in before.items():
+            signal.signal(getattr(signal, name), handler)

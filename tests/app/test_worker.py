@@ -473,3 +473,57 @@ def test_under_both_a_part_that_follows_a_new_default_renames_the_input(qtbot, j
         assert '"input": "USB-Mic (16 kHz) + System audio: Speakers (16 kHz)"' in journal
     finally:
         c.shutdown(5000)
+
+
+def load_fake(qtbot, controller, name: str) -> None:
+    with qtbot.waitSignal(controller.model_changed, timeout=5000):
+        controller.load_model(name, "auto")
+
+
+def test_quitting_with_a_model_behind_waits_a_few_seconds_not_for_the_whole_backlog(qtbot, controller, monkeypatch):
+    """Quit (Ctrl+C, SIGTERM) with a model slower than real time transcribed the whole backlog first: the app's wait
+    for the worker ran out (15 s), a replay's --save-transcript was never written, the session stayed unfinished
+    (QA). The worker now feeds it for DRAIN_ON_QUIT_S at most and says how much was not transcribed."""
+    from app import worker
+
+    monkeypatch.setattr(worker, "DRAIN_ON_QUIT_S", 0.3, raising=False)
+    load_fake(qtbot, controller, "fake-slower")  # 1.5 s of work per second of audio, the mic at 4x real time
+    said: list[str] = []
+    controller.message.connect(lambda _level, text: said.append(text))
+    controller.start(SessionSpec())
+    qtbot.waitUntil(lambda: controller.state == "running", timeout=5000)
+    qtbot.waitUntil(lambda: (controller.last_stats or 0) and controller.last_stats.backlog_s > 6.0, timeout=10000)
+    began = time.monotonic()
+    assert controller.shutdown(15000)
+    assert time.monotonic() - began < 5.0  # the tick at work (1.5 s), 0.3 s of backlog, finish; the whole: 9 s
+    assert any("were not transcribed: quitting does not wait" in text for text in said), said
+
+
+def test_a_replay_pauses_at_once_and_a_fast_one_keeps_up(qtbot, controller, tmp_path, monkeypatch):
+    """A replay behind a slow model took 16 s to pause after 30 s (it transcribed the backlog first: the file
+    keeps it for Resume); at --speed 200 the worker read one second a tick and the status bar said "can't keep up"
+    with a model that costs nothing (QA)."""
+    from app import worker
+
+    monkeypatch.setattr(worker, "DRAIN_ON_QUIT_S", 0.3, raising=False)
+    wav = fake_engine.write_wav(tmp_path / "talk.wav", fake_engine.speechlike([(0.5, 0.5)] * 40))
+    load_fake(qtbot, controller, "fake-slower")
+    controller.start(SessionSpec(input_file=str(wav), speed=4.0))
+    qtbot.waitUntil(lambda: (controller.last_stats or 0) and controller.last_stats.backlog_s > 6.0, timeout=10000)
+    began = time.monotonic()
+    controller.pause()
+    qtbot.waitUntil(lambda: controller.state == "paused", timeout=30000)
+    assert time.monotonic() - began < 4.0  # the tick at work (1.5 s); the backlog: 9 s
+    qtbot.waitUntil(lambda: controller.last_stats.backlog_s > 0, timeout=2000)  # stats while paused
+    assert controller.elapsed() >= controller.last_stats.audio_s + 5.0  # the backlog is still due: the position
+    controller.shutdown(15000)
+
+
+def test_a_fast_replay_is_read_at_its_pace(qtbot, controller, tmp_path):
+    wav = fake_engine.write_wav(tmp_path / "talk.wav", fake_engine.speechlike([(0.5, 0.5)] * 40))
+    load_fake(qtbot, controller, "fake")
+    backlog: list[float] = []
+    controller.stats_changed.connect(lambda stats: backlog.append(stats.backlog_s))
+    with qtbot.waitSignal(controller.session_finished, timeout=20000):
+        controller.start(SessionSpec(input_file=str(wav), speed=200.0))
+    assert backlog and max(backlog) < 2.0, max(backlog)  # "can't keep up" shows from 2 s
