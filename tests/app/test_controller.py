@@ -156,3 +156,21 @@ def test_the_clock_stops_at_pause_and_stop_not_when_the_backlog_is_transcribed(q
         controller.stop()
         clock = controller.elapsed()
     assert controller.elapsed() - clock < 0.05, (clock, controller.elapsed())
+
+
+def test_a_live_srt_deleted_mid_session_is_written_again_and_said(qtbot, loaded, tmp_path):
+    """QA: the live SRT file removed while captioning got later cues in the deleted file, silently, and was gone
+    at the end; it is written again at its path (all its cues) and the user is told."""
+    path = tmp_path / "live.srt"
+    said: list[str] = []
+    loaded.message.connect(lambda _level, text: said.append(text))
+    loaded.set_live_srt(str(path))
+    loaded.start(SessionSpec())
+    qtbot.waitUntil(lambda: len(loaded.lines) >= 1, timeout=8000)
+    path.unlink()
+    n = len(loaded.lines)
+    qtbot.waitUntil(lambda: len(loaded.lines) > n, timeout=8000)
+    with qtbot.waitSignal(loaded.session_finished, timeout=5000):
+        loaded.stop()
+    assert path.read_text(encoding="utf-8") == format_srt(loaded.lines, audio_end=loaded.audio_seconds)
+    assert "The live SRT file was deleted while captioning; livecap wrote it again." in said

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 
 import pytest
 import srt
@@ -343,3 +344,198 @@ def test_an_interrupted_write_leaves_no_temporary_file(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         write_transcript([Line("text", 1.0, 2.0)], tmp_path / "s.srt")
     assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------- LiveSrtWriter: readers, a path that goes
+
+READER = r"""
+import os, sys
+path, stop = sys.argv[1], sys.argv[2]
+reads = bad = 0
+most = 0
+while not os.path.exists(stop):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        bad += 1
+        continue
+    reads += 1
+    cues = data.count(b" --> ")
+    whole = not data or (data.endswith(b"\n") and data.count(b"\n\n") == cues - 1 and b"\0" not in data)
+    bad += not whole or cues < most or (most and not data)
+    most = max(most, cues)
+print(reads, bad, most)
+"""
+
+
+def _states(lines, audio_end=None):
+    """Every text the live file may hold while ``lines`` are added one by one (and it is closed at ``audio_end``)."""
+    states = [format_srt(lines[:k]) for k in range(len(lines) + 1)]
+    return states + ([format_srt(lines, audio_end=audio_end)] if audio_end is not None else [])
+
+
+def test_live_file_is_whole_at_every_step_a_reader_could_see(tmp_path):
+    """QA: a reader polling the file saw fewer cues than before, an empty file and NUL bytes: the last block was
+    rewritten in place (seek, truncate, write). The file is read between every two calls the writer makes, so every
+    state it leaves the path in is seen: each must be one of the whole files, never going back."""
+    p = tmp_path / "live.srt"
+    lines = [Line(" ".join([f"w{i}"] * (2 + i % 9)), 1.0 * i, 1.0 * i + 1.6) for i in range(12)]
+    lines += [Line("late", 12.0, 12.0), Line("words", 12.0, 12.0)]  # decoded after the audio: written again at close
+    states = _states(lines, audio_end=12.0)
+    seen: list[int] = []
+
+    def look(frame, event, arg):
+        if event in ("c_call", "c_return"):
+            try:
+                text = p.read_bytes().decode("utf-8")
+            except FileNotFoundError:
+                text = None
+            assert text in states, f"a reader saw {text!r:.300}"
+            assert not seen or states.index(text) >= seen[-1], "a reader saw fewer lines than before"
+            seen.append(states.index(text))
+
+    w = LiveSrtWriter(p)
+    sys.setprofile(look)
+    try:
+        for line in lines:
+            w.add(line)
+        w.close(audio_end=12.0)
+    finally:
+        sys.setprofile(None)
+    assert p.read_text(encoding="utf-8") == states[-1] and len(set(seen)) == len(states)
+    assert [f.name for f in tmp_path.iterdir()] == ["live.srt"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="Windows may refuse the replace while the reader reads")
+def test_live_file_read_by_another_process_while_lines_are_added(tmp_path):
+    """The QA's check as OBS does it: another process reads the file as fast as it can while lines are added."""
+    import subprocess
+    import time
+
+    p, stop = tmp_path / "live.srt", tmp_path / "stop"
+    w = LiveSrtWriter(p)
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(p), str(stop)], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.2)
+        for i in range(400):
+            w.add(Line(" ".join([f"w{i}"] * (3 + i % 25)), 1.0 * i, 1.0 * i + 1.5))  # some make two cues
+        w.close(400.5)
+    finally:
+        stop.touch()
+        out, _ = reader.communicate(timeout=10)
+    reads, bad, most = map(int, out.split())
+    assert reads > 100 and most == len(list(srt.parse(p.read_text(encoding="utf-8"))))
+    assert bad == 0, f"{bad} of {reads} reads saw a file that was not whole, or had fewer cues than before"
+
+
+def test_live_file_deleted_mid_session_is_written_again(tmp_path):
+    """QA: after ``rm`` of the file, later cues went into the deleted file and the path stayed empty."""
+    p = tmp_path / "live.srt"
+    with LiveSrtWriter(p) as w:
+        w.add(LINES[0])
+        p.unlink()
+        w.add(LINES[1])
+        assert p.read_text(encoding="utf-8") == format_srt(LINES[:2]) and w.restored == 1
+        w.add(LINES[3])
+        assert w.restored == 1
+        w.close(audio_end=10.0)
+    assert p.read_text(encoding="utf-8") == format_srt(LINES, audio_end=10.0)
+
+
+def test_live_file_moved_mid_session_is_written_again_and_the_moved_one_kept(tmp_path):
+    p, moved = tmp_path / "live.srt", tmp_path / "moved.srt"
+    with LiveSrtWriter(p) as w:
+        w.add(LINES[0])
+        p.rename(moved)
+        p.write_text("someone else's\n")  # or replaced by another file: the live file takes the path back
+        w.add(LINES[1])
+        assert w.restored == 1
+    assert p.read_text(encoding="utf-8") == format_srt(LINES[:2])
+    assert moved.read_text(encoding="utf-8") == format_srt(LINES[:1])
+
+
+def test_live_folder_removed_mid_session_raises_and_is_not_made_again(tmp_path):
+    """QA: ``rm -rf`` of the folder went unnoticed; the controller turns the live file off on this ExportError."""
+    import shutil
+
+    p = tmp_path / "obs" / "live.srt"
+    p.parent.mkdir()
+    w = LiveSrtWriter(p)
+    w.add(LINES[0])
+    shutil.rmtree(p.parent)
+    with pytest.raises(ExportError) as info:
+        w.add(LINES[1])
+    _check_export_error(info.value, p)
+    assert not p.parent.exists()
+
+
+def test_live_replace_refused_is_tried_again_then_written_in_place(tmp_path, monkeypatch):
+    """Windows refuses to replace a file a reader holds open: tried again briefly, then written in place."""
+    import time
+
+    p = tmp_path / "live.srt"
+    real_replace, refusals, pauses = os.replace, [2], []
+
+    def replace(src, dst):
+        if refusals[0]:
+            refusals[0] -= 1
+            raise PermissionError(13, "Access is denied")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(time, "sleep", pauses.append)
+    with LiveSrtWriter(p) as w:
+        w.add(LINES[0])  # refused twice, then replaced
+        assert p.read_text(encoding="utf-8") == format_srt(LINES[:1]) and len(pauses) == 2
+        refusals[0], pauses[:] = 10**6, []  # never let go
+        w.add(LINES[1])
+        assert 0 < sum(pauses) < 0.05  # a short wait on the GUI thread, then in place
+        w.add(LINES[3])
+        assert p.read_text(encoding="utf-8") == format_srt(LINES) and w.restored == 0
+        w.close(audio_end=9.0)
+    assert p.read_text(encoding="utf-8") == format_srt(LINES, audio_end=9.0)
+    assert [f.name for f in tmp_path.iterdir()] == ["live.srt"]
+
+
+def test_live_file_in_a_folder_that_refuses_new_files_is_written_in_place(tmp_path, monkeypatch):
+    """A file the user may write in a folder they may not (no temporary file there): written in place, as before."""
+    import tempfile
+
+    p = tmp_path / "live.srt"
+    p.write_text("old and longer than what comes first " * 20)
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refused)
+    with LiveSrtWriter(p) as w:
+        assert p.read_text() == ""
+        w.add(LINES[1])
+        w.add(LINES[0])
+    assert p.read_text(encoding="utf-8") == format_srt([LINES[1], LINES[0]])
+
+
+def test_live_extend_writes_once_what_the_adds_would(tmp_path, monkeypatch):
+    p = tmp_path / "live.srt"
+    replaces = []
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda src, dst: (replaces.append(dst), real_replace(src, dst)))
+    with LiveSrtWriter(p) as w:
+        replaces.clear()
+        w.extend(LINES)
+        assert len(replaces) == 1 and p.read_text(encoding="utf-8") == format_srt(LINES)
+        w.extend([Line("", 11.0, 12.0)])  # nothing to add: nothing written
+        w.add(Line("and on", 11.0, 12.0))
+        assert len(replaces) == 2
+    assert p.read_text(encoding="utf-8") == format_srt([*LINES, Line("and on", 11.0, 12.0)])
+
+
+def test_live_file_through_a_link_keeps_the_link(tmp_path):
+    real, link = tmp_path / "real.srt", tmp_path / "link.srt"
+    real.write_text("old\n")
+    link.symlink_to(real)
+    with LiveSrtWriter(link) as w:
+        w.add(LINES[0])
+        w.add(LINES[1])
+    assert link.is_symlink() and real.read_text(encoding="utf-8") == format_srt(LINES[:2])
