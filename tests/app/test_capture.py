@@ -13,13 +13,16 @@ from tests.app.fake_sounddevice import FakeSoundDevice, make_device
 
 
 def test_queue_drops_oldest_and_counts():
+    """Full, the queue drops its oldest audio down to half at once (it dropped one block per put: a model behind
+    then lost a piece of every sentence, QA); the blocks kept are the newest, in order."""
     q = AudioQueue(max_seconds=1.0)
     for i in range(30):
         q.put(Block(np.full((1600, 1), i, dtype=np.float32), 16000, float(i)))
-    assert q.dropped_blocks == 20
-    assert abs(q.dropped_seconds - 2.0) < 1e-9
+    # overflows at blocks 10, 16, 22, 28 (1.1 s queued): each time down to 0.5 s (5 blocks)
+    assert q.dropped_blocks == 24
+    assert abs(q.dropped_seconds - 2.4) < 1e-9
     blocks = q.take_all()
-    assert [int(b.samples[0, 0]) for b in blocks] == list(range(20, 30))
+    assert [int(b.samples[0, 0]) for b in blocks] == list(range(24, 30))
     assert q.queued_seconds == 0
 
 
