@@ -280,17 +280,23 @@ def _screen_top(view) -> tuple[str, float]:
     return block.text(), view.verticalScrollBar().value() - top
 
 
-def test_a_reader_scrolled_up_keeps_the_pixel_while_the_partial_wraps(qtbot):
-    """A reader wheeled up into a wrapped paragraph was jumped 111 px (about 4 lines) to the paragraph's top as soon
-    as the partial wrapped onto a new line (QA): the paragraph was kept, the pixel offset into it was not."""
+def _view_in(qtbot, points: int, width: int, height: int) -> CaptionView:
+    """A caption view in DejaVu Sans at ``points``, ``width`` x ``height`` (not shown yet)."""
     from PySide6.QtGui import QFont
 
     view = CaptionView()
     qtbot.addWidget(view)
     font = QFont("DejaVu Sans")
-    font.setPointSize(16)
+    font.setPointSize(points)
     view.set_caption_font(font)
-    view.resize(600, 400)
+    view.resize(width, height)
+    return view
+
+
+def test_a_reader_scrolled_up_keeps_the_pixel_while_the_partial_wraps(qtbot):
+    """A reader wheeled up into a wrapped paragraph was jumped 111 px (about 4 lines) to the paragraph's top as soon
+    as the partial wrapped onto a new line (QA): the paragraph was kept, the pixel offset into it was not."""
+    view = _view_in(qtbot, 16, 600, 400)
     view.show()
     qtbot.waitExposed(view)
     words = ("lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor " * 3).split()
@@ -392,14 +398,7 @@ def test_a_mouse_selection_leaves_a_reader_scrolled_up_where_they_read(qtbot):
 def test_no_caret_flag_by_right_to_left_text_with_the_focus(qtbot):
     """A caret of width 0 still drew its right-to-left flag, a small "‹" by the newest Arabic or Hebrew line, while
     the view had the keyboard focus (QA)."""
-    from PySide6.QtGui import QFont
-
-    view = CaptionView()
-    qtbot.addWidget(view)
-    font = QFont("DejaVu Sans")
-    font.setPointSize(28)
-    view.set_caption_font(font)
-    view.resize(600, 200)
+    view = _view_in(qtbot, 28, 600, 200)
     text = "\u0648\u0627\u0644\u0622\u0646 \u0646\u0646\u062a\u0642\u0644 \u0625\u0644\u0649"  # Arabic
     view.commit(Line(text, 0, 1))
     view.set_partial(CaptionEvent(partial=Line(text, 1, 2), partial_stable=6))
