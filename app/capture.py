@@ -122,8 +122,9 @@ class AudioQueue:
     adds them to ``dropped_seconds`` / ``dropped_blocks``. Dropping down to half at once, not a block at a time: a
     model slower than real time then misses a few seconds now and then and transcribes the stretches between
     whole, where one block dropped per read cut a hole into every sentence (0.5 s every 1.5 s, at 1.5x real time:
-    QA); the share of audio it can transcribe is the same either way. ``take_all`` empties the queue and notes ``dropped_at_take``, the seconds dropped by then:
-    all of that audio came before the blocks it returned. Safe to call from any thread.
+    QA); the share of audio it can transcribe is the same either way. ``take_all`` empties the queue and notes
+    ``dropped_at_take``, the seconds dropped by then: all of that audio came before the blocks it returned. Safe to
+    call from any thread.
     """
 
     def __init__(self, max_seconds: float = 10.0) -> None:
