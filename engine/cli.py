@@ -94,6 +94,8 @@ def run(argv: list[str] | None = None) -> int:
         else:
             check_delay_ms(args.delay_ms, model.family)
             options["vad"] = not args.no_vad
+            if args.tokens:
+                options["repetition_stop"] = 0  # the ids up to EOS, as the reference generate() gives them
             if not args.no_vad and not args.realtime:
                 options["partial_ms"] = 0  # only committed lines are printed: skip the partial decodes
         session = model.start_session(**options)

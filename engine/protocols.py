@@ -18,7 +18,10 @@ class Session(Protocol):
     """A stream of audio in, caption events out. Results never depend on how the audio was chunked."""
 
     def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
-        """Float32 mono 16 kHz samples (any length) in; the events they complete out."""
+        """Float32 mono 16 kHz samples (any length) in; the events they complete out.
+
+        Samples that are not mono floats (more channels, integers, ...) raise ``AudioError`` and change nothing.
+        """
         ...
 
     def finish(self) -> list[CaptionEvent]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.audio.resample import SAMPLE_RATE
+from engine.errors import AudioError
 
 MAX_ABS = 65536.0
 
@@ -21,16 +22,45 @@ def door(pcm: np.ndarray) -> tuple[np.ndarray, int]:
     """``pcm`` as float32 ``[n]`` with invalid samples (NaN, +-inf, beyond +-``MAX_ABS``) set to 0.0, and
     how many there were.
 
-    The input is never modified; a copy is made only when something is replaced (or the dtype/shape
-    differs). No NumPy warning is raised.
+    ``pcm`` is mono: one dimension, or two with one of them of size 1 (``[n, 1]`` or ``[1, n]``); its
+    values are floating-point samples in -1..1 (any float dtype, or a list of numbers). Anything else (more
+    channels, integer PCM, booleans, complex numbers, text) raises :class:`AudioError` with one sentence
+    rather than turning into a wrong transcript. The input is never modified; a copy is made only when
+    something is replaced (or the dtype/shape differs). No NumPy warning is raised.
     """
-    x = np.asarray(pcm, dtype=np.float32).reshape(-1)
+    x = _mono_floats(pcm)
     with np.errstate(invalid="ignore"):
         bad = ~(np.abs(x) <= MAX_ABS)  # NaN compares false
     n = int(np.count_nonzero(bad))
     if n:
         x = np.where(bad, np.float32(0.0), x)
     return x, n
+
+
+def _mono_floats(pcm) -> np.ndarray:
+    """``pcm`` as a 1-D float32 array, or :class:`AudioError` saying why it is not mono float samples."""
+    try:
+        a = np.asarray(pcm)
+    except ValueError:  # ragged nested lists
+        raise AudioError("The audio samples must be a flat sequence of numbers (one channel).") from None
+    if a.dtype.kind in "iu":
+        bits = 8 * a.dtype.itemsize
+        hint = f" (divide {bits}-bit PCM by {2 ** (bits - 1)})" if a.dtype.kind == "i" and bits in (16, 32) else ""
+        raise AudioError(
+            f"The audio samples are integers ({a.dtype}); sessions take floating-point samples in -1..1{hint}."
+        )
+    if a.dtype.kind != "f":
+        kinds = {"b": "booleans", "c": "complex numbers", "U": "text", "S": "bytes"}
+        kind = kinds.get(a.dtype.kind, "not numbers")
+        raise AudioError(f"The audio samples are {kind}; sessions take floating-point samples in -1..1.")
+    if a.ndim > 1:
+        if a.ndim > 2 or min(a.shape) > 1:
+            shape = " x ".join(str(d) for d in a.shape)
+            raise AudioError(
+                f"The audio has shape {shape}, not one channel; mix it down or pick a channel before feeding it."
+            )
+        a = a.reshape(-1)
+    return np.asarray(a, dtype=np.float32).reshape(-1)
 
 
 def span_text(samples: int, rate: int = SAMPLE_RATE) -> str:

@@ -82,6 +82,32 @@ def test_vad_mode_is_the_default(capsys):
     assert len(segs) == 1 and segs[0]["tokens"]
 
 
+def test_vad_tokens_run_to_the_reference_end(capsys):
+    """With --tokens each segment's ids are the greedy decode of its audio up to EOS or the length cap, as the
+    reference generate() gives them: the app's repetition guard cut moon_tiny_like's segment after 9 of 21."""
+    from engine import load_model
+    from engine.audio import read_audio
+    from engine.models.moonshine.session import transcribe_segment
+
+    model = FIXTURES / "models" / "moon_tiny_like"
+    code, out, err = cli(capsys, SPEECH, "--model", model, "--tokens", "--backend", "numpy")
+    assert code == 0, err
+    segs = json.loads(out)["segments"]
+    audio, m = read_audio(SPEECH), load_model(model, backend="numpy")
+    assert segs and all(
+        s["tokens"] == transcribe_segment(m, audio[round(s["start"] * 16000) : round(s["end"] * 16000)]) for s in segs
+    )
+
+
+def test_no_vad_below_one_frame_is_an_empty_transcript(capsys, tmp_path):
+    """40 samples (2.5 ms) are less than one 5 ms encoder frame: no line, no NaN warning, no garbage token."""
+    f = tmp_path / "blip.wav"
+    write_wav(f, np.full(40, 0.1))
+    code, out, err = cli(capsys, f, "--model", MODEL, "--no-vad", "--tokens")
+    assert code == 0, err
+    assert json.loads(out)["segments"] == [] and "Warning" not in err
+
+
 def write_wav(path, samples, rate=16000):
     with wave.open(str(path), "wb") as w:
         w.setnchannels(1)

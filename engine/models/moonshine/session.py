@@ -28,8 +28,9 @@ def max_segment_samples(model: MoonshineModel) -> int:
 
 
 def transcribe_segment(model: MoonshineModel, audio: np.ndarray, repetition_stop: int = 0) -> list[int]:
-    """Greedy ids (after the start token, up to and including EOS) for one segment of 16 kHz audio."""
-    if len(audio) == 0:
+    """Greedy ids (after the start token, up to and including EOS) for one segment of 16 kHz audio; none for
+    a segment shorter than one encoder frame (5 ms), which the encoder cannot see."""
+    if len(audio) < model.cfg.encoder.frame_len:
         return []
     enc, valid = model.encode(audio)
     xkv = model.cross_kv(model.memory(enc))
@@ -64,10 +65,10 @@ class WholeSession:
         return []
 
     def finish(self) -> list[CaptionEvent]:
-        """Decode everything fed as one segment and commit it (no event when there was no audio)."""
+        """Decode everything fed as one segment and commit it (no event for less than one 5 ms frame of audio)."""
         audio = np.concatenate(self._chunks) if self._chunks else np.zeros(0, np.float32)
         self.reset()
-        if len(audio) == 0:
+        if len(audio) < self.model.cfg.encoder.frame_len:
             return []
         ids = transcribe_segment(self.model, audio)
         text = self.model.tokenizer.decode(ids) if self.model.tokenizer else ""

@@ -89,9 +89,9 @@ class VoxtralSession:
 
     def feed(self, pcm: np.ndarray) -> list[CaptionEvent]:
         """Float32 16 kHz mono samples in; caption events out."""
+        pcm, bad = door(pcm)  # refused input (AudioError) leaves the session as it was
         if self.finished:
             self.reset()
-        pcm, bad = door(pcm)
         self.invalid_samples += bad
         self.samples += len(pcm)
         return self._run(self.mel.push(pcm))
