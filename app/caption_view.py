@@ -50,6 +50,7 @@ HINTS = {
     "no-model": "Captions appear here. First choose a model (Model \u25b8 Models\u2026, {models}).",
     "loading": "Loading the model\u2026",
     "idle": "Ready. Press Start ({start}) and speak; captions appear here.",
+    "starting": "Starting\u2026 opening the audio input.",
     "running": "Listening\u2026 captions appear here as words are recognised.",
     "paused": "Paused. Press Resume ({start}) to continue.",
 }
@@ -154,8 +155,8 @@ class CaptionView(QTextEdit):
 
     # -- state hint ------------------------------------------------------------------------------
     def show_state(self, state: str) -> None:
-        """Show the hint for session ``state`` ("no-model", "loading", "idle", "running", "paused") while the
-        view is empty."""
+        """Show the hint for session ``state`` ("no-model", "loading", "idle", "starting", "running", "paused")
+        while the view is empty."""
         self.set_hint(HINTS.get(state, "").format(**self.keys))
 
     def set_hint(self, text: str) -> None:

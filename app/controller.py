@@ -177,9 +177,9 @@ class SessionController(QObject):
         self._resumed_at = None
         self._replay = spec.input_file is not None
         self.last_stats = None
+        self.starting = True  # before the views hear of the empty transcript: they say "starting", not "idle"
         self.lines_reset.emit()
         self.partial_changed.emit(None)
-        self.starting = True
         self.request_start.emit(spec)
 
     def pause(self) -> None:

@@ -835,7 +835,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("livecap" + suffix.get(state, ""))
         if state != "running":  # paused or stopped: no audio is read
             self.sources.clear_levels()
-        self.caption_view.show_state(state)
+        self.caption_view.show_state("starting" if starting and state == "idle" else state)  # not "Ready. Press"
         self.status.set_state(state)
         if state != "running" and self.status.currentMessage().startswith("Pausing"):
             self.status.clearMessage()

@@ -69,13 +69,16 @@ DEFAULT_POINT_SIZE = 26
 NOTE_SCALE = 0.6  # the state note's size, of the caption font's
 MIN_NOTE_POINT_SIZE = 9.0
 
-SessionState = Literal["running", "waiting", "paused", "idle"]  # waiting: running, but there is no audio input
+# waiting: running, but there is no audio input; starting: Start was pressed, the worker has not answered yet
+SessionState = Literal["starting", "running", "waiting", "paused", "idle"]
 
 
 def _note(state: SessionState | None, empty: bool) -> str:
     """The note the overlay shows in ``state`` (None: no state given, no note); ``empty``: it has no text."""
     if state == "running":
         return "Waiting for speech\u2026" if empty else ""
+    if state == "starting":
+        return "Starting\u2026" if empty else ""
     if state == "idle":
         return "Not captioning" if empty else "Stopped"
     return {"waiting": "No audio input", "paused": "Paused"}.get(state or "", "")

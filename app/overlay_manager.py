@@ -48,7 +48,8 @@ class OverlayManager(QObject):
         controller.partial_changed.connect(self.overlay.set_partial)
         controller.lines_reset.connect(self._show_lines)
         c = controller
-        for changed in (c.state_changed, c.input_waiting, c.server_waiting, c.device_recovered):
+        changes = (c.state_changed, c.input_waiting, c.server_waiting, c.device_recovered, c.lines_reset)
+        for changed in (*changes, c.session_failed):  # lines_reset: a Start (starting) or a failed one (not)
             changed.connect(self._show_state)
         self._show_lines()
         self._show_state()
@@ -86,7 +87,9 @@ class OverlayManager(QObject):
         """The session's state, for the overlay's note (``controller.waiting``: running with no audio input)."""
         c = self._controller
         state: SessionState = "idle"
-        if c.state == "running":
+        if c.starting and c.state not in ("running", "paused"):  # Start pressed: the overlay says so, not "Not ..."
+            state = "starting"
+        elif c.state == "running":
             state = "waiting" if c.waiting else "running"
         elif c.state == "paused":
             state = "paused"

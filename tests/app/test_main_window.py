@@ -749,6 +749,27 @@ def test_a_start_that_fails_enables_start_again(qtbot, window, fake_sd):
     assert not window.controller.starting and window.start_action.isEnabled() and window.model_button.isEnabled()
 
 
+def test_the_caption_view_says_starting_until_the_worker_answers(qtbot, window, fake_sd):
+    """QA: between Start and the worker's answer the emptied view said "Ready. Press Start", as if the press had
+    not been taken. It says "Starting…" until the session runs, or until a failed start brings "Ready" back."""
+    c = window.controller
+    load(qtbot, window)
+    assert window.caption_view.hint().startswith("Ready")
+    with qtbot.waitSignal(c.state_changed, timeout=5000):
+        window.start_action.trigger()
+        assert c.starting and window.caption_view.hint().startswith("Starting")
+    qtbot.waitUntil(lambda: c.state == "running", timeout=5000)
+    assert window.caption_view.hint().startswith("Listening")
+    with qtbot.waitSignal(c.session_finished, timeout=5000):
+        window.stop_action.trigger()
+    fake_sd.unplug("Fake Mic", new_devices=[])
+    window.refresh_devices()
+    with qtbot.waitSignal(c.session_failed, timeout=5000):
+        window.start_action.trigger()
+        assert window.caption_view.hint().startswith("Starting")
+    assert window.caption_view.hint().startswith("Ready")
+
+
 def test_holding_space_starts_once(qtbot, window):
     """Space held down (a tremor, a resting hand) started captioning, then toggled Pause/Resume ~15 times a second
     with the key's auto-repeat, and ended wherever the key was let go (QA, real key presses under Xvfb). Qt's

@@ -505,3 +505,36 @@ def test_the_overlay_shows_the_transcript_the_views_get_back(qtbot, settings, jo
         assert overlay.note() == "Stopped"
     finally:
         c.shutdown(5000)
+
+
+def test_the_overlay_says_starting_until_the_session_runs(qtbot, settings, journal_dir):
+    """QA: between Start and the worker's answer (the device opening: up to a second or two) the overlay said
+    "Not captioning" over an emptied strip, as if Start had not been pressed. It says "Starting…" until the session
+    runs, and goes back to the old state when the start fails."""
+    from PySide6.QtWidgets import QWidget
+
+    from app.controller import SessionController
+    from app.worker import SessionSpec
+    from tests.app import fake_engine
+    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
+
+    for deny in (False, True):
+        sd = FakeSoundDevice([make_device("Built-in Mic")], deny=deny)
+        c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
+        try:
+            parent = QWidget()
+            qtbot.addWidget(parent)
+            overlay = OverlayManager(c, settings, parent).overlay
+            qtbot.addWidget(overlay)
+            with qtbot.waitSignal(c.model_changed, timeout=5000):
+                c.load_model("fake-moonshine", "auto")
+            assert overlay.note() == "Not captioning"
+            answer = c.session_failed if deny else c.state_changed
+            with qtbot.waitSignal(answer, timeout=5000):
+                c.start(SessionSpec())
+                assert overlay.note() == "Starting\u2026" and overlay.accessibleDescription() == "Starting\u2026"
+            want = "idle" if deny else "running"
+            qtbot.waitUntil(lambda c=c, want=want: c.state == want, timeout=5000)
+            assert overlay.note() == ("Not captioning" if deny else "Waiting for speech\u2026")
+        finally:
+            c.shutdown(5000)
