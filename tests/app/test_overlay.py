@@ -3,6 +3,8 @@ presentation mode."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from PySide6.QtCore import QPoint, Qt
 
 from app.overlay import CaptionOverlay, OverlayStyle
@@ -473,17 +475,16 @@ def test_the_overlay_says_when_no_captions_are_coming(qtbot, settings, controlle
     assert overlay.visible_lines() == ["hello there\u2003\u2066Stopped\u2069"]
 
 
-def test_the_overlay_shows_the_transcript_the_views_get_back(qtbot, settings, journal_dir):
-    """QA: after a failed start or a Recover the overlay went blank (it cleared on ``lines_reset``) while the main
-    view showed the lines again. It shows the controller's lines, as the views do."""
+@contextmanager
+def overlay_of_a_controller(qtbot, settings, journal_dir, deny: bool):
+    """(controller with the fake model loaded, its overlay); ``deny``: every start fails (the mic refuses)."""
     from PySide6.QtWidgets import QWidget
 
     from app.controller import SessionController
-    from app.worker import SessionSpec
     from tests.app import fake_engine
     from tests.app.fake_sounddevice import FakeSoundDevice, make_device
 
-    sd = FakeSoundDevice([make_device("Built-in Mic")], deny=True)  # every start fails
+    sd = FakeSoundDevice([make_device("Built-in Mic")], deny=deny)
     c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
     try:
         parent = QWidget()
@@ -492,6 +493,17 @@ def test_the_overlay_shows_the_transcript_the_views_get_back(qtbot, settings, jo
         qtbot.addWidget(overlay)
         with qtbot.waitSignal(c.model_changed, timeout=5000):
             c.load_model("fake-moonshine", "auto")
+        yield c, overlay
+    finally:
+        c.shutdown(5000)
+
+
+def test_the_overlay_shows_the_transcript_the_views_get_back(qtbot, settings, journal_dir):
+    """QA: after a failed start or a Recover the overlay went blank (it cleared on ``lines_reset``) while the main
+    view showed the lines again. It shows the controller's lines, as the views do."""
+    from app.worker import SessionSpec
+
+    with overlay_of_a_controller(qtbot, settings, journal_dir, deny=True) as (c, overlay):  # every start fails
         crashed = c.store.create({"source": "microphone"})  # a session that did not end cleanly
         for i in range(3):
             crashed.add(Line(f"recovered line {i}", 2.0 * i, 2.0 * i + 1))
@@ -503,31 +515,16 @@ def test_the_overlay_shows_the_transcript_the_views_get_back(qtbot, settings, jo
             assert overlay.text() == ""  # a new session starts empty
         assert overlay.text() == "recovered line 0 recovered line 1 recovered line 2"
         assert overlay.note() == "Stopped"
-    finally:
-        c.shutdown(5000)
 
 
 def test_the_overlay_says_starting_until_the_session_runs(qtbot, settings, journal_dir):
     """QA: between Start and the worker's answer (the device opening: up to a second or two) the overlay said
     "Not captioning" over an emptied strip, as if Start had not been pressed. It says "Starting…" until the session
     runs, and goes back to the old state when the start fails."""
-    from PySide6.QtWidgets import QWidget
-
-    from app.controller import SessionController
     from app.worker import SessionSpec
-    from tests.app import fake_engine
-    from tests.app.fake_sounddevice import FakeSoundDevice, make_device
 
     for deny in (False, True):
-        sd = FakeSoundDevice([make_device("Built-in Mic")], deny=deny)
-        c = SessionController(loader=fake_engine.load_model, sounddevice=sd, journal_dir=journal_dir)
-        try:
-            parent = QWidget()
-            qtbot.addWidget(parent)
-            overlay = OverlayManager(c, settings, parent).overlay
-            qtbot.addWidget(overlay)
-            with qtbot.waitSignal(c.model_changed, timeout=5000):
-                c.load_model("fake-moonshine", "auto")
+        with overlay_of_a_controller(qtbot, settings, journal_dir, deny=deny) as (c, overlay):
             assert overlay.note() == "Not captioning"
             answer = c.session_failed if deny else c.state_changed
             with qtbot.waitSignal(answer, timeout=5000):
@@ -536,5 +533,3 @@ def test_the_overlay_says_starting_until_the_session_runs(qtbot, settings, journ
             want = "idle" if deny else "running"
             qtbot.waitUntil(lambda c=c, want=want: c.state == want, timeout=5000)
             assert overlay.note() == ("Not captioning" if deny else "Waiting for speech\u2026")
-        finally:
-            c.shutdown(5000)
