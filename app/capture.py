@@ -27,7 +27,8 @@ from engine.errors import AudioError
 log = logging.getLogger(__name__)
 
 BLOCK_SECONDS = 0.064
-KEEP_AFTER_DROP = 0.5  # a full AudioQueue drops its oldest audio down to this share of what it holds
+KEEP_AFTER_DROP = 0.5  # a reader falling behind: a full AudioQueue drops its oldest audio down to this share
+BEHIND_WINDOW = 6.0  # x max_seconds: a queue full again this soon after a drop, with reads between, has a reader behind
 LOST_AFTER_SECONDS = 2.0
 CLOSE_TIMEOUT_S = 1.5  # a stream not closed by then is left to close on its own thread (a frozen sound server)
 STALLED_SECONDS = 0.5  # no block for this long: close aborts (a stop would wait for the stalled capture thread)
@@ -118,13 +119,19 @@ class InputDevice:
 class AudioQueue:
     """A bounded, thread-safe FIFO of ``Block``s holding at most ``max_seconds`` of audio.
 
-    ``put`` never blocks: when full it drops the oldest blocks, down to ``KEEP_AFTER_DROP`` of ``max_seconds``, and
-    adds them to ``dropped_seconds`` / ``dropped_blocks``. Dropping down to half at once, not a block at a time: a
-    model slower than real time then misses a few seconds now and then and transcribes the stretches between
-    whole, where one block dropped per read cut a hole into every sentence (0.5 s every 1.5 s, at 1.5x real time:
-    QA); the share of audio it can transcribe is the same either way. ``take_all`` empties the queue and notes
-    ``dropped_at_take``, the seconds dropped by then: all of that audio came before the blocks it returned. Safe to
-    call from any thread.
+    ``put`` never blocks: when full it drops the oldest blocks and adds them to ``dropped_seconds`` /
+    ``dropped_blocks``. How many depends on why it is full:
+
+    - a reader that stopped (a stall: no ``take_all`` since the last drop, or none for ``BEHIND_WINDOW`` x
+      ``max_seconds`` of audio): only the overflow goes, so the newest ``max_seconds`` stay whole and the hole is
+      as short as the stall allows;
+    - a reader that reads but falls behind (a model slower than real time: full again soon after a drop, with
+      reads between): the oldest audio goes down to ``KEEP_AFTER_DROP`` of ``max_seconds`` at once. It then misses
+      a few seconds now and then and transcribes the stretches between whole, where one block dropped per put cut
+      a hole into every sentence (0.5 s every 1.5 s at 1.5x real time: QA); the share it can transcribe is the same.
+
+    ``take_all`` empties the queue and notes ``dropped_at_take``, the seconds dropped by then: all of that audio
+    came before the blocks it returned. Safe to call from any thread.
     """
 
     def __init__(self, max_seconds: float = 10.0) -> None:
@@ -132,22 +139,28 @@ class AudioQueue:
         self._blocks: collections.deque[Block] = collections.deque()
         self._seconds = 0.0
         self._lock = threading.Lock()
+        self._put_since_drop = float("inf")  # seconds put since the last drop (none yet: a long time)
+        self._read_since_drop = False  # a take_all returned blocks since the last drop
         self.dropped_seconds = 0.0
         self.dropped_blocks = 0
         self.dropped_at_take = 0.0
 
     def put(self, block: Block) -> None:
-        """Append ``block``; when more than ``max_seconds`` are queued, drop the oldest blocks down to half."""
+        """Append ``block``; when more than ``max_seconds`` are queued, drop the oldest blocks (see the class)."""
         with self._lock:
             self._blocks.append(block)
             self._seconds += block.seconds
+            self._put_since_drop += block.seconds
             if self._seconds <= self.max_seconds:
                 return
-            while self._seconds > self.max_seconds * KEEP_AFTER_DROP and len(self._blocks) > 1:
+            behind = self._read_since_drop and self._put_since_drop < BEHIND_WINDOW * self.max_seconds
+            keep = self.max_seconds * (KEEP_AFTER_DROP if behind else 1.0)
+            while self._seconds > keep and len(self._blocks) > 1:
                 old = self._blocks.popleft()
                 self._seconds -= old.seconds
                 self.dropped_seconds += old.seconds
                 self.dropped_blocks += 1
+            self._put_since_drop, self._read_since_drop = 0.0, False
 
     def take_all(self, max_seconds: float | None = None, before: float | None = None) -> list[Block]:
         """Remove and return the queued blocks in order (at most about ``max_seconds`` of them; with ``before``,
@@ -163,6 +176,7 @@ class AudioQueue:
                 self._seconds -= block.seconds
                 taken += block.seconds
                 out.append(block)
+            self._read_since_drop = self._read_since_drop or bool(out)
             if not self._blocks:
                 self._seconds = 0.0
         return out

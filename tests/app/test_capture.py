@@ -13,17 +13,59 @@ from tests.app.fake_sounddevice import FakeSoundDevice, make_device
 
 
 def test_queue_drops_oldest_and_counts():
-    """Full, the queue drops its oldest audio down to half at once (it dropped one block per put: a model behind
-    then lost a piece of every sentence, QA); the blocks kept are the newest, in order."""
+    """A stalled reader (no reads): each overflow drops only the oldest block; the newest second stays whole."""
     q = AudioQueue(max_seconds=1.0)
     for i in range(30):
         q.put(Block(np.full((1600, 1), i, dtype=np.float32), 16000, float(i)))
-    # overflows at blocks 10, 16, 22, 28 (1.1 s queued): each time down to 0.5 s (5 blocks)
-    assert q.dropped_blocks == 24
-    assert abs(q.dropped_seconds - 2.4) < 1e-9
+    assert q.dropped_blocks == 20
+    assert abs(q.dropped_seconds - 2.0) < 1e-9
     blocks = q.take_all()
-    assert [int(b.samples[0, 0]) for b in blocks] == list(range(24, 30))
+    assert [int(b.samples[0, 0]) for b in blocks] == list(range(20, 30))
     assert q.queued_seconds == 0
+
+
+def test_one_stall_just_past_the_capacity_loses_only_the_overflow():
+    """Review: the queue dropped down to half at any overflow, so a worker busy just over 10 s once (a first MLX
+    compile, a long re-decode) lost ~5 s of speech where 128 ms had overflowed."""
+    q = AudioQueue(max_seconds=10.0)
+    q.put(Block(np.zeros((1024, 1), np.float32), 16000, 0.0))
+    q.take_all()  # the reader had been reading
+    for i in range(158):  # 10.112 s arrive while it is busy once
+        q.put(Block(np.zeros((1024, 1), np.float32), 16000, float(i)))
+    assert q.dropped_blocks == 2 and abs(q.dropped_seconds - 0.128) < 1e-9
+    assert abs(q.queued_seconds - 9.984) < 1e-9
+
+
+def holes_behind_a_slow_reader(q: AudioQueue, blocks: int, slowness: float, read_s: float) -> list[tuple[int, int]]:
+    """(first block, length) of each run of dropped blocks, 0.1 s blocks arriving in real time and a reader that
+    takes at most ``read_s`` at a time and needs ``slowness`` times its audio's length to transcribe it."""
+    busy_until, seen = 0.0, set()
+    for i in range(blocks):
+        q.put(Block(np.full((1600, 1), i, np.float32), 16000, i * 0.1))
+        if i * 0.1 >= busy_until:
+            got = [int(b.samples[0, 0]) for b in q.take_all(read_s)]
+            seen.update(got)
+            busy_until = i * 0.1 + slowness * 0.1 * len(got)
+    seen.update(int(b.samples[0, 0]) for b in q.take_all())
+    holes: list[list[int]] = []
+    for m in sorted(set(range(blocks)) - seen):
+        if holes and holes[-1][0] + holes[-1][1] == m:
+            holes[-1][1] += 1
+        else:
+            holes.append([m, 1])
+    return [(a, n) for a, n in holes]
+
+
+def test_a_reader_behind_misses_whole_seconds_and_keeps_whole_stretches():
+    """QA: a model slower than real time (1.5x, reading 1 s at a time) lost 0.6 s of every 1.7 s, a hole in every
+    sentence. Full again soon after a drop, with reads between, the queue drops down to half at once: holes of
+    seconds, the stretches between them whole."""
+    holes = holes_behind_a_slow_reader(AudioQueue(max_seconds=10.0), 1200, 1.5, 1.0)
+    assert len(holes) >= 4, holes
+    later = holes[1:]  # the first overflow drops only what overflowed: nothing says yet that the reader is behind
+    assert all(n >= 40 for _, n in later), holes  # >= 4 s
+    gaps = [b - (a + n) for (a, n), (b, _) in zip(holes, holes[1:])]
+    assert all(g >= 40 for g in gaps[1:]), holes  # >= 4 s transcribed whole between two holes
 
 
 def test_device_list_and_resolution():

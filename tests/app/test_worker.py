@@ -382,7 +382,7 @@ def test_audio_dropped_while_the_worker_reads_moves_no_line(qtbot, journal_dir):
 
         def read(self, max_seconds=None):
             self.reads += 1
-            for _ in range(20 if self.reads == 17 else 1):  # read 17: 20 blocks at once, the oldest 9 dropped
+            for _ in range(20 if self.reads == 17 else 1):  # read 17: 20 blocks at once, the oldest 5 dropped
                 pcm = speech[self.pos : self.pos + block]
                 pcm = np.pad(pcm, (0, block - len(pcm)))
                 self.queue.put(Block(pcm.reshape(-1, 1), 16000, time.monotonic()))
@@ -398,10 +398,9 @@ def test_audio_dropped_while_the_worker_reads_moves_no_line(qtbot, journal_dir):
         run_until_lines(qtbot, c, 4)
         with qtbot.waitSignal(c.session_finished, timeout=5000):
             c.stop()
-        dropped = 9 * block / 16000  # 1.024 to 1.6 s (the full queue drops down to half): quiet, after the first line
+        dropped = 5 * block / 16000  # 1.024 to 1.344 s: quiet, after the first line ended
         assert abs(c.last_stats.dropped_s - dropped) < 1e-6
-        starts = [line.start for line in c.lines][:4]  # 2.0 was 1.68; within the fake model's 80 ms frames
-        assert len(starts) == 4 and all(abs(s - e) < 0.08 for s, e in zip(starts, [0.0, 2.0, 4.0, 6.0])), starts
+        assert [round(line.start, 2) for line in c.lines][:4] == [0.0, 2.0, 4.0, 6.0]  # 2.0 was 1.68
     finally:
         c.shutdown(5000)
 
