@@ -32,12 +32,13 @@ from PySide6.QtWidgets import (
 
 from app import questions
 from app.export import FORMATS, ExportFormat, export, format_by_key, render
-from engine.errors import user_message
+from engine.errors import os_reason, user_message
 from engine.events import Line
 
 log = logging.getLogger(__name__)
 
 PREVIEW_LINES = 12
+TITLE_BYTES = 160  # of a file name offered from a session's title; the date and extension add ~20
 
 
 SUFFIXES = {f.suffix for f in FORMATS}  # the extensions a transcript file name may end in
@@ -46,12 +47,14 @@ SUFFIXES = {f.suffix for f in FORMATS}  # the extensions a transcript file name 
 def default_file_name(fmt: ExportFormat, started: str = "", title: str = "") -> str:
     """``livecap-YYYY-MM-DD-HHMM`` plus the format's suffix: the time ``started`` (ISO 8601, a kept session's
     start) when it reads as one, else now; a session's ``title`` ("Board meeting") in place of "livecap", with
-    what no file system takes (separators, ``<>:"|?*``, control characters) as spaces, at most 80 characters."""
+    what no file system takes (separators, ``<>:"|?*``, control characters) as spaces, at most 80 characters and
+    ``TITLE_BYTES`` bytes of UTF-8 (file names hold 255 bytes: 80 kanji are 240)."""
     try:
         when = time.strptime(started[:16], "%Y-%m-%dT%H:%M")
     except ValueError:
         when = time.localtime()
-    name = " ".join(re.sub(r'[<>:"/\\|?*\x00-\x1f\x7f]', " ", title).split())[:80].strip(" .")
+    name = " ".join(re.sub(r'[<>:"/\\|?*\x00-\x1f\x7f]', " ", title).split())[:80]
+    name = name.encode()[:TITLE_BYTES].decode(errors="ignore").strip(" .")  # a character cut in two goes
     return (f"{name} " if name else "livecap-") + time.strftime("%Y-%m-%d-%H%M", when) + fmt.suffix
 
 
@@ -157,19 +160,23 @@ class ExportDialog(QDialog):
         if not self.path_edit.text().strip():
             self._show_error("Choose a file name first.")
             return
-        suffix = self.path().suffix
-        if not any(c.isalpha() for c in suffix) and not self.path().is_dir():  # "notes", "meeting 3.5.2026": a
-            typed = self.path_edit.text().strip()  # file is known by its extension (".2026" is none)
-            self.path_edit.setText(with_format(typed.rstrip(".") if typed.endswith(".") else typed, self.format))
-        path = self.path()
-        ext = path.suffix.lower()
-        if ext in SUFFIXES and ext != self.format.suffix:  # SRT written into notes.txt, without a word
-            self._show_error(
-                f"The file name ends in {path.suffix} but the format is {self.format.label}; "
-                "change the name or the format."
-            )
-            return
-        if path.is_file() and path != self._confirmed and not self.confirm_replace(path):
+        try:  # is_dir / is_file raise for a name the file system refuses (too long: OSError 36)
+            suffix = self.path().suffix
+            if not any(c.isalpha() for c in suffix) and not self.path().is_dir():  # "notes", "meeting 3.5.2026": a
+                typed = self.path_edit.text().strip()  # file is known by its extension (".2026" is none)
+                self.path_edit.setText(with_format(typed.rstrip(".") if typed.endswith(".") else typed, self.format))
+            path = self.path()
+            ext = path.suffix.lower()
+            if ext in SUFFIXES and ext != self.format.suffix:  # SRT written into notes.txt, without a word
+                self._show_error(
+                    f"The file name ends in {path.suffix} but the format is {self.format.label}; "
+                    "change the name or the format."
+                )
+                return
+            if path.is_file() and path != self._confirmed and not self.confirm_replace(path):
+                return
+        except OSError as exc:
+            self._show_error(f"The transcript could not be saved to {self.path()}: {os_reason(exc)}.")
             return
         try:
             export(self._lines, path, self.format, self._audio_end)

@@ -220,3 +220,31 @@ def test_a_name_with_a_date_gets_the_formats_extension_and_blank_lines_leave_the
     dialog.accept()
     assert dialog.saved_path == tmp_path / "meeting 3.5.2026.srt"
     assert [s.content for s in srt.parse(dialog.saved_path.read_text(encoding="utf-8"))] == ["Finally some words."]
+
+
+@pytest.mark.parametrize(
+    "title", ["取締役会の議事録" * 13, "\U0001f468\u200d\U0001f469\u200d\U0001f467" * 40, "é" * 200]
+)
+def test_a_long_title_offers_a_name_the_file_system_takes(qtbot, tmp_path, title):
+    """Review: the name offered from a session's title was cut at 80 characters, and 80 kanji are 240 bytes of
+    the 255 a file name holds: Save raised OSError ("File name too long") into the unexpected-error handler."""
+    dialog = ExportDialog(LINES, folder=str(tmp_path), fmt_key="srt", started="2025-03-07T18:42:05", title=title)
+    qtbot.addWidget(dialog)
+    name = dialog.path().name
+    assert len(name.encode()) <= 200 and name.endswith(" 2025-03-07-1842.srt") and title.startswith(name[:4])
+    dialog.accept()
+    assert dialog.result() == QDialog.DialogCode.Accepted and dialog.saved_path.is_file()
+
+
+def test_a_name_too_long_for_the_file_system_is_one_sentence(qtbot, tmp_path):
+    """Typed by hand, a name over 255 bytes raised OSError from is_file() out of the dialog; it is said, and the
+    dialog stays open."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    dialog = ExportDialog(LINES, folder=str(folder), fmt_key="srt")
+    qtbot.addWidget(dialog)
+    dialog.path_edit.setText(str(folder / ("x" * 300 + ".srt")))
+    dialog.accept()
+    assert dialog.result() != QDialog.DialogCode.Accepted and dialog.saved_path is None
+    assert "could not be saved" in dialog.error_label.text() and "file name too long" in dialog.error_label.text()
+    assert list(folder.iterdir()) == []
