@@ -23,10 +23,11 @@ def door(pcm: np.ndarray) -> tuple[np.ndarray, int]:
     how many there were.
 
     ``pcm`` is mono: one dimension, or two with one of them of size 1 (``[n, 1]`` or ``[1, n]``); its
-    values are floating-point samples in -1..1 (any float dtype, or a list of numbers). Anything else (more
-    channels, integer PCM, booleans, complex numbers, text) raises :class:`AudioError` with one sentence
-    rather than turning into a wrong transcript. The input is never modified; a copy is made only when
-    something is replaced (or the dtype/shape differs). No NumPy warning is raised.
+    values are floating-point samples in -1..1 (an array of any float dtype, or a list of numbers, whole ones
+    too). Anything else (more channels, an integer array (PCM), booleans, complex numbers, text) raises
+    :class:`AudioError` with one sentence rather than turning into a wrong transcript. The input is never
+    modified; a copy is made only when something is replaced (or the dtype/shape differs). No NumPy warning is
+    raised.
     """
     x = _mono_floats(pcm)
     with np.errstate(invalid="ignore"):
@@ -43,6 +44,8 @@ def _mono_floats(pcm) -> np.ndarray:
         a = np.asarray(pcm)
     except ValueError:  # ragged nested lists
         raise AudioError("The audio samples must be a flat sequence of numbers (one channel).") from None
+    if a.dtype.kind in "iu" and not isinstance(pcm, np.ndarray):  # [0, 0, 0]: a list of numbers, not PCM
+        a = a.astype(np.float64)
     if a.dtype.kind in "iu":
         bits = 8 * a.dtype.itemsize
         hint = f" (divide {bits}-bit PCM by {2 ** (bits - 1)})" if a.dtype.kind == "i" and bits in (16, 32) else ""

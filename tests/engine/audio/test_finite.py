@@ -35,6 +35,12 @@ def test_mono_floats_pass_as_float32(pcm):
     np.testing.assert_array_equal(x, np.arange(6, dtype=np.float32) / 8)
 
 
+def test_a_list_of_whole_numbers_is_samples_not_pcm():
+    """Review: ``[0, 0, 0]`` (NumPy makes it int64) was refused as integer PCM while ``[0, 0.5, 0]`` passed."""
+    x, bad = door([0, 1, 0, -1])
+    assert x.dtype == np.float32 and bad == 0 and x.tolist() == [0.0, 1.0, 0.0, -1.0]
+
+
 @pytest.mark.parametrize(
     "pcm,words",
     [
