@@ -99,6 +99,7 @@ class SessionController(QObject):
         self._live_srt: Any = None
         self._elapsed = 0.0
         self._resumed_at: float | None = None
+        self._clock_stopped = False  # Pause or Stop was clicked: the clock stands until the worker runs again
         self._replay = False
         self.waiting = False  # running, but the input was lost and none can be opened now (``input_waiting``)
         self._partial: CaptionEvent | None = None
@@ -174,7 +175,7 @@ class SessionController(QObject):
         self.lines = []
         self._partial = None
         self._elapsed = 0.0
-        self._resumed_at = None
+        self._resumed_at, self._clock_stopped = None, False
         self._replay = spec.input_file is not None
         self.last_stats = None
         self.starting = True  # before the views hear of the empty transcript: they say "starting", not "idle"
@@ -187,6 +188,7 @@ class SessionController(QObject):
         transcribing what it captured (a model slower than real time: seconds) before it says "paused"."""
         if self.state == "running":
             self._hold_clock(time.monotonic())
+            self._clock_stopped = True
             self.request_pause.emit()
 
     def resume(self) -> None:
@@ -197,6 +199,7 @@ class SessionController(QObject):
         """End the session (its last words are still transcribed; the clock stops now, as for ``pause``)."""
         if self.state in ("running", "paused"):
             self._hold_clock(time.monotonic())
+            self._clock_stopped = True
             self.request_stop.emit()
 
     def elapsed(self) -> float:
@@ -351,7 +354,7 @@ class SessionController(QObject):
         if state != "running":
             self.waiting = False
         if state == "running":
-            self._resumed_at = now
+            self._resumed_at, self._clock_stopped = now, False
         else:
             self._hold_clock(now)
         if state == "idle":
@@ -420,14 +423,14 @@ class SessionController(QObject):
         now = time.monotonic()
         if waiting:
             self._hold_clock(now)
-        elif self.waiting and self.state == "running":
+        elif self.waiting and self.state == "running" and not self._clock_stopped:
             self._resumed_at = now
         self.waiting = waiting
         self.server_waiting.emit(waiting)
 
     @Slot(str)
     def _on_device_recovered(self, description: str) -> None:
-        if self.waiting and self.state == "running":
+        if self.waiting and self.state == "running" and not self._clock_stopped:  # not after a Pause/Stop click
             self._resumed_at = time.monotonic()
         self.waiting = False
         self._set_input(description)

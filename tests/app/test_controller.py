@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import srt
 
@@ -156,6 +158,30 @@ def test_the_clock_stops_at_pause_and_stop_not_when_the_backlog_is_transcribed(q
         controller.stop()
         clock = controller.elapsed()
     assert controller.elapsed() - clock < 0.05, (clock, controller.elapsed())
+
+
+def test_an_input_back_between_the_pause_click_and_the_worker_does_not_restart_the_clock(qtbot, controller):
+    """Review: an input that came back (or a sound server that answered again) after the Pause click but before
+    the worker said "paused" (seconds, behind a slow model) restarted the clock until then."""
+    with qtbot.waitSignal(controller.model_changed, timeout=5000):
+        controller.load_model("fake-slow", "auto")  # 0.5 s of work per second of audio, fed at 4x real time
+    controller.start(SessionSpec())
+    qtbot.waitUntil(lambda: controller.state == "running", timeout=5000)
+    qtbot.wait(600)  # a backlog: the worker answers a pause only after it
+    controller._on_input_waiting()  # as the worker says when the input went and none is left
+    controller.pause()
+    clock = controller.elapsed()
+    controller._on_device_recovered("Fake Mic")  # the worker's next reply, sent before it read the pause
+    controller._on_server_waiting(False)
+    time.sleep(0.3)
+    assert controller.state == "running"  # the worker has not answered yet: the test saw the window it is about
+    assert controller.elapsed() - clock < 0.05, (clock, controller.elapsed())
+    qtbot.waitUntil(lambda: controller.state == "paused", timeout=20000)
+    assert controller.elapsed() - clock < 0.05, (clock, controller.elapsed())
+    controller.resume()
+    qtbot.waitUntil(lambda: controller.state == "running", timeout=5000)
+    time.sleep(0.2)
+    assert controller.elapsed() - clock >= 0.15  # running again: it counts
 
 
 def test_a_live_srt_deleted_mid_session_is_written_again_and_said(qtbot, loaded, tmp_path):
