@@ -139,7 +139,7 @@ class LiveSrtWriter:
                 st: os.stat_result | None = os.stat(self.path)  # through links
             except FileNotFoundError:
                 st = None
-            if self._written is not None and (st is None or not os.path.samestat(st, self._written)):
+            if self._written is not None and (st is None or not _same_file(st, self._written)):
                 log.warning("the live SRT file %s went while it was written; writing it again", self.path)
                 self.restored += 1
             if st is not None and not stat.S_ISREG(st.st_mode):
@@ -156,6 +156,14 @@ class LiveSrtWriter:
                 self._written = _write_in_place(target, chunks)
         except OSError as err:
             raise ExportError(f"Cannot write the captions to '{self.path}': {os_reason(err)}.") from None
+
+
+def _same_file(now: os.stat_result, written: os.stat_result) -> bool:
+    """Whether the file at the path now is the one last written: the same inode, or (file systems whose inode
+    numbers are not stable: SMB mounted with noserverino, some FUSE ones) the same size and modification time."""
+    if os.path.samestat(now, written):
+        return True
+    return (now.st_size, now.st_mtime_ns) == (written.st_size, written.st_mtime_ns)
 
 
 def _replace(target: str, chunks: Sequence[bytes], mode: int) -> os.stat_result:

@@ -455,6 +455,30 @@ def test_live_file_moved_mid_session_is_written_again_and_the_moved_one_kept(tmp
     assert moved.read_text(encoding="utf-8") == format_srt(LINES[:1])
 
 
+def test_live_file_on_a_file_system_without_stable_inodes_is_not_taken_for_gone(tmp_path, monkeypatch):
+    """Review: the file's identity was its inode alone; where a file system numbers inodes anew at each look (SMB
+    with noserverino, some FUSE mounts) every line said "the live SRT file went" and counted a restore."""
+    p = tmp_path / "live.srt"
+    real_stat, looks = os.stat, [0]
+
+    def stat(path, *args, **kwargs):
+        st = real_stat(path, *args, **kwargs)
+        looks[0] += 1
+        fields = list(st)
+        fields[1] += looks[0]  # st_ino: another number at every look
+        return os.stat_result(fields, {"st_mtime_ns": st.st_mtime_ns})
+
+    with LiveSrtWriter(p) as w:
+        w.add(LINES[0])
+        monkeypatch.setattr(os, "stat", stat)
+        w.add(LINES[1])
+        w.add(LINES[3])
+        assert looks[0] >= 2 and w.restored == 0
+        p.unlink()
+        w.add(Line("And after.", 11.0, 12.0))
+        assert w.restored == 1  # gone is still gone
+
+
 def test_live_folder_removed_mid_session_raises_and_is_not_made_again(tmp_path):
     """QA: ``rm -rf`` of the folder went unnoticed; the controller turns the live file off on this ExportError."""
     import shutil
