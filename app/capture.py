@@ -122,13 +122,14 @@ class AudioQueue:
     ``put`` never blocks: when full it drops the oldest blocks and adds them to ``dropped_seconds`` /
     ``dropped_blocks``. How many depends on why it is full:
 
-    - a reader that stopped (a stall: no ``take_all`` since the last drop, or none for ``BEHIND_WINDOW`` x
-      ``max_seconds`` of audio): only the overflow goes, so the newest ``max_seconds`` stay whole and the hole is
-      as short as the stall allows;
+    - a reader that stopped (a stall: since the last drop no ``take_all``, or one that emptied the queue, or more
+      than ``BEHIND_WINDOW`` x ``max_seconds`` of audio): only the overflow goes, so the newest
+      ``max_seconds`` stay whole and the hole is as short as the stall allows;
     - a reader that reads but falls behind (a model slower than real time: full again soon after a drop, with
-      reads between): the oldest audio goes down to ``KEEP_AFTER_DROP`` of ``max_seconds`` at once. It then misses
-      a few seconds now and then and transcribes the stretches between whole, where one block dropped per put cut
-      a hole into every sentence (0.5 s every 1.5 s at 1.5x real time: QA); the share it can transcribe is the same.
+      reads between that never caught up): the oldest audio goes down to ``KEEP_AFTER_DROP`` of ``max_seconds``
+      at once. It then misses a few seconds now and then and transcribes the stretches between whole, where one
+      block dropped per put cut a hole into every sentence (0.5 s every 1.5 s at 1.5x real time: QA); the share
+      it can transcribe is the same.
 
     ``take_all`` empties the queue and notes ``dropped_at_take``, the seconds dropped by then: all of that audio
     came before the blocks it returned. Safe to call from any thread.
@@ -141,6 +142,7 @@ class AudioQueue:
         self._lock = threading.Lock()
         self._put_since_drop = float("inf")  # seconds put since the last drop (none yet: a long time)
         self._read_since_drop = False  # a take_all returned blocks since the last drop
+        self._caught_up = False  # a take_all emptied the queue since the last drop: the reader kept up then
         self.dropped_seconds = 0.0
         self.dropped_blocks = 0
         self.dropped_at_take = 0.0
@@ -153,14 +155,18 @@ class AudioQueue:
             self._put_since_drop += block.seconds
             if self._seconds <= self.max_seconds:
                 return
-            behind = self._read_since_drop and self._put_since_drop < BEHIND_WINDOW * self.max_seconds
+            behind = (
+                self._read_since_drop
+                and not self._caught_up
+                and self._put_since_drop < BEHIND_WINDOW * self.max_seconds
+            )
             keep = self.max_seconds * (KEEP_AFTER_DROP if behind else 1.0)
             while self._seconds > keep and len(self._blocks) > 1:
                 old = self._blocks.popleft()
                 self._seconds -= old.seconds
                 self.dropped_seconds += old.seconds
                 self.dropped_blocks += 1
-            self._put_since_drop, self._read_since_drop = 0.0, False
+            self._put_since_drop, self._read_since_drop, self._caught_up = 0.0, False, False
 
     def take_all(self, max_seconds: float | None = None, before: float | None = None) -> list[Block]:
         """Remove and return the queued blocks in order (at most about ``max_seconds`` of them; with ``before``,
@@ -179,6 +185,7 @@ class AudioQueue:
             self._read_since_drop = self._read_since_drop or bool(out)
             if not self._blocks:
                 self._seconds = 0.0
+                self._caught_up = self._caught_up or bool(out)
         return out
 
     def any_since(self, since: float) -> bool:

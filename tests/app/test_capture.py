@@ -36,6 +36,27 @@ def test_one_stall_just_past_the_capacity_loses_only_the_overflow():
     assert abs(q.queued_seconds - 9.984) < 1e-9
 
 
+def test_a_second_stall_after_the_reader_caught_up_loses_only_the_overflow():
+    """Review: a stall past the capacity, the reader catching up, 30 s read as they came, then the same stall: the
+    second was taken for a reader falling behind and lost 5 s, where the first lost 128 ms."""
+    q = AudioQueue(max_seconds=10.0)
+    block = np.zeros((1024, 1), np.float32)
+    losses = []
+    for _ in range(2):
+        for _ in range(470):  # ~30 s read as they come
+            q.put(Block(block, 16000, 0.0))
+            q.take_all(1.0)
+        before = q.dropped_seconds
+        for _ in range(158):  # 10.112 s while the reader is busy
+            q.put(Block(block, 16000, 0.0))
+        losses.append(q.dropped_seconds - before)
+        while q.queued_seconds > 1.0:  # it catches up, faster than real time (a second read per block that comes)
+            q.take_all(1.0)
+            q.put(Block(block, 16000, 0.0))
+        q.take_all()  # and has read everything
+    assert [round(x, 3) for x in losses] == [0.128, 0.128]
+
+
 def holes_behind_a_slow_reader(q: AudioQueue, blocks: int, slowness: float, read_s: float) -> list[tuple[int, int]]:
     """(first block, length) of each run of dropped blocks, 0.1 s blocks arriving in real time and a reader that
     takes at most ``read_s`` at a time and needs ``slowness`` times its audio's length to transcribe it."""
