@@ -44,7 +44,7 @@ def _mono_floats(pcm) -> np.ndarray:
         a = np.asarray(pcm)
     except ValueError:  # ragged nested lists
         raise AudioError("The audio samples must be a flat sequence of numbers (one channel).") from None
-    if a.dtype.kind in "iu" and not isinstance(pcm, np.ndarray):  # [0, 0, 0]: a list of numbers, not PCM
+    if a.dtype.kind in "iu" and isinstance(pcm, (list, tuple)):  # [0, 0, 0]: a list of numbers; buffers are PCM
         a = a.astype(np.float64)
     if a.dtype.kind in "iu":
         bits = 8 * a.dtype.itemsize

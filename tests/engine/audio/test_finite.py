@@ -8,6 +8,7 @@ NaN/inf handling has its own tests (tests/reliability/test_samples.py).
 
 from __future__ import annotations
 
+import array
 import warnings
 
 import numpy as np
@@ -50,6 +51,8 @@ def test_a_list_of_whole_numbers_is_samples_not_pcm():
         (np.zeros(100, np.int16), "integers (int16)"),
         (np.zeros(100, np.int32), "divide 32-bit PCM by 2147483648"),
         (np.zeros(100, np.uint8), "integers (uint8)"),
+        (memoryview(np.zeros(100, np.int16)), "integers (int16)"),
+        (array.array("h", [0] * 100), "integers (int16)"),
         (np.zeros(100, bool), "booleans"),
         (np.zeros(100, np.complex64), "complex numbers"),
         ("0.1 0.2", "text"),
@@ -62,6 +65,17 @@ def test_anything_but_mono_floats_is_refused_in_one_sentence(pcm, words):
         door(pcm)
     message = str(err.value)
     assert words in message and message.endswith(".") and "\n" not in message
+
+
+def test_a_refused_block_after_finish_leaves_the_finished_voxtral_session_as_it_was():
+    """A finished Voxtral session resets at the next feed; a refused block must not reset it first."""
+    s = load_model(FIXTURES / "models" / "vox_tiny_hf", backend="numpy").start_session(keep_tokens=True)
+    s.feed(SPEECH[:16000])
+    s.finish()
+    before = (list(s.tokens), s.samples, s.finished)
+    with pytest.raises(AudioError):
+        s.feed(np.zeros((1600, 2), np.float32))
+    assert (list(s.tokens), s.samples, s.finished) == before
 
 
 @pytest.mark.parametrize("name,options", SESSIONS, ids=IDS)
