@@ -54,7 +54,8 @@ def default_file_name(fmt: ExportFormat, started: str = "", title: str = "") -> 
     except ValueError:
         when = time.localtime()
     name = " ".join(re.sub(r'[<>:"/\\|?*\x00-\x1f\x7f]', " ", title).split())[:80]
-    name = name.encode()[:TITLE_BYTES].decode(errors="ignore").strip(" .")  # a character cut in two goes
+    name = name.encode(errors="ignore")[:TITLE_BYTES].decode(errors="ignore")  # a character cut in two goes
+    name = " ".join(name.rstrip("\u200d\ufe0e\ufe0f").split()).strip(" .")  # and a joiner left at the cut
     return (f"{name} " if name else "livecap-") + time.strftime("%Y-%m-%d-%H%M", when) + fmt.suffix
 
 

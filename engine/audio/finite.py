@@ -42,8 +42,12 @@ def _mono_floats(pcm) -> np.ndarray:
     """``pcm`` as a 1-D float32 array, or :class:`AudioError` saying why it is not mono float samples."""
     try:
         a = np.asarray(pcm)
-    except ValueError:  # ragged nested lists
-        raise AudioError("The audio samples must be a flat sequence of numbers (one channel).") from None
+    except (ValueError, TypeError, RuntimeError):  # ragged nested lists; an array NumPy cannot take (bfloat16)
+        if isinstance(pcm, (list, tuple)):
+            raise AudioError("The audio samples must be a flat sequence of numbers (one channel).") from None
+        raise AudioError(
+            f"The audio samples ({type(pcm).__name__}) cannot be read as numbers; pass float32 samples in -1..1."
+        ) from None
     if a.dtype.kind in "iu" and isinstance(pcm, (list, tuple)):  # [0, 0, 0]: a list of numbers; buffers are PCM
         a = a.astype(np.float64)
     if a.dtype.kind in "iu":

@@ -236,6 +236,20 @@ def test_a_long_title_offers_a_name_the_file_system_takes(qtbot, tmp_path, title
     assert dialog.result() == QDialog.DialogCode.Accepted and dialog.saved_path.is_file()
 
 
+def test_a_title_with_a_lone_surrogate_still_names_the_file():
+    """Second review: a title with a lone surrogate (a hand-edited session file) raised UnicodeEncodeError when the
+    dialog opened; a family emoji cut at the limit left a dangling zero-width joiner at the end of the name."""
+    from app.export_dialog import default_file_name
+
+    fmt = format_by_key("srt")
+    name = default_file_name(fmt, "2025-03-07T18:42:05", "Call with \ud83d team")
+    assert name == "Call with team 2025-03-07-1842.srt"
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    for n in range(1, 40):
+        stem = default_file_name(fmt, "2025-03-07T18:42:05", family * n).removesuffix(" 2025-03-07-1842.srt")
+        assert not stem.endswith(("\u200d", "\ufe0f")), n
+
+
 def test_a_name_too_long_for_the_file_system_is_one_sentence(qtbot, tmp_path):
     """Typed by hand, a name over 255 bytes raised OSError from is_file() out of the dialog; it is said, and the
     dialog stays open."""

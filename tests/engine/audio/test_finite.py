@@ -67,6 +67,15 @@ def test_anything_but_mono_floats_is_refused_in_one_sentence(pcm, words):
     assert words in message and message.endswith(".") and "\n" not in message
 
 
+def test_an_array_numpy_cannot_read_is_said_as_such():
+    """An MLX bfloat16 array (NumPy has no bfloat16) got the sentence meant for ragged lists."""
+    import mlx.core as mx
+
+    with pytest.raises(AudioError, match=r"^The audio samples \(array\) cannot be read as numbers; pass float32"):
+        door(mx.zeros(100, dtype=mx.bfloat16))
+    assert door(mx.full(4, 0.5, dtype=mx.float16))[0].tolist() == [0.5] * 4
+
+
 def test_a_refused_block_after_finish_leaves_the_finished_voxtral_session_as_it_was():
     """A finished Voxtral session resets at the next feed; a refused block must not reset it first."""
     s = load_model(FIXTURES / "models" / "vox_tiny_hf", backend="numpy").start_session(keep_tokens=True)
