@@ -183,11 +183,11 @@ def _replace(target: str, chunks: Sequence[bytes], mode: int) -> os.stat_result:
         for pause in REPLACE_RETRY_S:
             try:
                 os.replace(tmp, target)
-                return written
+                return _stat_now(target, written)
             except PermissionError:
                 time.sleep(pause)
         os.replace(tmp, target)
-        return written
+        return _stat_now(target, written)
     except BaseException:  # an interrupt too
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -206,4 +206,13 @@ def _write_in_place(target: str, chunks: Sequence[bytes]) -> os.stat_result:
         if stat.S_ISREG(written.st_mode):
             f.truncate()
             os.fsync(f.fileno())
-    return written
+    return _stat_now(target, written)
+
+
+def _stat_now(target: str, written: os.stat_result) -> os.stat_result:
+    """What is at ``target`` once written and closed (a network file system may set its time at the close), or
+    ``written`` when it cannot be looked at."""
+    try:
+        return os.stat(target)
+    except OSError:
+        return written

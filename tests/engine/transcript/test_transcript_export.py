@@ -479,6 +479,33 @@ def test_live_file_on_a_file_system_without_stable_inodes_is_not_taken_for_gone(
         assert w.restored == 1  # gone is still gone
 
 
+def test_live_file_written_in_place_over_a_longer_one_is_not_taken_for_gone(tmp_path, monkeypatch):
+    """Second review: written in place (the replace refused) over a longer old file, the file's identity was
+    looked at before it was cut to length; where inodes are renumbered the next line then said it went."""
+    p = tmp_path / "live.srt"
+    p.write_text("an older and much longer file than the first cue\n" * 20)
+    real_stat, looks = os.stat, [0]
+
+    def stat(path, *args, **kwargs):
+        st = real_stat(path, *args, **kwargs)
+        looks[0] += 1
+        fields = list(st)
+        fields[1] += looks[0]  # st_ino: another number at every look
+        return os.stat_result(fields, {"st_mtime_ns": st.st_mtime_ns})
+
+    def refuse(src, dst):
+        raise PermissionError(13, "Access is denied")
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "replace", refuse)
+    monkeypatch.setattr("time.sleep", lambda _s: None)
+    with LiveSrtWriter(p) as w:
+        w.add(LINES[0])
+        w.add(LINES[1])
+        assert w.restored == 0
+    assert p.read_text(encoding="utf-8") == format_srt(LINES[:2])
+
+
 def test_live_folder_removed_mid_session_raises_and_is_not_made_again(tmp_path):
     """QA: ``rm -rf`` of the folder went unnoticed; the controller turns the live file off on this ExportError."""
     import shutil
