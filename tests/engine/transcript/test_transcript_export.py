@@ -455,11 +455,10 @@ def test_live_file_moved_mid_session_is_written_again_and_the_moved_one_kept(tmp
     assert moved.read_text(encoding="utf-8") == format_srt(LINES[:1])
 
 
-def test_live_file_on_a_file_system_without_stable_inodes_is_not_taken_for_gone(tmp_path, monkeypatch):
-    """Review: the file's identity was its inode alone; where a file system numbers inodes anew at each look (SMB
-    with noserverino, some FUSE mounts) every line said "the live SRT file went" and counted a restore."""
-    p = tmp_path / "live.srt"
-    real_stat, looks = os.stat, [0]
+def renumbering_stat(looks: list[int]):
+    """``os.stat`` as on a file system that numbers inodes anew at each look (SMB noserverino, some FUSE);
+    ``looks[0]`` counts the looks."""
+    real_stat = os.stat
 
     def stat(path, *args, **kwargs):
         st = real_stat(path, *args, **kwargs)
@@ -467,6 +466,16 @@ def test_live_file_on_a_file_system_without_stable_inodes_is_not_taken_for_gone(
         fields = list(st)
         fields[1] += looks[0]  # st_ino: another number at every look
         return os.stat_result(fields, {"st_mtime_ns": st.st_mtime_ns})
+
+    return stat
+
+
+def test_live_file_on_a_file_system_without_stable_inodes_is_not_taken_for_gone(tmp_path, monkeypatch):
+    """Review: the file's identity was its inode alone; where a file system numbers inodes anew at each look (SMB
+    with noserverino, some FUSE mounts) every line said "the live SRT file went" and counted a restore."""
+    p = tmp_path / "live.srt"
+    looks = [0]
+    stat = renumbering_stat(looks)
 
     with LiveSrtWriter(p) as w:
         w.add(LINES[0])
@@ -484,14 +493,8 @@ def test_live_file_written_in_place_over_a_longer_one_is_not_taken_for_gone(tmp_
     looked at before it was cut to length; where inodes are renumbered the next line then said it went."""
     p = tmp_path / "live.srt"
     p.write_text("an older and much longer file than the first cue\n" * 20)
-    real_stat, looks = os.stat, [0]
-
-    def stat(path, *args, **kwargs):
-        st = real_stat(path, *args, **kwargs)
-        looks[0] += 1
-        fields = list(st)
-        fields[1] += looks[0]  # st_ino: another number at every look
-        return os.stat_result(fields, {"st_mtime_ns": st.st_mtime_ns})
+    looks = [0]
+    stat = renumbering_stat(looks)
 
     def refuse(src, dst):
         raise PermissionError(13, "Access is denied")
