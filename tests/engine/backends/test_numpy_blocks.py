@@ -201,6 +201,8 @@ def test_blocks_go_half_to_the_twin_with_identical_results(B, rows):
         y, _, _ = B.self_attention_block(h, block, kc, vc, 2, cos, sin)
         return y, kc.copy(), vc.copy(), B.cross_attention_block(h, cross, xk, xv), B.gated_mlp(h, *mlp)
 
+    run()  # the first use starts the twin; until it takes jobs, the caller goes alone
+    assert B.twin.wait_ready(10)  # under a loaded CI it was not ready for any of the three blocks: served 0
     before = B.twin.served()
     with_twin = run()
     assert B.twin.served() == before + 3 and B.twin.pid
