@@ -407,6 +407,12 @@ class SessionController(QObject):
             self._elapsed += now - self._resumed_at
             self._resumed_at = None
 
+    def _input_back(self, now: float) -> None:
+        """Audio comes again after a wait (``waiting``): the clock runs from ``now``, unless Pause or Stop was
+        clicked meanwhile (it stands until the worker runs again)."""
+        if self.waiting and self.state == "running" and not self._clock_stopped:
+            self._resumed_at = now
+
     @Slot()
     def _on_input_waiting(self) -> None:
         self.waiting = True
@@ -423,15 +429,14 @@ class SessionController(QObject):
         now = time.monotonic()
         if waiting:
             self._hold_clock(now)
-        elif self.waiting and self.state == "running" and not self._clock_stopped:
-            self._resumed_at = now
+        else:
+            self._input_back(now)
         self.waiting = waiting
         self.server_waiting.emit(waiting)
 
     @Slot(str)
     def _on_device_recovered(self, description: str) -> None:
-        if self.waiting and self.state == "running" and not self._clock_stopped:  # not after a Pause/Stop click
-            self._resumed_at = time.monotonic()
+        self._input_back(time.monotonic())
         self.waiting = False
         self._set_input(description)
         lost = self._lost_text

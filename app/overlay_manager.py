@@ -48,8 +48,15 @@ class OverlayManager(QObject):
         controller.partial_changed.connect(self.overlay.set_partial)
         controller.lines_reset.connect(self._show_lines)
         c = controller
-        changes = (c.state_changed, c.input_waiting, c.server_waiting, c.device_recovered, c.lines_reset)
-        for changed in (*changes, c.session_failed):  # lines_reset: a Start (starting) or a failed one (not)
+        # lines_reset and session_failed: a Start (starting) or a failed one (not any more)
+        for changed in (
+            c.state_changed,
+            c.input_waiting,
+            c.server_waiting,
+            c.device_recovered,
+            c.lines_reset,
+            c.session_failed,
+        ):
             changed.connect(self._show_state)
         self._show_lines()
         self._show_state()

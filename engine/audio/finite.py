@@ -60,13 +60,11 @@ def _mono_floats(pcm) -> np.ndarray:
         kinds = {"b": "booleans", "c": "complex numbers", "U": "text", "S": "bytes"}
         kind = kinds.get(a.dtype.kind, "not numbers")
         raise AudioError(f"The audio samples are {kind}; sessions take floating-point samples in -1..1.")
-    if a.ndim > 1:
-        if a.ndim > 2 or min(a.shape) > 1:
-            shape = " x ".join(str(d) for d in a.shape)
-            raise AudioError(
-                f"The audio has shape {shape}, not one channel; mix it down or pick a channel before feeding it."
-            )
-        a = a.reshape(-1)
+    if a.ndim > 2 or (a.ndim == 2 and min(a.shape) > 1):
+        shape = " x ".join(str(d) for d in a.shape)
+        raise AudioError(
+            f"The audio has shape {shape}, not one channel; mix it down or pick a channel before feeding it."
+        )
     return np.asarray(a, dtype=np.float32).reshape(-1)
 
 
